@@ -1,0 +1,227 @@
+"""BackendActor: one async Ray actor per backend, holding its connection, catalog cache and health.
+
+The logic lives in `BackendSupervisor` (plain async, testable without Ray); `BackendActor` is the
+same class as a Ray actor, created named and detached by `actors.registry`:
+
+    actor = ensure_backend_actor(spec, settings)
+    outcome = await actor.call.remote(capability, {"query": "..."}, 10.0, call_context)
+
+A supervisor task connects, refreshes the catalog when its TTL expires or the server says it
+changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`), and
+reconnects with exponential backoff after a failure. Calls share the one session, bounded by a
+semaphore of `max_concurrency`. Calls never raise for backend faults: they return a failed
+`CallOutcome`, which also feeds the outlier detector that ejects a failing backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import time
+from typing import Any
+
+import ray
+from pydantic import SecretStr
+
+from actors.backends import build_backend
+from router.config import BackendSpec, ResilienceSettings
+from router.errors import RouterError
+from router.health import OutlierDetector
+from router.models import BackendStatus, CallOutcome, Capability, Catalog, HealthState
+from router.strategies import CallContext
+
+log = logging.getLogger("mcp_router.backend")
+_MAX_BACKOFF_S = 30.0
+
+
+class BackendSupervisor:
+    def __init__(self, spec: BackendSpec, resilience: ResilienceSettings) -> None:
+        self.spec = spec
+        self.backend = build_backend(spec)
+        self.backend.on_change = self._mark_stale
+        self.detector = OutlierDetector(resilience.ejection)
+        self._sem: asyncio.Semaphore | None = None
+        self._catalog: Catalog | None = None
+        self._catalog_at = 0.0
+        self._stale = False
+        self._health: HealthState = "starting"
+        self._last_error: str | None = None
+        self._last_error_at: float | None = None
+        self._last_check_at: float | None = None
+        self._inflight = 0
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._first_attempt = asyncio.Event()
+        self._closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self._task is None or self._task.done():
+            self._sem = self._sem or asyncio.Semaphore(self.spec.max_concurrency)
+            self._task = asyncio.create_task(self._supervise(), name=f"supervise-{self.spec.name}")
+
+    async def start(self, wait_s: float = 0.0) -> BackendStatus:
+        """Start supervising; wait up to `wait_s` for the first connection attempt to finish."""
+        self._ensure_started()
+        if wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._first_attempt.wait(), wait_s)
+        return self.status()
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.backend.close()
+
+    async def _supervise(self) -> None:
+        backoff = 0.5
+        while not self._closing:
+            if not getattr(self.backend, "connected", True) or self._health in ("starting", "down"):
+                try:
+                    await self.backend.connect()
+                    await self._refresh_catalog()
+                    self._set_health_ok()
+                    backoff = 0.5
+                except RouterError as exc:
+                    self._fail(exc.message)
+                    self._first_attempt.set()
+                    await self._sleep(backoff * (0.8 + 0.4 * random.random()))
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                    continue
+                self._first_attempt.set()
+            await self._sleep(self.spec.health_interval_s)
+            if self._closing:
+                break
+            await self._check()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    async def _check(self) -> None:
+        try:
+            if self._stale or time.monotonic() - self._catalog_at > self.spec.catalog_ttl_s:
+                await self._refresh_catalog()
+            await self.backend.health(self.spec.health_timeout_s)
+            self._set_health_ok()
+        except RouterError as exc:
+            self._fail(exc.message)
+            await self.backend.close()
+        finally:
+            self._last_check_at = time.time()
+
+    async def _refresh_catalog(self) -> Catalog:
+        self._stale = False
+        catalog = await self.backend.list_capabilities()
+        self._catalog, self._catalog_at = catalog, time.monotonic()
+        return catalog
+
+    def _mark_stale(self) -> None:
+        self._stale = True
+        self._wake.set()
+
+    def _set_health_ok(self) -> None:
+        self._health = "healthy"
+        self._last_check_at = time.time()
+
+    def _fail(self, message: str) -> None:
+        self._health = "down"
+        self._last_error, self._last_error_at = message, time.time()
+        log.warning("backend %s is down: %s", self.spec.name, message)
+
+    # -- API -----------------------------------------------------------------------------------
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        self._ensure_started()
+        allowed, probe = self.detector.admit(force)
+        if not allowed:
+            return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
+                                             f"{self.detector.remaining_s():.1f} s after repeated failures")
+        if self._health == "down" and not force:
+            return self._refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
+        assert self._sem is not None
+        started = time.perf_counter()
+        self._inflight += 1
+        try:
+            async with self._sem:
+                outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
+        except RouterError as exc:
+            outcome = CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,
+                                  latency_ms=(time.perf_counter() - started) * 1000, error_type=exc.code,
+                                  error=exc.message)
+            if exc.code == "backend_unavailable":
+                self._fail(exc.message)
+                self._wake.set()  # reconnect now rather than at the next health check
+        finally:
+            self._inflight -= 1
+        if self.detector.record(outcome.ok, probe):
+            log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
+        if not outcome.ok:
+            self._last_error, self._last_error_at = outcome.error, time.time()
+        return outcome
+
+    def _refused(self, capability: Capability, message: str) -> CallOutcome:
+        return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
+                           error_type="backend_unavailable", error=message)
+
+    async def catalog(self, known_version: str | None = None) -> Catalog | None:
+        """The cached catalog, or None when the caller already has this version (or there is none)."""
+        self._ensure_started()
+        if self._catalog is None or self._catalog.version == known_version:
+            return None
+        return self._catalog
+
+    async def refresh(self) -> Catalog | None:
+        self._mark_stale()
+        return self._catalog
+
+    def status(self) -> BackendStatus:
+        cat = self._catalog
+        counts = {k: 0 for k in ("tool", "prompt", "resource", "flow")}
+        for c in cat.capabilities if cat else ():
+            counts[c.kind] += 1
+        health: HealthState = self._health
+        if health == "healthy" and self.detector.ejected:
+            health = "ejected"
+        elif health == "healthy" and self.detector.state == "half_open":
+            health = "degraded"
+        return BackendStatus(
+            name=self.spec.name, kind=self.spec.kind, transport=self.backend.transport, health=health,
+            description=cat.description if cat else self.spec.description,
+            catalog_version=cat.version if cat else None, tool_count=counts["tool"],
+            prompt_count=counts["prompt"], resource_count=counts["resource"], flow_count=counts["flow"],
+            last_error=self._last_error, last_error_at=self._last_error_at, last_check_at=self._last_check_at,
+            consecutive_failures=self.detector.consecutive_failures,
+            ejected_until=(time.time() + self.detector.remaining_s()) if self.detector.ejected else None,
+            ejections=self.detector.ejections, inflight=self._inflight,
+        )
+
+    async def get_status(self) -> BackendStatus:
+        self._ensure_started()
+        return self.status()
+
+    async def spec_fingerprint(self) -> str:
+        return spec_fingerprint(self.spec)
+
+
+def spec_fingerprint(spec: BackendSpec) -> str:
+    """Changes whenever the backend's configuration changes, so a stale detached actor is replaced."""
+    def reveal(value: Any) -> str:
+        return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+
+    dumped = json.dumps(spec.model_dump(), sort_keys=True, default=reveal)
+    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+BackendActor = ray.remote(BackendSupervisor)

@@ -1,0 +1,213 @@
+"""The `mcp-router` command line.
+
+    mcp-router demo                                    # local Ray + the bundled examples, a few questions
+    mcp-router serve --config PATH [--host H] [--port P]
+    mcp-router query "What time is it in Tokyo?"       # ask a running router
+    mcp-router route "..." | mcp-router backends
+    mcp-router loadtest --url URL --concurrency 32 --duration 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from router.config import load_settings
+from router.errors import ConfigError
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml"
+
+
+def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
+    print(f"  answer : {body.get('answer', '')[:600]}")
+    meta = body.get("routing") or {}
+    chosen = meta.get("chosen") or {}
+    scores = chosen.get("scores") or {}
+    print(f"  route  : {body.get('backend')} / {body.get('capability')} ({body.get('kind')})  "
+          f"intent={meta.get('intent')} mode={meta.get('mode')} cached={meta.get('cached')}")
+    if scores:
+        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("composite", "match", "health", "perf",
+                                                                         "dense", "bm25")))
+    if meta.get("arguments") is not None:
+        print(f"  args   : {json.dumps(meta['arguments'])[:200]}  ({meta.get('arguments_source')})")
+    print(f"  timing : decision {meta.get('decision_ms', 0):.1f} ms, backend {meta.get('execution_ms', 0):.1f} ms, "
+          f"total {meta.get('total_ms', 0):.1f} ms")
+    if verbose and meta.get("candidates"):
+        print("  considered:")
+        for c in meta["candidates"][:5]:
+            s = c["scores"]
+            print(f"    {c['rank']}. {c['backend']}/{c['capability']:<28} composite={s['composite']:.3f} "
+                  f"match={s['match']:.3f} dense={s['dense']:.3f} bm25={s['bm25']:.2f}")
+    if len(meta.get("attempts") or []) > 1:
+        print("  attempts: " + ", ".join(f"{a['backend']}:{a['outcome']}" for a in meta["attempts"]))
+
+
+def _print_error(resp: httpx.Response) -> None:
+    try:
+        err = resp.json().get("error", {})
+        print(f"  error {resp.status_code} {err.get('type')}: {err.get('message')}")
+    except ValueError:
+        print(f"  error {resp.status_code}: {resp.text[:300]}")
+
+
+def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
+    from deployments.local import start_local, stop_local, wait_until_healthy
+
+    overrides: dict[str, Any] = {"server": {}}
+    if args.host:
+        overrides["server"]["host"] = args.host
+    if args.port:
+        overrides["server"]["port"] = args.port
+    if args.ingress:
+        overrides["server"]["ingress"] = args.ingress
+    try:
+        settings = load_settings(args.config, overrides=overrides)
+    except ConfigError as exc:
+        print(f"mcp-router: {exc}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    print(f"starting Ray and the Serve application {settings.server.app_name!r} "
+          f"({len(settings.enabled_backends)} backends from {args.config}) ...", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        endpoints = start_local(settings, num_cpus=args.num_cpus, quiet=not args.verbose)
+        report = wait_until_healthy(endpoints.url, 60 if demo else 20)
+        print(f"mcp-router ready at {endpoints.url}  (docs: {endpoints.url}/docs, MCP: {endpoints.url}/mcp/) "
+              f"after {time.monotonic() - started:.1f} s", flush=True)
+        for name, b in (report.get("backends") or {}).items():
+            print(f"  backend {name:<16} {b['status']}" + (f"  ({b['last_error']})" if b.get("last_error") else ""))
+        if demo:
+            _demo(endpoints.url, settings.demo_questions, started)
+        print("serving; press Ctrl-C to stop", flush=True)
+        while not stop.wait(1):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping ...", flush=True)
+        stop_local(settings)
+    return 0
+
+
+def _demo(url: str, questions: list[str], started: float) -> None:
+    with httpx.Client(timeout=60) as client:
+        for i, q in enumerate(questions):
+            print(f"\n> {q}")
+            resp = client.post(f"{url}/v1/query", json={"question": q})
+            if i == 0:
+                print(f"  (first answer {time.monotonic() - started:.1f} s after start)")
+            if resp.status_code == 200:
+                _print_answer(resp.json(), verbose=i == 0)
+            else:
+                _print_error(resp)
+    print(f"\ntry: curl -s {url}/v1/query -H 'content-type: application/json' "
+          "-d '{\"question\": \"What time is it in Tokyo?\"}'\n")
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    payload: dict[str, Any] = {"question": args.question}
+    for key in ("intent", "backend", "tool", "mode", "session_id"):
+        if getattr(args, key, None):
+            payload[key] = getattr(args, key)
+    if args.arguments:
+        payload["arguments"] = json.loads(args.arguments)
+    resp = httpx.post(f"{args.url}/v1/query", json=payload, timeout=args.timeout)
+    if args.json:
+        print(json.dumps(resp.json(), indent=2))
+    elif resp.status_code == 200:
+        _print_answer(resp.json())
+    else:
+        _print_error(resp)
+    return 0 if resp.status_code == 200 else 1
+
+
+def cmd_route(args: argparse.Namespace) -> int:
+    resp = httpx.post(f"{args.url}/v1/route", json={"question": args.question}, timeout=args.timeout)
+    body = resp.json()
+    if args.json or resp.status_code != 200:
+        print(json.dumps(body, indent=2))
+        return 0 if resp.status_code == 200 else 1
+    print(f"{body['decision']}: {body['message']} (intent {body['intent']}, {body['decision_ms']:.1f} ms)")
+    for c in body["candidates"]:
+        s = c["scores"]
+        print(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} composite={s['composite']:.3f} "
+              f"match={s['match']:.3f} health={s['health']:.1f} perf={s['perf']:.2f}")
+    return 0
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    resp = httpx.get(f"{args.url}/v1/backends", timeout=args.timeout)
+    if args.json:
+        print(json.dumps(resp.json(), indent=2))
+        return 0
+    for b in resp.json():
+        count = b["tool_count"] + b["prompt_count"] + b["resource_count"] + b["flow_count"]
+        print(f"{b['name']:<18} {b['kind']:<10} {b['transport']:<16} {b['health']:<9} {count:>4} capabilities"
+              + (f"  last error: {b['last_error']}" if b.get("last_error") else ""))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mcp-router", description="Route questions to MCP servers and flows.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def serve_opts(sp: argparse.ArgumentParser, default_config: str | None) -> None:
+        sp.add_argument("--config", default=default_config, required=default_config is None)
+        sp.add_argument("--host")
+        sp.add_argument("--port", type=int)
+        sp.add_argument("--ingress", choices=["direct", "proxy"])
+        sp.add_argument("--num-cpus", type=int, default=None)
+        sp.add_argument("--verbose", action="store_true", help="show Ray and Serve logs")
+
+    serve_opts(sub.add_parser("serve", help="run the router in the foreground"), None)
+    serve_opts(sub.add_parser("demo", help="run the bundled example and ask it a few questions"),
+               str(EXAMPLE_CONFIG))
+
+    def client_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--url", default=DEFAULT_URL)
+        sp.add_argument("--json", action="store_true")
+        sp.add_argument("--timeout", type=float, default=60)
+
+    q = sub.add_parser("query", help="ask a running router")
+    q.add_argument("question")
+    for opt in ("--intent", "--backend", "--tool", "--mode", "--session-id"):
+        q.add_argument(opt)
+    q.add_argument("--arguments", help="tool arguments as JSON")
+    client_opts(q)
+    r = sub.add_parser("route", help="show the routing decision without calling anything")
+    r.add_argument("question")
+    client_opts(r)
+    client_opts(sub.add_parser("backends", help="list backends and their health"))
+    from deployments.loadtest import add_loadtest_parser
+
+    add_loadtest_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command in ("serve", "demo"):
+        return cmd_serve(args, demo=args.command == "demo")
+    if args.command == "loadtest":
+        from deployments.loadtest import cmd_loadtest
+
+        return cmd_loadtest(args)
+    try:
+        return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends}[args.command](args)
+    except httpx.ConnectError as exc:
+        print(f"mcp-router: cannot reach the router at {args.url}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""BackendDirectory: a replica's local view of the backends, refreshed in the background.
+
+Once a second it reads every backend actor's status and the PerformanceActor's snapshot; when a
+backend's catalog version changes it fetches the catalog and rebuilds the hybrid index (tool
+vectors come from the embedder deployment through an on-disk cache, so only new texts are
+embedded). Outcomes are buffered and sent to the PerformanceActor in batches. The request path
+only ever reads these local copies (this is the router's `StatsView`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import numpy as np
+import ray
+
+from router.config import RouterSettings
+from router.core import Router
+from router.embeddings import CachedEmbedder
+from router.models import BackendStatus, CallOutcome, Catalog
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.scoring import PerfSnapshot
+
+log = logging.getLogger("mcp_router.directory")
+_FLUSH_S = 0.2
+
+
+class BackendDirectory:
+    def __init__(self, settings: RouterSettings, router: Router, actors: dict[str, Any], perf_actor: Any,
+                 embedder: CachedEmbedder | None,
+                 on_status: Callable[[Mapping[str, BackendStatus]], None] | None = None) -> None:
+        self.settings = settings
+        self.router = router
+        self.actors = actors
+        self.perf_actor = perf_actor
+        self.embedder = embedder
+        self._on_status = on_status
+        self._statuses: dict[str, BackendStatus] = {}
+        self._perf: dict[tuple[str, str], PerfSnapshot] = {}
+        self._catalogs: dict[str, Catalog] = {}
+        self._pending: list[tuple[str, str, float, float, bool, str | None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebuild_lock = asyncio.Lock()
+        self.index_built_at: float | None = None
+        self.dense_error: str | None = None
+
+    # -- StatsView -----------------------------------------------------------------------------
+
+    def statuses(self) -> Mapping[str, BackendStatus]:
+        return self._statuses
+
+    def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]:
+        return self._perf
+
+    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+        self._pending.append((backend, intent, time.time(), outcome.latency_ms, outcome.ok, outcome.error_type))
+
+    # -- background work -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._loop(self.refresh, self.settings.resilience.stats_refresh_s)),
+                       asyncio.create_task(self._loop(self.flush, _FLUSH_S))]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        await self.flush()
+
+    async def _loop(self, step: Callable[[], Awaitable[Any]], every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await step()
+            except (ray.exceptions.RayError, asyncio.TimeoutError, OSError) as exc:
+                log.warning("background refresh failed: %s", exc)
+
+    async def flush(self) -> None:
+        if not self._pending or self.perf_actor is None:
+            return
+        batch, self._pending = self._pending, []
+        self.perf_actor.record_many.remote(batch)  # fire and forget: the request path never waits
+
+    async def refresh(self) -> None:
+        await asyncio.gather(self.refresh_statuses(), self.refresh_perf())
+
+    async def refresh_perf(self) -> None:
+        if self.perf_actor is not None:
+            self._perf = await asyncio.wait_for(self.perf_actor.snapshot.remote(), 5)
+
+    async def refresh_statuses(self) -> None:
+        names = list(self.actors)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(self.actors[n].get_status.remote(), 5) for n in names), return_exceptions=True)
+        statuses: dict[str, BackendStatus] = {}
+        for name, res in zip(names, results, strict=True):
+            if isinstance(res, BackendStatus):
+                statuses[name] = res
+            else:
+                spec = self.settings.backend(name)
+                statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
+                                               health="down", last_error=f"backend actor unreachable: {res}")
+        self._statuses = statuses
+        if self._on_status is not None:
+            self._on_status(statuses)
+        changed = [n for n, s in statuses.items()
+                   if s.catalog_version and s.catalog_version != getattr(self._catalogs.get(n), "version", None)]
+        if changed:
+            await self.sync_catalogs(changed)
+
+    async def sync_catalogs(self, names: list[str] | None = None) -> bool:
+        """Fetch changed catalogs and rebuild the index; True when the index changed."""
+        names = list(self.actors) if names is None else names
+        results = await asyncio.gather(
+            *(asyncio.wait_for(self.actors[n].catalog.remote(getattr(self._catalogs.get(n), "version", None)), 10)
+              for n in names), return_exceptions=True)
+        changed = False
+        for name, res in zip(names, results, strict=True):
+            if isinstance(res, Catalog):
+                self._catalogs[name] = res
+                changed = True
+        if changed:
+            await self.rebuild()
+        return changed
+
+    async def rebuild(self) -> None:
+        async with self._rebuild_lock:
+            order = [b.name for b in self.settings.enabled_backends]
+            catalogs = [self._catalogs[n] for n in order if n in self._catalogs]
+            texts = CatalogTexts.build(catalogs)
+            tool_vecs, server_vecs = await self._vectors(texts)
+            index = CatalogIndex(texts, tool_vecs, server_vecs, self.settings.routing)
+            self.router.set_catalogs(catalogs, index)
+            self.index_built_at = time.time()
+            log.info("index rebuilt: %d backends, %d capabilities, dense=%s", len(catalogs), len(index),
+                     tool_vecs is not None)
+
+    async def _vectors(self, texts: CatalogTexts) -> tuple[np.ndarray | None, np.ndarray | None]:
+        if self.embedder is None or not texts.tool_dense:
+            return None, None
+        try:
+            vecs = await self.embedder.embed(list(texts.tool_dense) + list(texts.server_dense))
+        except (ray.exceptions.RayError, OSError, ValueError) as exc:
+            # Without vectors the router still routes, on BM25 alone; the next catalog change retries.
+            self.dense_error = str(exc)
+            log.warning("embedding the catalog failed, routing on BM25 only: %s", exc)
+            return None, None
+        self.dense_error = None
+        n = len(texts.tool_dense)
+        return vecs[:n], vecs[n:]
+
+    @property
+    def catalogs(self) -> Mapping[str, Catalog]:
+        return self._catalogs
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Wait (bounded) for every backend's first connection attempt, then build the first index."""
+        await asyncio.gather(
+            *(asyncio.wait_for(a.start.remote(timeout_s), timeout_s + 5) for a in self.actors.values()),
+            return_exceptions=True)
+        await self.refresh_statuses()
+        if not self._catalogs:
+            await self.rebuild()
+        with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
+            await self.refresh_perf()

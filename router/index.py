@@ -1,0 +1,150 @@
+"""HybridIndex: dense recall, BM25 over the recalled candidates, and alpha fusion, explained per item.
+
+    index = HybridIndex(texts_for_bm25, vectors, alpha=0.6, dense_top_n=200)
+    hits = index.search("what time is it in Tokyo", query_vector, k=5)
+    hits[0].hybrid, hits[0].dense, hits[0].bm25        # every score component, for explanations
+
+Dense recall takes the top-N documents by cosine; BM25 (IDF from the whole corpus) scores only
+those; both are min-max normalised over the recalled set and fused:
+``hybrid = alpha * dense_norm + (1 - alpha) * bm25_norm``. Without vectors the index is BM25-only.
+The vector search sits behind `VectorStore`, so an ANN index can replace the in-memory matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+
+from router.text import tokenize
+
+
+class VectorStore(Protocol):
+    """Nearest neighbours by cosine over L2-normalised vectors."""
+
+    def __len__(self) -> int: ...
+
+    def top(self, query: np.ndarray, n: int, within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and cosine scores of the `n` nearest items (restricted to `within` when given), best first."""
+        ...
+
+    def scores(self, query: np.ndarray, ids: np.ndarray) -> np.ndarray: ...
+
+
+class InMemoryVectorStore:
+    """A float32 matrix; exact search. Adequate to tens of thousands of tools (see benchmarks)."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self._m = np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return int(self._m.shape[0])
+
+    def top(self, query: np.ndarray, n: int, within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if within is None:
+            sims = self._m @ query
+            ids = np.arange(len(sims))
+        else:
+            ids = within
+            sims = self._m[within] @ query
+        n = min(n, len(sims))
+        if n <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        if n < len(sims):
+            part = np.argpartition(-sims, n - 1)[:n]
+        else:
+            part = np.arange(len(sims))
+        order = part[np.argsort(-sims[part], kind="stable")]
+        return ids[order], sims[order]
+
+    def scores(self, query: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        return self._m[ids] @ query
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One scored document, with every component of its score."""
+
+    doc: int
+    dense: float
+    bm25: float
+    dense_norm: float
+    bm25_norm: float
+    hybrid: float
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Scale to [0, 1]; a constant vector maps to 1 where positive and 0 otherwise."""
+    if values.size == 0:
+        return values.astype(np.float64)
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-12:
+        return np.full(values.shape, 1.0 if hi > 0 else 0.0)
+    return (values - lo) / (hi - lo)
+
+
+class HybridIndex:
+    def __init__(
+        self,
+        texts: Sequence[str],
+        vectors: np.ndarray | None = None,
+        *,
+        alpha: float = 0.6,
+        dense_top_n: int = 200,
+        store: VectorStore | None = None,
+    ) -> None:
+        self.size = len(texts)
+        self.alpha = alpha if (vectors is not None or store is not None) else 0.0
+        self.dense_top_n = dense_top_n
+        corpus = [tokenize(t) or ["<empty>"] for t in texts]
+        self._bm25 = BM25Okapi(corpus) if corpus else None
+        if store is None and vectors is not None:
+            if len(vectors) != self.size:
+                raise ValueError(f"{len(vectors)} vectors for {self.size} documents")
+            store = InMemoryVectorStore(vectors)
+        self._store = store
+
+    @property
+    def dense(self) -> bool:
+        return self._store is not None
+
+    def bm25_scores(self, tokens: list[str], ids: np.ndarray) -> np.ndarray:
+        if self._bm25 is None or not tokens or ids.size == 0:
+            return np.zeros(ids.size)
+        return np.asarray(self._bm25.get_batch_scores(tokens, ids.tolist()), dtype=np.float64)
+
+    def search(
+        self,
+        query: str,
+        query_vector: np.ndarray | None,
+        k: int,
+        *,
+        alpha: float | None = None,
+        within: np.ndarray | None = None,
+        tokens: list[str] | None = None,
+    ) -> list[Hit]:
+        """Rank documents for `query`; `within` restricts the search to some document ids."""
+        if self.size == 0:
+            return []
+        a = self.alpha if alpha is None else alpha
+        toks = tokenize(query) if tokens is None else tokens
+        if self._store is not None and query_vector is not None:
+            ids, dense = self._store.top(query_vector, self.dense_top_n, within)
+            dense = dense.astype(np.float64)
+        else:
+            ids = within if within is not None else np.arange(self.size)
+            dense = np.zeros(ids.size)
+            a = 0.0
+        bm25 = self.bm25_scores(toks, ids)
+        dense_norm = minmax(dense) if a > 0 else np.zeros(ids.size)
+        bm25_norm = minmax(bm25) if bm25.max(initial=0.0) > 0 else np.zeros(ids.size)
+        hybrid = a * dense_norm + (1 - a) * bm25_norm
+        order = np.argsort(-hybrid, kind="stable")[:k]
+        return [
+            Hit(int(ids[i]), float(dense[i]), float(bm25[i]), float(dense_norm[i]), float(bm25_norm[i]),
+                float(hybrid[i]))
+            for i in order
+        ]

@@ -1,0 +1,262 @@
+"""Request and response models (pydantic, at the edges) and internal values (frozen dataclasses).
+
+HTTP, MCP and the Serve deployment handle all speak these same models, so a Python caller of
+`serve.get_app_handle("mcp-router").query.remote(QueryRequest(...))` gets exactly what HTTP returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from router.config import CapabilityKind
+
+Mode = Literal["fallback", "parallel", "hedged", "consensus"]
+HealthState = Literal["starting", "healthy", "degraded", "down", "ejected"]
+Outcome = Literal["success", "error", "timeout", "cancelled", "unavailable"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Internal values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capability:
+    """One routable thing a backend offers: an MCP tool, prompt or resource, or a flow."""
+
+    backend: str
+    name: str
+    kind: CapabilityKind = "tool"
+    description: str = ""
+    title: str | None = None
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    # Resources are addressed by URI; flows by id. `name` stays the human-facing name.
+    target: str | None = None
+    intents: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.backend}/{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catalog:
+    """What one backend offers, with a version that changes whenever the content changes."""
+
+    backend: str
+    version: str
+    description: str
+    capabilities: tuple[Capability, ...]
+    intents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallOutcome:
+    """The result of one backend call, as a value (the actor never raises for backend faults)."""
+
+    backend: str
+    capability: str
+    ok: bool
+    latency_ms: float
+    text: str = ""
+    content: tuple[dict[str, Any], ...] = ()
+    structured: dict[str, Any] | None = None
+    error_type: str | None = None  # a RouterError code, e.g. "backend_timeout", "tool_failed"
+    error: str | None = None
+    session_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendStatus:
+    name: str
+    kind: str
+    transport: str
+    health: HealthState
+    description: str = ""
+    catalog_version: str | None = None
+    tool_count: int = 0
+    prompt_count: int = 0
+    resource_count: int = 0
+    flow_count: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_check_at: float | None = None
+    consecutive_failures: int = 0
+    ejected_until: float | None = None
+    ejections: int = 0
+    inflight: int = 0
+
+    @property
+    def available(self) -> bool:
+        return self.health in ("healthy", "degraded")
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("question must not be empty or only whitespace")
+    return value
+
+
+Question = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+
+
+class Parameters(_Model):
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    stream: bool | None = None
+
+
+class QueryRequest(_Model):
+    question: Question = Field(description="The question or instruction to route.")
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="Tool arguments; when absent they are derived from the question."
+    )
+    intent: str | None = Field(default=None, description="Override the classified intent.")
+    backend: str | None = Field(default=None, description="Skip routing and use this backend ('auto' routes).")
+    tool: str | None = Field(default=None, description="With `backend`: the tool, prompt or flow to call.")
+    mode: Mode | None = None
+    session_id: str | None = Field(default=None, max_length=256)
+    parameters: Parameters | None = None
+    deadline_s: float | None = Field(default=None, gt=0, le=600)
+    fallback_on_override: bool = False
+    include_routing_metadata: bool = True
+
+    @field_validator("backend")
+    @classmethod
+    def _auto_is_none(cls, value: str | None) -> str | None:
+        return None if value in (None, "", "auto") else value
+
+
+class RouteRequest(_Model):
+    question: Question
+    intent: str | None = None
+    backend: str | None = None
+    k: int | None = Field(default=None, ge=1, le=100)
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+class ScoreBreakdown(_Model):
+    dense: float = 0.0
+    bm25: float = 0.0
+    dense_norm: float = 0.0
+    bm25_norm: float = 0.0
+    hybrid: float = 0.0
+    intent_bonus: float = 0.0
+    match: float = 0.0
+    health: float = 0.0
+    perf: float = 0.0
+    composite: float = 0.0
+
+
+class CandidateInfo(_Model):
+    rank: int
+    backend: str
+    capability: str
+    kind: CapabilityKind
+    description: str = ""
+    scores: ScoreBreakdown
+
+
+class AttemptInfo(_Model):
+    backend: str
+    capability: str
+    outcome: Outcome
+    latency_ms: float
+    started_ms: float = 0.0
+    error_type: str | None = None
+    error: str | None = None
+
+
+class ConsensusAnswer(_Model):
+    backend: str
+    capability: str
+    answer: str
+    latency_ms: float
+    group: int
+    agrees: bool
+
+
+class RoutingMetadata(_Model):
+    intent: str
+    intent_source: Literal["classified", "override", "default"]
+    intent_scores: dict[str, float] = Field(default_factory=dict)
+    method: str
+    mode: Mode
+    decision: Literal["route", "override", "session"] = "route"
+    chosen: CandidateInfo | None = None
+    candidates: list[CandidateInfo] = Field(default_factory=list)
+    attempts: list[AttemptInfo] = Field(default_factory=list)
+    fallbacks_used: int = 0
+    arguments: dict[str, Any] | None = None
+    arguments_source: str | None = None
+    decision_ms: float = 0.0
+    execution_ms: float = 0.0
+    total_ms: float = 0.0
+    session_id: str | None = None
+    cached: bool = False
+    agreement: float | None = None
+    answers: list[ConsensusAnswer] | None = None
+    disagreed: list[str] | None = None
+
+
+class QueryResponse(_Model):
+    answer: str
+    backend: str
+    capability: str
+    kind: CapabilityKind
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    structured: dict[str, Any] | None = None
+    session_id: str | None = None
+    routing: RoutingMetadata | None = None
+
+
+class RouteResponse(_Model):
+    decision: Literal["route", "no_match", "ambiguous"]
+    message: str
+    intent: str
+    intent_source: Literal["classified", "override", "default"]
+    intent_scores: dict[str, float] = Field(default_factory=dict)
+    method: str
+    candidates: list[CandidateInfo]
+    decision_ms: float
+
+
+class BackendInfo(_Model):
+    name: str
+    kind: str
+    transport: str
+    health: HealthState
+    description: str = ""
+    tool_count: int = 0
+    prompt_count: int = 0
+    resource_count: int = 0
+    flow_count: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_check_at: float | None = None
+    consecutive_failures: int = 0
+    ejected_until: float | None = None
+
+    @classmethod
+    def from_status(cls, status: BackendStatus) -> BackendInfo:
+        return cls(**{name: getattr(status, name) for name in cls.model_fields})
+
+
+class HealthResponse(_Model):
+    status: Literal["ok", "degraded", "down"]
+    backends: dict[str, dict[str, Any]]

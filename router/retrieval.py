@@ -1,0 +1,177 @@
+"""CatalogIndex: the hybrid index over every backend's capabilities, flat or two-level.
+
+    texts = CatalogTexts.build(catalogs)
+    index = CatalogIndex(texts, tool_vectors=await embed(texts.tool_dense),
+                         server_vectors=await embed(texts.server_dense), settings=routing)
+    ranked = index.search("what time is it in Tokyo", query_vector, k=5)
+
+Documents: one per capability (server name and description, capability name and description,
+parameter names and descriptions) and one per server (its description and a summary of its tools).
+`flat` ranks capabilities directly; `two_level` (MCP-Zero) ranks servers first and then the
+capabilities inside the best servers, combining both scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from router.config import RoutingSettings
+from router.index import Hit, HybridIndex
+from router.models import Capability, Catalog
+from router.text import split_identifier
+
+
+def _params(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return []
+    out = []
+    for name, spec in props.items():
+        desc = spec.get("description", "") if isinstance(spec, dict) else ""
+        out.append((str(name), str(desc or "")))
+    return out
+
+
+def capability_dense_text(cap: Capability, server_description: str) -> str:
+    """What the embedding model sees: name words first (they survive truncation), then descriptions."""
+    params = ", ".join(split_identifier(n) for n, _ in _params(cap.input_schema))
+    parts = [f"{split_identifier(cap.name)}: {cap.description or cap.title or ''}".strip()]
+    if params:
+        parts.append(f"Parameters: {params}.")
+    parts.append(f"Server {split_identifier(cap.backend)}: {server_description}".strip())
+    if cap.tags:
+        parts.append("Tags: " + ", ".join(cap.tags))
+    return " ".join(parts)[:2000]
+
+
+def capability_sparse_text(cap: Capability, server_description: str) -> str:
+    """What BM25 sees; the capability name is repeated so that it weighs more than prose (field weighting)."""
+    name = split_identifier(cap.name)
+    params = " ".join(f"{split_identifier(n)} {d}" for n, d in _params(cap.input_schema))
+    return " ".join([name, name, name, cap.title or "", cap.description, params, split_identifier(cap.backend),
+                     server_description, " ".join(cap.tags)])
+
+
+def server_dense_text(catalog: Catalog) -> str:
+    names = ", ".join(split_identifier(c.name) for c in catalog.capabilities[:40])
+    return f"{split_identifier(catalog.backend)}: {catalog.description}. Tools: {names}."[:2000]
+
+
+def server_sparse_text(catalog: Catalog) -> str:
+    body = " ".join(f"{split_identifier(c.name)} {c.description}" for c in catalog.capabilities)
+    name = split_identifier(catalog.backend)
+    return f"{name} {name} {catalog.description} {catalog.description} {body}"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogTexts:
+    catalogs: tuple[Catalog, ...]
+    capabilities: tuple[Capability, ...]
+    owner: tuple[int, ...]  # capability index -> catalog index
+    tool_dense: tuple[str, ...]
+    tool_sparse: tuple[str, ...]
+    server_dense: tuple[str, ...]
+    server_sparse: tuple[str, ...]
+
+    @classmethod
+    def build(cls, catalogs: Sequence[Catalog]) -> CatalogTexts:
+        caps: list[Capability] = []
+        owner: list[int] = []
+        dense: list[str] = []
+        sparse: list[str] = []
+        for ci, cat in enumerate(catalogs):
+            for cap in cat.capabilities:
+                caps.append(cap)
+                owner.append(ci)
+                dense.append(capability_dense_text(cap, cat.description))
+                sparse.append(capability_sparse_text(cap, cat.description))
+        return cls(tuple(catalogs), tuple(caps), tuple(owner), tuple(dense), tuple(sparse),
+                   tuple(server_dense_text(c) for c in catalogs), tuple(server_sparse_text(c) for c in catalogs))
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A capability with its retrieval scores; `score` is what the ranking used."""
+
+    capability: Capability
+    hit: Hit
+    score: float
+    server_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankedServer:
+    backend: str
+    score: float
+    hit: Hit | None
+
+
+class CatalogIndex:
+    def __init__(
+        self,
+        texts: CatalogTexts,
+        tool_vectors: np.ndarray | None,
+        server_vectors: np.ndarray | None,
+        settings: RoutingSettings,
+    ) -> None:
+        self.texts = texts
+        self.settings = settings
+        self.tools = HybridIndex(texts.tool_sparse, tool_vectors, alpha=settings.alpha,
+                                 dense_top_n=settings.dense_top_n)
+        self.servers = HybridIndex(texts.server_sparse, server_vectors, alpha=settings.alpha,
+                                   dense_top_n=settings.dense_top_n)
+        self._by_server: list[np.ndarray] = [
+            np.array([i for i, o in enumerate(texts.owner) if o == ci], dtype=np.int64)
+            for ci in range(len(texts.catalogs))
+        ]
+        self._server_of = np.array(texts.owner, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.texts.capabilities)
+
+    def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
+               alpha: float | None = None, backends: set[str] | None = None) -> list[Ranked]:
+        method = method or self.settings.method
+        within = self._restrict(backends)
+        if within is not None and within.size == 0:
+            return []
+        if method == "two_level" and backends is None:
+            return self._two_level(query, query_vector, k, alpha)
+        hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within)
+        return [Ranked(self.texts.capabilities[h.doc], h, h.hybrid) for h in hits]
+
+    def rank_servers(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
+                     alpha: float | None = None) -> list[RankedServer]:
+        """Servers by the best of their capabilities (flat) or by the combined two-level score."""
+        ranked = self.search(query, query_vector, max(k * 20, 50), method=method, alpha=alpha)
+        seen: dict[str, RankedServer] = {}
+        for r in ranked:
+            if r.capability.backend not in seen:
+                seen[r.capability.backend] = RankedServer(r.capability.backend, r.score, r.hit)
+        return list(seen.values())[:k]
+
+    def _restrict(self, backends: set[str] | None) -> np.ndarray | None:
+        if backends is None:
+            return None
+        ids = [self._by_server[ci] for ci, c in enumerate(self.texts.catalogs) if c.backend in backends]
+        return np.concatenate(ids) if ids else np.empty(0, dtype=np.int64)
+
+    def _two_level(self, query: str, qvec: np.ndarray | None, k: int, alpha: float | None) -> list[Ranked]:
+        servers = self.servers.search(query, qvec, self.settings.top_servers, alpha=alpha)
+        if not servers:
+            return []
+        within = np.concatenate([self._by_server[h.doc] for h in servers])
+        server_score = {h.doc: h.hybrid for h in servers}
+        hits = self.tools.search(query, qvec, max(k * 4, 20), alpha=alpha, within=within)
+        out = []
+        for h in hits:
+            s = server_score[int(self._server_of[h.doc])]
+            # MCP-Zero's combination: rewards a tool only when both it and its server match.
+            combined = (s * h.hybrid) * max(s, h.hybrid)
+            out.append(Ranked(self.texts.capabilities[h.doc], h, combined, s))
+        out.sort(key=lambda r: -r.score)
+        return out[:k]

@@ -1,0 +1,104 @@
+"""The composite score: ``w_match * match + w_health * health + w_perf * perf`` per candidate.
+
+- match: the fused retrieval score, plus `intent_bonus` when the backend (or the capability)
+  declares the request's intent;
+- health: 1 healthy, 0.5 degraded or starting, 0 down or ejected;
+- perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
+  0.5 with no history. History is per (backend, intent), falling back to the backend's overall
+  history when this intent has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from router.config import RoutingSettings
+from router.models import BackendStatus, CandidateInfo, Capability, ScoreBreakdown
+from router.retrieval import Ranked
+
+ANY_INTENT = "*"
+_HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerfSnapshot:
+    """Recent performance of one backend for one intent (or all intents: ``intent == "*"``)."""
+
+    backend: str
+    intent: str
+    count: int
+    success_rate_10: float
+    mean_latency_ms_10: float
+    success_rate: float
+    mean_latency_ms: float
+    p95_latency_ms: float
+    p95_latency_ms_10: float
+
+    @property
+    def score(self) -> float:
+        return perf_score(self)
+
+
+def perf_score(snapshot: PerfSnapshot | None) -> float:
+    if snapshot is None or snapshot.count == 0:
+        return 0.5
+    return 0.7 * snapshot.success_rate_10 + 0.3 * (1 - min(snapshot.mean_latency_ms_10 / 5000.0, 1.0))
+
+
+def health_score(status: BackendStatus | None) -> float:
+    return 0.5 if status is None else _HEALTH.get(status.health, 0.0)
+
+
+def lookup_perf(perf: Mapping[tuple[str, str], PerfSnapshot], backend: str, intent: str) -> PerfSnapshot | None:
+    snap = perf.get((backend, intent))
+    if snap is not None and snap.count:
+        return snap
+    return perf.get((backend, ANY_INTENT))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    capability: Capability
+    scores: ScoreBreakdown
+    relevant: bool
+
+    def info(self, rank: int) -> CandidateInfo:
+        cap = self.capability
+        return CandidateInfo(rank=rank, backend=cap.backend, capability=cap.name, kind=cap.kind,
+                             description=cap.description[:300], scores=self.scores)
+
+
+def score_candidates(
+    ranked: Sequence[Ranked],
+    intent: str,
+    statuses: Mapping[str, BackendStatus],
+    perf: Mapping[tuple[str, str], PerfSnapshot],
+    settings: RoutingSettings,
+    backend_intents: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[Candidate]:
+    """Composite-scored candidates, best first; `relevant` marks those worth calling."""
+    if not ranked:
+        return []
+    w = settings.weights
+    best_match = max(r.score for r in ranked)
+    out = []
+    for r in ranked:
+        cap = r.capability
+        declared = intent in cap.intents or intent in (backend_intents or {}).get(cap.backend, ())
+        bonus = settings.intent_bonus if declared else 0.0
+        match = r.score + bonus
+        health = health_score(statuses.get(cap.backend))
+        perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
+        composite = w.match * match + w.health * health + w.perf * perf_value
+        h = r.hit
+        scores = ScoreBreakdown(
+            dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
+            bm25_norm=round(h.bm25_norm, 4), hybrid=round(r.score, 4), intent_bonus=bonus,
+            match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
+        )
+        absolute = h.dense >= settings.min_similarity or h.bm25 > 0
+        relative = best_match <= 0 or r.score >= settings.min_relative_match * best_match
+        out.append(Candidate(cap, scores, absolute and relative))
+    out.sort(key=lambda c: -c.scores.composite)
+    return out

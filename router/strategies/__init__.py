@@ -1,0 +1,29 @@
+"""Execution strategies, one module each; a request picks one with ``mode``.
+
+    result = await STRATEGIES["hedged"](planned_calls, ctx)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from router.strategies import consensus, fallback, hedged, parallel
+from router.strategies.base import (
+    CallContext,
+    Executor,
+    PlannedCall,
+    StrategyContext,
+    StrategyResult,
+)
+
+Strategy = Callable[[Sequence[PlannedCall], StrategyContext], Awaitable[StrategyResult]]
+
+STRATEGIES: dict[str, Strategy] = {
+    "fallback": fallback.run,
+    "parallel": parallel.run,
+    "hedged": hedged.run,
+    "consensus": consensus.run,
+}
+
+__all__ = ["STRATEGIES", "CallContext", "Executor", "PlannedCall", "Strategy", "StrategyContext",
+           "StrategyResult"]

@@ -1,0 +1,166 @@
+"""What every strategy shares: the plan it runs, the context it runs in, and one timed attempt.
+
+A strategy is a module with an ``async def run(plan, ctx) -> StrategyResult``; `STRATEGIES` in
+`router.strategies` maps each mode name to it. Strategies never raise for backend faults: every
+call becomes an `AttemptInfo` in the chain and the caller decides what the chain means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from router.config import ResilienceSettings
+from router.models import AttemptInfo, CallOutcome, Capability, ConsensusAnswer, Parameters
+from router.scoring import Candidate
+
+# Errors that say the backend itself is unusable right now, not just this tool call.
+BACKEND_LEVEL_ERRORS = frozenset({"backend_unavailable", "backend_timeout", "no_healthy_backend"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Request-scoped values passed through to every backend call."""
+
+    question: str
+    intent: str
+    session_id: str | None = None
+    parameters: Parameters | None = None
+    trace: dict[str, str] = field(default_factory=dict)  # W3C trace context for the backend call
+
+
+class Executor(Protocol):
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        """Call one capability; returns a failed outcome instead of raising for backend faults.
+
+        `force` asks an ejected backend to take the call anyway (every candidate is ejected)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedCall:
+    candidate: Candidate
+    arguments: dict[str, Any]
+    arguments_source: str
+    force: bool = False
+
+    @property
+    def backend(self) -> str:
+        return self.candidate.capability.backend
+
+    @property
+    def capability(self) -> Capability:
+        return self.candidate.capability
+
+
+@dataclass(kw_only=True)
+class StrategyContext:
+    executor: Executor
+    settings: ResilienceSettings
+    call: CallContext
+    deadline: float  # time.monotonic() value
+    timeout_for: Callable[[str], float]
+    hedge_delay_ms: Callable[[str], float]
+    on_outcome: Callable[[PlannedCall, CallOutcome], None]
+    embed: Callable[[list[str]], Awaitable[np.ndarray]] | None = None
+    on_step: Callable[[str, dict[str, Any]], None] | None = None  # tracing hook: fallback, hedge, ...
+    started: float = field(default_factory=time.monotonic)
+    attempts: list[AttemptInfo] = field(default_factory=list)
+
+    def step(self, name: str, **attrs: Any) -> None:
+        if self.on_step is not None:
+            self.on_step(name, attrs)
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass(kw_only=True)
+class StrategyResult:
+    outcome: CallOutcome | None
+    call: PlannedCall | None
+    attempts: list[AttemptInfo]
+    agreement: float | None = None
+    answers: list[ConsensusAnswer] | None = None
+    disagreed: list[str] | None = None
+
+
+def _failed(call: PlannedCall, error_type: str, error: str, latency_ms: float) -> CallOutcome:
+    return CallOutcome(backend=call.backend, capability=call.capability.name, ok=False, latency_ms=latency_ms,
+                       error_type=error_type, error=error)
+
+
+async def attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
+    """One backend call bounded by the backend's timeout and the request deadline, recorded in the chain."""
+    started = time.monotonic()
+    remaining = ctx.deadline - started
+    if remaining <= 0:
+        outcome = _failed(call, "deadline_exceeded", "the request deadline passed before this attempt", 0.0)
+        _record(ctx, call, outcome, started)
+        return outcome
+    timeout = min(ctx.timeout_for(call.backend), remaining)
+    try:
+        # The executor enforces `timeout` itself; the extra second only guards the hop to it.
+        outcome = await asyncio.wait_for(
+            ctx.executor.call(call.capability, call.arguments, timeout_s=timeout, context=ctx.call,
+                              force=call.force), timeout + 1.0)
+    except TimeoutError:
+        elapsed = (time.monotonic() - started) * 1000
+        kind = "deadline_exceeded" if timeout < ctx.timeout_for(call.backend) else "backend_timeout"
+        outcome = _failed(call, kind, f"{call.backend}/{call.capability.name} did not answer within "
+                                      f"{timeout:.1f} s", elapsed)
+    except asyncio.CancelledError:
+        elapsed = (time.monotonic() - started) * 1000
+        _record(ctx, call, _failed(call, "cancelled", "cancelled: another attempt won", elapsed), started,
+                outcome_name="cancelled")
+        raise
+    _record(ctx, call, outcome, started)
+    return outcome
+
+
+def _record(ctx: StrategyContext, call: PlannedCall, outcome: CallOutcome, started: float,
+            outcome_name: str | None = None) -> None:
+    name = outcome_name or ("success" if outcome.ok else _outcome_name(outcome.error_type))
+    ctx.attempts.append(AttemptInfo(
+        backend=call.backend, capability=call.capability.name, outcome=name,  # type: ignore[arg-type]
+        latency_ms=round(outcome.latency_ms, 2), started_ms=round((started - ctx.started) * 1000, 2),
+        error_type=outcome.error_type, error=outcome.error,
+    ))
+    if name != "cancelled":
+        ctx.on_outcome(call, outcome)
+
+
+def _outcome_name(error_type: str | None) -> str:
+    if error_type in ("backend_timeout", "deadline_exceeded"):
+        return "timeout"
+    if error_type in ("backend_unavailable", "no_healthy_backend"):
+        return "unavailable"
+    return "error"
+
+
+def distinct_backends(calls: Sequence[PlannedCall], k: int) -> list[PlannedCall]:
+    """The best call per backend, in order, at most `k` of them (for fan-out modes)."""
+    out: list[PlannedCall] = []
+    seen: set[str] = set()
+    for c in calls:
+        if c.backend not in seen:
+            seen.add(c.backend)
+            out.append(c)
+        if len(out) == k:
+            break
+    return out
+
+
+async def cancel_all(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel the losers and wait for them, so their cancellation reaches the backends."""
+    for t in tasks:
+        if not t.done():
+            t.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,65 @@
+"""consensus: ask the top k backends, group their answers by meaning, return the majority's answer.
+
+Answers are grouped greedily by cosine similarity of their embeddings (identical texts always
+group together); the largest group wins (ties: the group holding the best-ranked backend), and
+its most central answer is returned with `agreement` = group size / answers received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import numpy as np
+
+from router.models import CallOutcome, ConsensusAnswer
+from router.strategies.base import PlannedCall, StrategyContext, StrategyResult, attempt, distinct_backends
+
+
+def group_answers(texts: Sequence[str], vectors: np.ndarray | None, threshold: float) -> list[int]:
+    """Group id per answer; an answer joins the first group whose first member it resembles enough."""
+    groups: list[int] = []
+    leaders: list[int] = []
+    norm = [" ".join(t.lower().split()) for t in texts]
+    for i in range(len(texts)):
+        for g, leader in enumerate(leaders):
+            same = norm[i] == norm[leader]
+            if not same and vectors is not None:
+                same = float(vectors[i] @ vectors[leader]) >= threshold
+            if same:
+                groups.append(g)
+                break
+        else:
+            leaders.append(i)
+            groups.append(len(leaders) - 1)
+    return groups
+
+
+async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
+    chosen = distinct_backends(calls, ctx.settings.consensus_k)
+    ctx.step("consensus", backends=[c.backend for c in chosen])
+    outcomes: list[CallOutcome] = await asyncio.gather(*(attempt(ctx, c) for c in chosen))
+    ok = [(c, o) for c, o in zip(chosen, outcomes, strict=True) if o.ok]
+    if not ok:
+        return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)
+    texts = [o.text for _, o in ok]
+    vectors = await ctx.embed(texts) if ctx.embed is not None and len(ok) > 1 else None
+    groups = group_answers(texts, vectors, ctx.settings.consensus_similarity)
+    sizes = {g: groups.count(g) for g in set(groups)}
+    # Largest group; on a tie the group of the best-ranked answer (groups are numbered in rank order).
+    winner = min(sizes, key=lambda g: (-sizes[g], g))
+    members = [i for i, g in enumerate(groups) if g == winner]
+    if vectors is not None and len(members) > 2:
+        sub = vectors[members]
+        central = members[int(np.argmax((sub @ sub.T).sum(axis=1)))]
+    else:
+        central = members[0]
+    call, outcome = ok[central]
+    answers = [
+        ConsensusAnswer(backend=c.backend, capability=c.capability.name, answer=o.text[:2000],
+                        latency_ms=round(o.latency_ms, 2), group=groups[i], agrees=groups[i] == winner)
+        for i, (c, o) in enumerate(ok)
+    ]
+    disagreed = [a.backend for a in answers if not a.agrees]
+    return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts,
+                          agreement=round(len(members) / len(ok), 4), answers=answers, disagreed=disagreed)

@@ -1,0 +1,29 @@
+"""fallback (default): try candidates in composite-score order; the first success wins.
+
+A backend that failed as a whole (down, timed out) is not tried again for another of its tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from router.strategies.base import BACKEND_LEVEL_ERRORS, PlannedCall, StrategyContext, StrategyResult, attempt
+
+
+async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
+    dead: set[str] = set()
+    tried = 0
+    for call in calls:
+        if tried >= ctx.settings.max_attempts or ctx.remaining() <= 0:
+            break
+        if call.backend in dead:
+            continue
+        if tried:
+            ctx.step("fallback", backend=call.backend, capability=call.capability.name, attempt=tried + 1)
+        tried += 1
+        outcome = await attempt(ctx, call)
+        if outcome.ok:
+            return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
+        if outcome.error_type in BACKEND_LEVEL_ERRORS:
+            dead.add(call.backend)
+    return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)

@@ -1,0 +1,46 @@
+"""hedged: call the best backend; if it has not answered within a delay, also call the next.
+
+The delay is the best backend's recent p95 latency (bounded); the first success wins and the other
+call is cancelled. A failure starts the next candidate at once, so hedging never does worse than
+fallback. Most requests cost one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from router.models import CallOutcome
+from router.strategies.base import PlannedCall, StrategyContext, StrategyResult, attempt, cancel_all
+
+
+async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
+    queue = list(calls)[: ctx.settings.max_attempts]
+    running: dict[asyncio.Future[CallOutcome], PlannedCall] = {}
+    try:
+        while queue or running:
+            if queue and not running:
+                call = queue.pop(0)
+                running[asyncio.ensure_future(attempt(ctx, call))] = call
+            current = next(iter(running.values()))
+            delay = ctx.hedge_delay_ms(current.backend) / 1000 if queue else None
+            if delay is not None:
+                delay = min(delay, max(ctx.remaining(), 0))
+            done, _ = await asyncio.wait(running, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                call = queue.pop(0)
+                ctx.step("hedge", backend=call.backend, capability=call.capability.name,
+                         delay_ms=round((delay or 0) * 1000, 1))
+                running[asyncio.ensure_future(attempt(ctx, call))] = call
+                continue
+            for t in done:
+                call = running.pop(t)
+                outcome = t.result()
+                if outcome.ok:
+                    await cancel_all(list(running))
+                    return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
+            if ctx.remaining() <= 0:
+                break
+    finally:
+        await cancel_all(list(running))
+    return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)

@@ -1,0 +1,63 @@
+"""Tokenisation for sparse retrieval: identifiers split into words, stop words dropped, light stemming.
+
+Tool names arrive as ``get_current_time``, ``searchRepositories`` or ``read-file``; questions as
+prose. Both go through `tokenize` so that "search repositories" meets ``searchRepositories``.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most
+    my myself no nor not now of off on once only or other our ours ourselves out over own please same
+    she should so some such than that the their theirs them themselves then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves using use used via also etc e.g i.e let lets me tell give
+    """.split()
+)
+
+# Ordered longest first; a suffix is only removed when a stem of three or more letters remains.
+_SUFFIXES = ("ational", "ization", "ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ers",
+             "er", "ed", "es", "s")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    if len(word) <= 3 or word.isdigit():
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                return base + "y"
+            if suffix in ("ing", "ed", "er", "ers", "ings") and len(base) > 3 and base[-1] == base[-2]:
+                return base[:-1]  # running -> run, stopped -> stop
+            return base
+    return word
+
+
+def split_identifier(text: str) -> str:
+    """``getCurrentTime`` / ``get_current_time`` / ``get-current-time`` -> ``get current time``."""
+    return _CAMEL.sub(" ", text).replace("_", " ").replace("-", " ").replace(".", " ").replace("/", " ")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of `text`, identifiers split, stop words kept."""
+    out = [w.lower() for w in _WORD.findall(split_identifier(text))]
+    # CJK scripts have no spaces: index their characters one by one.
+    out.extend(_CJK.findall(text))
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens for BM25: split, lower-cased, stop words removed, stemmed."""
+    return [stem(w) for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
