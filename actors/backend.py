@@ -80,7 +80,7 @@ class BackendSupervisor:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.backend.close()
+        await self.backend.shutdown()
 
     async def _supervise(self) -> None:
         backoff = 0.5

@@ -26,8 +26,10 @@ FREE_TEXT_NAMES = frozenset({
     "topic", "request", "instruction", "task", "input_value", "msg", "keywords", "term", "sentence", "ask",
 })
 _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- ]text|search terms?)\b", re.I)
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)?(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)?(?!\w|\.\d)")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\b", re.I)
+_WORD_START = re.compile(r"(?<![A-Za-z_/+\-])[A-Za-z]")
+_ZONE_WORDS = re.compile(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}")
 
 
 def _required(schema: dict[str, Any]) -> list[str]:
@@ -87,7 +89,7 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     for value in values:
         if not isinstance(value, str) or not value:
             continue
-        pattern = re.escape(value).replace(r"\_", "[ _]").replace(r"\-", "[ -]")
+        pattern = re.escape(value).replace("_", "[ _]").replace(r"\-", "[ -]")
         for m in re.finditer(rf"(?<!\w){pattern}(?:e?s)?(?!\w)", question, re.I):
             if _free(m.span(), used):
                 found.append((m.start(), m.span(), value))
@@ -122,7 +124,11 @@ def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
         return None
     zones = _zones()
     best: tuple[int, tuple[int, int], str] | None = None
-    for m in re.finditer(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}", question):
+    # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo".
+    for word in _WORD_START.finditer(question):
+        m = _ZONE_WORDS.match(question, word.start())
+        if m is None:
+            continue
         text = m.group(0)
         words = text.split()
         # Longest prefix first: "New York City" -> "new york".

@@ -56,10 +56,21 @@ class McpStdioSpec(_BackendBase):
     capabilities: list[Literal["tools", "prompts", "resources"]] = ["tools", "prompts", "resources"]
 
 
+class LaunchSpec(_Strict):
+    """A local HTTP server the backend actor starts (and restarts) itself before connecting."""
+
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+
+
 class McpHttpSpec(_BackendBase):
     kind: Literal["mcp_http"] = "mcp_http"
     url: str = Field(pattern=r"^https?://")
     headers: dict[str, SecretStr] = Field(default_factory=dict)
+    launch: LaunchSpec | None = None
     capabilities: list[Literal["tools", "prompts", "resources"]] = ["tools", "prompts", "resources"]
 
 
@@ -123,6 +134,8 @@ class RoutingSettings(_Strict):
     min_similarity: float = Field(default=0.2, ge=-1, le=1)
     # Two different tools whose composite scores are this close are ambiguous.
     ambiguity_margin: float = Field(default=0.0, ge=0, le=1)
+    # A runner-up this close to a best match that needs unknown arguments is called instead of a 422.
+    callable_margin: float = Field(default=0.1, ge=0, le=1)
     # Retrieval score a candidate needs, relative to the best one, to be tried in fallback.
     min_relative_match: float = Field(default=0.5, ge=0, le=1)
     query_cache_size: int = Field(default=4096, ge=0)
@@ -326,7 +339,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mappin
         where = str(file)
         data = _read_file(file)
         data = _expand_env(data, env, where)
-        data = _from_mcp_servers(data)
+        data = _from_mcp_servers(data, where)
         _resolve_relative_paths(data, file.parent.resolve())
     _overlay_environment(data, env)
     if overrides:
@@ -373,17 +386,19 @@ def _expand_env(value: Any, env: Mapping[str, str], where: str) -> Any:
     return value
 
 
-def _from_mcp_servers(data: dict[str, Any]) -> dict[str, Any]:
+def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str, Any]:
     """Turn Claude Desktop / Cursor ``mcpServers`` entries into backend specs."""
     servers = data.pop("mcpServers", None)
     if servers is None:
         return data
     if not isinstance(servers, dict):
-        raise ConfigError("mcpServers must be a mapping of server name to its launch settings")
+        raise ConfigError(f"{where}: mcpServers must be a mapping of server name to its launch settings",
+                          file=where)
     backends = list(data.get("backends") or [])
     for name, entry in servers.items():
         if not isinstance(entry, dict):
-            raise ConfigError(f"mcpServers.{name}: expected a mapping, got {type(entry).__name__}")
+            raise ConfigError(f"{where}: mcpServers.{name}: expected a mapping, got {type(entry).__name__}",
+                              file=where)
         entry = dict(entry)
         entry.pop("type", None)
         entry.pop("transport", None)
@@ -393,7 +408,8 @@ def _from_mcp_servers(data: dict[str, Any]) -> dict[str, Any]:
         elif "url" in entry:
             spec["kind"] = "mcp_http"
         else:
-            raise ConfigError(f"mcpServers.{name}: needs either 'command' (stdio) or 'url' (HTTP)")
+            raise ConfigError(f"{where}: mcpServers.{name}: needs either 'command' (stdio) or 'url' (HTTP)",
+                              file=where)
         # Cursor and Claude Desktop use `disabled`; the router calls it `enabled`.
         if "disabled" in entry:
             spec["enabled"] = not entry.pop("disabled")
@@ -405,8 +421,9 @@ def _from_mcp_servers(data: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
     for spec in data.get("backends") or []:
-        if isinstance(spec, dict) and isinstance(spec.get("cwd"), str) and not os.path.isabs(spec["cwd"]):
-            spec["cwd"] = str((base / spec["cwd"]).resolve())
+        for holder in (spec, spec.get("launch") if isinstance(spec, dict) else None):
+            if isinstance(holder, dict) and isinstance(holder.get("cwd"), str) and not os.path.isabs(holder["cwd"]):
+                holder["cwd"] = str((base / holder["cwd"]).resolve())
     state = data.get("state_dir")
     if isinstance(state, str) and not os.path.isabs(os.path.expanduser(state)):
         data["state_dir"] = str((base / state).resolve())

@@ -273,14 +273,22 @@ class Router:
         if up and not (req.backend and not req.fallback_on_override):
             eligible = up
         calls: list[PlannedCall] = []
+        first_error: ArgumentsRequired | None = None
         for i, cand in enumerate(eligible):
             try:
                 args, source = derive_arguments(cand.capability, req.question, req.arguments)
-            except ArgumentsRequired:
+            except ArgumentsRequired as exc:
                 if i == 0:
-                    raise
-                continue  # a later candidate that cannot take the question is skipped, not guessed at
+                    first_error = exc
+                continue  # a candidate that cannot take the question is skipped, never guessed at
             calls.append(PlannedCall(candidate=cand, arguments=args, arguments_source=source, force=force))
+        if first_error is not None:
+            # The best match needs arguments the question does not give. A runner-up that is almost as
+            # relevant and can be called with what the question says is preferred; otherwise 422.
+            top = eligible[0].scores.composite
+            margin = self.settings.routing.callable_margin
+            if not calls or calls[0].candidate.scores.composite < top - margin:
+                raise first_error
         return calls
 
     def _context(self, req: QueryRequest, d: Decision, deadline: float) -> StrategyContext:

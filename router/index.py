@@ -12,6 +12,7 @@ The vector search sits behind `VectorStore`, so an ANN index can replace the in-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -64,6 +65,17 @@ class InMemoryVectorStore:
         return self._m[ids] @ query
 
 
+class _BM25(BM25Okapi):
+    """Okapi BM25 with Lucene's IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, which stays positive.
+
+    rank_bm25's classic IDF goes negative for terms in more than half the documents, so in a small
+    catalog (two time tools both mentioning "time") a matching word would lower a tool's score.
+    """
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        self.idf = {w: math.log(1 + (self.corpus_size - df + 0.5) / (df + 0.5)) for w, df in nd.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One scored document, with every component of its score."""
@@ -100,7 +112,7 @@ class HybridIndex:
         self.alpha = alpha if (vectors is not None or store is not None) else 0.0
         self.dense_top_n = dense_top_n
         corpus = [tokenize(t) or ["<empty>"] for t in texts]
-        self._bm25 = BM25Okapi(corpus) if corpus else None
+        self._bm25 = _BM25(corpus) if corpus else None
         if store is None and vectors is not None:
             if len(vectors) != self.size:
                 raise ValueError(f"{len(vectors)} vectors for {self.size} documents")

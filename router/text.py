@@ -36,6 +36,8 @@ def stem(word: str) -> str:
         return word
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith("ss"):
+                return word  # class, process: a plural never ends in -ss
             base = word[: -len(suffix)]
             if suffix in ("ies", "ied"):
                 return base + "y"
@@ -60,4 +62,6 @@ def words(text: str) -> list[str]:
 
 def tokenize(text: str) -> list[str]:
     """Tokens for BM25: split, lower-cased, stop words removed, stemmed."""
-    return [stem(w) for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
+    # Single CJK characters are kept: `words` indexes those scripts one character at a time.
+    return [stem(w) for w in words(text)
+            if w not in STOP_WORDS and (len(w) > 1 or w.isdigit() or _CJK.match(w) is not None)]

@@ -41,7 +41,13 @@ class Backend(Protocol):
         """Returns when the backend answers; raises a RouterError otherwise."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Drop the connection; `connect` may open it again."""
+        ...
+
+    async def shutdown(self) -> None:
+        """Final teardown, including anything the backend started (a launched server process)."""
+        ...
 
 
 def catalog_version(description: str, capabilities: Sequence[Capability]) -> str:

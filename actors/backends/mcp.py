@@ -178,6 +178,9 @@ class McpBackend:
                     await owner
         self._client = None
 
+    async def shutdown(self) -> None:
+        await self.close()
+
     def _require(self) -> Client:
         if not self.connected or self._client is None:
             raise BackendUnavailable(f"backend {self.name!r} is not connected"

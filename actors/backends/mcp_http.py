@@ -1,16 +1,36 @@
-"""An MCP server reached over streamable HTTP (configured headers on every request)."""
+"""An MCP server reached over streamable HTTP (configured headers on every request).
+
+With `launch` in its config the backend also owns the server process: it starts it before
+connecting, waits for the port, and starts it again when a reconnect finds it gone.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import time
 from contextlib import AsyncExitStack
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from actors.backends.mcp import McpBackend
+from actors.backends.mcp_stdio import resolve_command
 from router.config import McpHttpSpec
+from router.errors import BackendUnavailable
+
+
+def _die_with_parent() -> None:
+    """Linux: the launched server gets SIGTERM when the actor process dies, even if it is killed."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class McpHttpBackend(McpBackend):
@@ -20,10 +40,48 @@ class McpHttpBackend(McpBackend):
     def __init__(self, spec: McpHttpSpec) -> None:
         super().__init__(spec)
         self.http_spec = spec
+        self._process: asyncio.subprocess.Process | None = None
 
     async def _target(self, stack: AsyncExitStack) -> Any:
         s = self.http_spec
+        if s.launch is not None:
+            await self._ensure_process()
         headers = {k: v.get_secret_value() for k, v in s.headers.items()}
         timeout = httpx2.Timeout(s.connect_timeout_s, read=max(s.timeout_s, 30.0))
         client = await stack.enter_async_context(create_mcp_http_client(headers=headers, timeout=timeout))
         return streamable_http_client(s.url, http_client=client)
+
+    async def _ensure_process(self) -> None:
+        launch = self.http_spec.launch
+        assert launch is not None
+        if self._process is not None and self._process.returncode is None:
+            return
+        env = {**os.environ, **launch.env}
+        self._process = await asyncio.create_subprocess_exec(
+            resolve_command(launch.command), *launch.args, cwd=launch.cwd, env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=None, preexec_fn=_die_with_parent)
+        parts = urlsplit(self.http_spec.url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
+        deadline = time.monotonic() + launch.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.returncode is not None:
+                raise BackendUnavailable(f"backend {self.name!r}: launched server exited with code "
+                                         f"{self._process.returncode}", backend=self.name)
+            try:
+                _, writer = await asyncio.open_connection(host, port)
+                writer.close()
+                return
+            except OSError:
+                await asyncio.sleep(0.1)
+        raise BackendUnavailable(f"backend {self.name!r}: launched server did not open {host}:{port} within "
+                                 f"{launch.startup_timeout_s:.0f} s", backend=self.name)
+
+    async def shutdown(self) -> None:
+        await self.close()
+        process, self._process = self._process, None
+        if process is not None and process.returncode is None:
+            process.terminate()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 5)
+            if process.returncode is None:
+                process.kill()

@@ -1,0 +1,51 @@
+"""Fixtures shared by the integration and end-to-end suites: one local Ray for the whole session."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TEST_SERVERS = Path(__file__).resolve().parent / "servers"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+    """Poll until `predicate()` is truthy; returns its value or fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"condition not met within {timeout} s (last value: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[dict[str, Any]]:
+    """A local Ray with 2 CPUs; Serve's direct ingress on a free port (the router's default mode)."""
+    import ray
+
+    from deployments.local import free_port, ingress_environment
+    from router.config import RouterSettings
+
+    port = free_port()
+    settings = RouterSettings.model_validate({"server": {"port": port}})
+    os.environ.update(ingress_environment(settings, "127.0.0.1", port))
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, namespace="mcp-router-test", log_to_driver=False,
+             logging_level="WARNING")
+    yield {"port": port, "url": f"http://127.0.0.1:{port}"}
+    ray.shutdown()
+
+
+def stdio(name: str, script: Path, *args: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": "mcp_stdio", "command": sys.executable, "args": [str(script), *args], **extra}

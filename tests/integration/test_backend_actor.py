@@ -1,0 +1,166 @@
+"""BackendActor on a local Ray against real MCP servers: stdio subprocesses and streamable HTTP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+
+from actors.registry import ensure_backend_actor
+from deployments.local import free_port
+from router.config import RouterSettings
+from router.models import Capability
+from router.strategies import CallContext
+from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, wait_for
+
+CTX = CallContext(question="test", intent="general")
+
+
+def make_settings(*backends: dict[str, Any]) -> RouterSettings:
+    return RouterSettings.model_validate({"backends": list(backends), "server": {"namespace": "mcp-router-test"}})
+
+
+def actor_for(settings: RouterSettings, name: str) -> Any:
+    import asyncio
+
+    spec = settings.backend(name)
+    assert spec is not None
+    actor = asyncio.run(ensure_backend_actor(spec, settings))
+    ray.get(actor.start.remote(20.0))
+    return actor
+
+
+def call(actor: Any, backend: str, tool: str, args: dict[str, Any], timeout: float = 10.0) -> Any:
+    cap = Capability(backend=backend, name=tool)
+    return ray.get(actor.call.remote(cap, args, timeout, CTX))
+
+
+@pytest.fixture
+def cleanup(ray_local: Any) -> Iterator[list[Any]]:
+    actors: list[Any] = []
+    yield actors
+    for a in actors:
+        try:
+            ray.get(a.shutdown.remote(), timeout=10)
+        except ray.exceptions.RayError:
+            pass
+        ray.kill(a, no_restart=True)
+
+
+def test_stdio_backend_lists_tools_and_answers_concurrent_calls_over_one_session(cleanup: list[Any]) -> None:
+    settings = make_settings(stdio("calc", EXAMPLES / "servers" / "calculator.py"))
+    actor = actor_for(settings, "calc")
+    cleanup.append(actor)
+    status = ray.get(actor.get_status.remote())
+    assert status.health == "healthy" and status.tool_count == 2 and status.transport == "stdio"
+    catalog = ray.get(actor.catalog.remote(None))
+    assert {c.name for c in catalog.capabilities} == {"calculate", "convert_units"}
+    refs = [actor.call.remote(Capability(backend="calc", name="calculate"), {"query": f"{i} * 3"}, 10.0, CTX)
+            for i in range(30)]
+    outcomes = ray.get(refs)
+    assert all(o.ok for o in outcomes)
+    assert [o.text for o in outcomes][7] == "7 * 3 = 21"
+
+
+def test_tool_error_is_reported_as_a_failure_with_its_message(cleanup: list[Any]) -> None:
+    settings = make_settings(stdio("dyn", TEST_SERVERS / "dynamic.py"))
+    actor = actor_for(settings, "dyn")
+    cleanup.append(actor)
+    outcome = call(actor, "dyn", "explode", {"query": "boom"})
+    assert not outcome.ok
+    assert outcome.error_type == "tool_failed"
+    assert "exploded on purpose: boom" in outcome.error
+
+
+def test_a_call_past_its_timeout_fails_as_a_timeout(cleanup: list[Any]) -> None:
+    settings = make_settings(stdio("dyn", TEST_SERVERS / "dynamic.py"))
+    actor = actor_for(settings, "dyn")
+    cleanup.append(actor)
+    outcome = call(actor, "dyn", "sleep_for", {"seconds": 5}, timeout=0.5)
+    assert outcome.error_type == "backend_timeout"
+    assert "sleep_for" in outcome.error and "dyn" in outcome.error
+    assert call(actor, "dyn", "shout", {"text": "still alive"}).text == "STILL ALIVE"
+
+
+def test_catalog_refreshes_when_the_server_announces_a_tool_list_change(cleanup: list[Any]) -> None:
+    settings = make_settings(stdio("dyn", TEST_SERVERS / "dynamic.py", catalog_ttl_s=3600, health_interval_s=3600))
+    actor = actor_for(settings, "dyn")
+    cleanup.append(actor)
+    before = ray.get(actor.catalog.remote(None))
+    assert "fresh_tool" not in {c.name for c in before.capabilities}
+    assert call(actor, "dyn", "grow", {"name": "fresh_tool"}).ok
+
+    def has_new_tool() -> bool:
+        cat = ray.get(actor.catalog.remote(before.version))
+        return cat is not None and "fresh_tool" in {c.name for c in cat.capabilities}
+
+    wait_for(has_new_tool, timeout=10)
+
+
+def test_health_goes_down_when_the_server_process_dies_and_comes_back_after_reconnecting(
+        cleanup: list[Any]) -> None:
+    marker = f"kill-me-{uuid.uuid4().hex[:8]}"
+    settings = make_settings(stdio("dyn", TEST_SERVERS / "dynamic.py", "--marker", marker, health_interval_s=0.5,
+                                   health_timeout_s=2))
+    actor = actor_for(settings, "dyn")
+    cleanup.append(actor)
+    first_pid = call(actor, "dyn", "whoami", {}).text
+    subprocess.run(["pkill", "-KILL", "-f", marker], check=True)
+
+    def down() -> Any:
+        s = ray.get(actor.get_status.remote())
+        return s if s.health == "down" else None
+
+    status = wait_for(down, timeout=15, interval=0.05)
+    assert status.last_error
+    failed = call(actor, "dyn", "whoami", {})
+    assert not failed.ok and failed.error_type == "backend_unavailable"
+    wait_for(lambda: ray.get(actor.get_status.remote()).health == "healthy", timeout=20)
+    second_pid = call(actor, "dyn", "whoami", {}).text
+    assert second_pid != first_pid
+
+
+@pytest.fixture
+def http_kb() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(EXAMPLES / "servers" / "knowledge_base.py"), "--docs",
+                             str(EXAMPLES / "docs"), "--port", str(port)])
+    import socket
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, timeout=20)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def test_http_backend_answers_over_streamable_http(http_kb: str, cleanup: list[Any]) -> None:
+    settings = make_settings({"name": "kb", "kind": "mcp_http", "url": http_kb})
+    actor = actor_for(settings, "kb")
+    cleanup.append(actor)
+    status = ray.get(actor.get_status.remote())
+    assert status.health == "healthy" and status.transport == "streamable-http" and status.tool_count == 1
+    outcome = call(actor, "kb", "search_docs", {"query": "composite score weights"})
+    assert outcome.ok and "composite" in outcome.text.lower()
+
+
+def test_http_backend_refusing_connections_is_down_with_its_error(cleanup: list[Any]) -> None:
+    settings = make_settings({"name": "gone", "kind": "mcp_http", "url": f"http://127.0.0.1:{free_port()}/mcp",
+                              "connect_timeout_s": 5})
+    actor = actor_for(settings, "gone")
+    cleanup.append(actor)
+    status = ray.get(actor.get_status.remote())
+    assert status.health == "down"
+    assert status.last_error and "gone" in status.last_error

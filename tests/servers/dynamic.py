@@ -1,0 +1,51 @@
+"""A test MCP server (stdio) whose tool list can change and whose tools can sleep or fail.
+
+    python tests/servers/dynamic.py [--marker TEXT]     # the marker only makes the process findable
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("dynamic", instructions="Test server: sleeps, fails, echoes and grows new tools on demand.")
+
+
+@server.tool()
+def shout(text: str) -> str:
+    """Repeat the text in capital letters."""
+    return text.upper()
+
+
+@server.tool()
+async def sleep_for(seconds: float) -> str:
+    """Wait the given number of seconds, then answer."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds} s"
+
+
+@server.tool()
+def explode(query: str) -> str:
+    """Always fail with a recognisable message, whatever the query."""
+    raise ToolError(f"exploded on purpose: {query}")
+
+
+@server.tool()
+def whoami() -> str:
+    """The server's process id."""
+    return str(os.getpid())
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Add a new tool with the given name and announce the change."""
+    server.add_tool(lambda: f"hello from {name}", name=name, description=f"A tool called {name} added at run time")
+    await ctx.notify_tools_changed()
+    return f"added {name}"
+
+
+if __name__ == "__main__":
+    server.run()

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import pytest
+
+from router.arguments import derive_arguments, free_text_parameter, is_free_text
+from router.errors import ArgumentsRequired
+from router.models import Capability
+from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
+
+
+def tool(name: str, schema: dict, backend: str = "b", kind: str = "tool") -> Capability:
+    return Capability(backend=backend, name=name, kind=kind, input_schema=schema)  # type: ignore[arg-type]
+
+
+TIME = tool("get_current_time", TIMEZONE_SCHEMA, backend="time")
+ADD = tool("add", NUMBERS_SCHEMA, backend="calc")
+ECHO = tool("echo", MESSAGE_SCHEMA, backend="echo")
+
+
+def test_caller_arguments_win_over_anything_derived() -> None:
+    args, source = derive_arguments(TIME, "What time is it in Tokyo?", {"timezone": "Europe/Paris"})
+    assert args == {"timezone": "Europe/Paris"}
+    assert source == "caller"
+
+
+def test_caller_arguments_are_copied_not_shared() -> None:
+    given = {"timezone": "UTC"}
+    args, _ = derive_arguments(TIME, "q", given)
+    args["timezone"] = "changed"
+    assert given == {"timezone": "UTC"}
+
+
+def test_single_free_text_required_parameter_gets_the_question() -> None:
+    args, source = derive_arguments(ECHO, "hello there, robot")
+    assert args == {"message": "hello there, robot"}
+    assert source == "question as 'message'"
+
+
+def test_a_parameter_described_as_a_query_counts_as_free_text() -> None:
+    schema = {"type": "object", "properties": {"needle": {"type": "string", "description": "The search query"}},
+              "required": ["needle"]}
+    args, _ = derive_arguments(tool("find", schema), "ray serve autoscaling")
+    assert args == {"needle": "ray serve autoscaling"}
+
+
+def test_an_enum_or_numeric_parameter_is_never_free_text() -> None:
+    assert not is_free_text("query", {"type": "string", "enum": ["a", "b"]})
+    assert not is_free_text("query", {"type": "integer"})
+    assert is_free_text("query", {"type": ["string", "null"]})
+
+
+def test_an_optional_single_free_text_parameter_is_used_when_nothing_is_required() -> None:
+    schema = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}
+    assert free_text_parameter(tool("search", schema)) == "query"
+    assert derive_arguments(tool("search", schema), "ray docs") == ({"query": "ray docs"}, "question as 'query'")
+
+
+def test_a_tool_without_required_parameters_gets_no_arguments() -> None:
+    schema = {"type": "object", "properties": {"limit": {"type": "integer"}}}
+    assert derive_arguments(tool("list_things", schema), "list things") == ({}, "none needed")
+    assert derive_arguments(tool("ping", {}), "ping") == ({}, "none needed")
+
+
+def test_resources_and_flows_need_no_arguments() -> None:
+    assert derive_arguments(tool("readme", TIMEZONE_SCHEMA, kind="resource"), "read it")[0] == {}
+    assert derive_arguments(tool("chatflow", MESSAGE_SCHEMA, kind="flow"), "hi")[0] == {}
+
+
+@pytest.mark.parametrize(
+    ("question", "zone"),
+    [
+        ("What time is it in Tokyo?", "Asia/Tokyo"),
+        ("what time is it in tokyo", "Asia/Tokyo"),
+        ("Time in New York please", "America/New_York"),
+        ("What time is it in New York?", "America/New_York"),
+        ("current time in Europe/Berlin", "Europe/Berlin"),
+        ("What is the time in UTC", "UTC"),
+    ],
+)
+def test_timezone_is_extracted_from_a_city_name(question: str, zone: str) -> None:
+    args, source = derive_arguments(TIME, question)
+    assert args == {"timezone": zone}
+    assert source == "extracted: timezone"
+
+
+def test_two_timezone_parameters_take_the_cities_in_order_of_mention() -> None:
+    schema = {"type": "object",
+              "properties": {"source_timezone": {"type": "string"}, "target_timezone": {"type": "string"}},
+              "required": ["source_timezone", "target_timezone"]}
+    args, _ = derive_arguments(tool("convert_time", schema), "Convert from London to Tokyo")
+    assert args == {"source_timezone": "Europe/London", "target_timezone": "Asia/Tokyo"}
+
+
+def test_enum_value_named_in_the_question_is_chosen() -> None:
+    schema = {"type": "object", "properties": {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+              "required": ["unit"]}
+    assert derive_arguments(tool("temp", schema), "Show the temperature in Fahrenheit")[0] == {"unit": "fahrenheit"}
+
+
+def test_enum_value_with_underscore_matches_the_words_with_a_space() -> None:
+    schema = {"type": "object", "properties": {"theme": {"type": "string", "enum": ["dark_mode", "light_mode"]}},
+              "required": ["theme"]}
+    assert derive_arguments(tool("set_theme", schema), "switch to light mode")[0] == {"theme": "light_mode"}
+
+
+def test_enum_value_with_hyphen_matches_the_words_with_a_space() -> None:
+    schema = {"type": "object", "properties": {"size": {"type": "string", "enum": ["extra-large", "small"]}},
+              "required": ["size"]}
+    assert derive_arguments(tool("order", schema), "an extra large coffee")[0] == {"size": "extra-large"}
+
+
+def test_enum_takes_the_first_value_mentioned() -> None:
+    schema = {"type": "object", "properties": {"op": {"type": "string", "enum": ["add", "subtract"]}},
+              "required": ["op"]}
+    assert derive_arguments(tool("calc", schema), "subtract, then add")[0] == {"op": "subtract"}
+
+
+def test_numbers_are_assigned_in_order_to_two_numeric_parameters() -> None:
+    args, source = derive_arguments(ADD, "What is 12 plus 7.5?")
+    assert args == {"a": 12.0, "b": 7.5}
+    assert source == "extracted: a, b"
+
+
+def test_a_number_at_the_end_of_a_sentence_is_extracted() -> None:
+    assert derive_arguments(ADD, "Add 6 and 7.")[0] == {"a": 6.0, "b": 7.0}
+
+
+def test_negative_numbers_and_integers_are_typed_by_the_schema() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}},
+              "required": ["n", "x"]}
+    args, _ = derive_arguments(tool("power", schema), "raise -2.5 to the 3 power")
+    # the integer parameter skips -2.5 and takes 3; the number takes the first free number
+    assert args == {"n": 3, "x": -2.5}
+    assert isinstance(args["n"], int)
+
+
+def test_time_of_day_is_normalised_to_hh_mm() -> None:
+    schema = {"type": "object", "properties": {"time": {"type": "string", "description": "HH:MM"}},
+              "required": ["time"]}
+    cap = tool("alarm", schema)
+    assert derive_arguments(cap, "wake me at 7pm")[0] == {"time": "19:00"}
+    assert derive_arguments(cap, "wake me at 12am")[0] == {"time": "00:00"}
+    assert derive_arguments(cap, "meeting at 9:30")[0] == {"time": "09:30"}
+    with pytest.raises(ArgumentsRequired):
+        derive_arguments(cap, "wake me in 7 minutes")  # a bare number is not a time
+
+
+def test_underivable_arguments_raise_arguments_required_naming_tool_and_schema() -> None:
+    with pytest.raises(ArgumentsRequired) as info:
+        derive_arguments(ADD, "add some numbers")
+    err = info.value
+    assert err.status_code == 422
+    assert err.details["tool"] == "add"
+    assert err.details["backend"] == "calc"
+    assert err.details["missing"] == "a"
+    assert err.details["input_schema"] == NUMBERS_SCHEMA
+    assert "'add'" in err.message
+
+
+def test_a_partially_derivable_call_still_raises_for_the_missing_parameter() -> None:
+    with pytest.raises(ArgumentsRequired) as info:
+        derive_arguments(ADD, "add 3 to something")
+    assert info.value.details["missing"] == "b"
+
+
+def test_timezone_extraction_needs_a_timezone_parameter() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    with pytest.raises(ArgumentsRequired):
+        derive_arguments(tool("weather", schema), "weather in Tokyo")

@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import pytest
+
+from router.config import EjectionSettings
+from router.health import OutlierDetector
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def detector(**overrides: float) -> tuple[OutlierDetector, FakeClock]:
+    values = {"consecutive_failures": 3, "failure_rate": 0.5, "window_s": 30.0, "min_requests": 100,
+              "base_ejection_s": 5.0, "max_ejection_s": 20.0}
+    values.update(overrides)
+    clock = FakeClock()
+    return OutlierDetector(EjectionSettings(**values), clock=clock), clock
+
+
+def test_a_new_detector_admits_calls() -> None:
+    d, _ = detector()
+    assert d.admit() == (True, False)
+    assert d.state == "closed" and not d.ejected and d.remaining_s() == 0.0
+
+
+def test_ejection_after_n_consecutive_failures() -> None:
+    d, clock = detector(consecutive_failures=3)
+    assert d.record(False) is False
+    assert d.record(False) is False
+    assert d.admit() == (True, False)
+    assert d.record(False) is True
+    assert d.state == "ejected" and d.ejected
+    assert d.ejected_until == clock.now + 5.0
+    assert d.admit() == (False, False)
+
+
+def test_a_success_resets_the_consecutive_failure_count() -> None:
+    d, _ = detector(consecutive_failures=3)
+    d.record(False)
+    d.record(False)
+    d.record(True)
+    assert d.consecutive_failures == 0
+    assert d.record(False) is False
+    assert d.record(False) is False
+    assert d.state == "closed"
+
+
+def test_ejection_when_the_failure_rate_in_the_window_is_too_high() -> None:
+    d, _ = detector(consecutive_failures=100, min_requests=4, failure_rate=0.5)
+    assert d.record(True) is False
+    assert d.record(False) is False
+    assert d.record(True) is False
+    assert d.state == "closed"
+    assert d.record(False) is True  # 2 of 4 failed
+    assert d.state == "ejected"
+
+
+def test_failure_rate_needs_min_requests() -> None:
+    d, _ = detector(consecutive_failures=100, min_requests=4, failure_rate=0.5)
+    d.record(False)
+    d.record(True)
+    assert d.record(False) is False  # 2 of 3, but only 3 requests
+    assert d.state == "closed"
+
+
+def test_failures_older_than_the_window_do_not_count() -> None:
+    d, clock = detector(consecutive_failures=100, min_requests=4, failure_rate=0.5, window_s=30.0)
+    d.record(False)
+    d.record(False)
+    clock.advance(31)
+    d.record(True)
+    d.record(True)
+    d.record(True)
+    assert d.record(False) is False  # the window now holds 3 successes and 1 failure
+    assert d.state == "closed"
+
+
+def test_half_open_admits_exactly_one_probe() -> None:
+    d, clock = detector()
+    for _ in range(3):
+        d.record(False)
+    clock.advance(5.0)
+    assert d.admit() == (True, True)
+    assert d.state == "half_open"
+    assert d.admit() == (False, False)
+    assert d.admit() == (False, False)
+
+
+def test_a_successful_probe_closes_the_detector() -> None:
+    d, clock = detector()
+    for _ in range(3):
+        d.record(False)
+    clock.advance(5.0)
+    _, probe = d.admit()
+    assert d.record(True, probe=probe) is False
+    assert d.state == "closed"
+    assert d.ejected_until is None
+    assert d.admit() == (True, False)
+    assert d.admit() == (True, False)
+
+
+def test_a_failed_probe_re_ejects_for_longer() -> None:
+    d, clock = detector(base_ejection_s=5.0, max_ejection_s=100.0)
+    for _ in range(3):
+        d.record(False)
+    assert d.remaining_s() == 5.0
+    clock.advance(5.0)
+    _, probe = d.admit()
+    assert d.record(False, probe=probe) is True
+    assert d.state == "ejected"
+    assert d.remaining_s() == 10.0
+    assert d.ejections == 2
+
+
+def test_a_late_non_probe_failure_does_not_re_eject_while_the_probe_is_out() -> None:
+    d, clock = detector()
+    for _ in range(3):
+        d.record(False)
+    clock.advance(5.0)
+    assert d.admit() == (True, True)
+    assert d.record(False, probe=False) is False  # a call admitted before the ejection, finishing late
+    assert d.state == "half_open"
+
+
+def test_ejection_time_doubles_and_is_capped() -> None:
+    d, clock = detector(base_ejection_s=5.0, max_ejection_s=20.0)
+    for _ in range(3):
+        d.record(False)
+    durations = [d.remaining_s()]
+    for _ in range(3):
+        clock.advance(d.remaining_s())
+        _, probe = d.admit()
+        assert probe
+        d.record(False, probe=True)
+        durations.append(d.remaining_s())
+    assert durations == [5.0, 10.0, 20.0, 20.0]
+
+
+def test_the_ejection_count_decays_after_a_long_healthy_period() -> None:
+    d, clock = detector(base_ejection_s=5.0, max_ejection_s=20.0)
+    for _ in range(3):
+        d.record(False)
+    clock.advance(5.0)
+    _, probe = d.admit()
+    d.record(True, probe=probe)
+    assert d.ejections == 1
+    clock.advance(21.0)
+    d.record(True)
+    assert d.ejections == 0
+    for _ in range(3):
+        d.record(False)
+    assert d.remaining_s() == 5.0  # back to the base duration
+
+
+def test_force_admits_while_ejected_without_taking_the_probe() -> None:
+    d, clock = detector()
+    for _ in range(3):
+        d.record(False)
+    assert d.admit(force=True) == (True, False)
+    assert d.admit() == (False, False)
+    clock.advance(5.0)
+    assert d.admit() == (True, True)  # the probe is still available after forced calls
+    assert d.admit(force=True) == (True, False)
+
+
+def test_remaining_counts_down_with_the_clock() -> None:
+    d, clock = detector()
+    for _ in range(3):
+        d.record(False)
+    clock.advance(2.0)
+    assert d.remaining_s() == pytest.approx(3.0)
+    clock.advance(10.0)
+    assert d.remaining_s() == 0.0
+    assert not d.ejected

@@ -1,0 +1,247 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from router.config import RoutingSettings
+from router.index import HybridIndex, InMemoryVectorStore, minmax
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.text import tokenize
+from tests.unit.helpers import embed_texts, small_catalogs
+
+DOCS = [
+    "get the current time in a timezone",
+    "convert a time between two time zones",
+    "add two numbers together",
+    "multiply two numbers",
+    "search the web for a query",
+    "read a file from disk",
+]
+QUERY = "current time in Tokyo"
+
+
+def _index(alpha: float, dense_top_n: int = 100, vectors: bool = True) -> HybridIndex:
+    return HybridIndex(DOCS, embed_texts(DOCS) if vectors else None, alpha=alpha, dense_top_n=dense_top_n)
+
+
+def _qvec(text: str = QUERY) -> np.ndarray:
+    return embed_texts([text])[0]
+
+
+# --- minmax ---------------------------------------------------------------------------------
+
+
+def test_minmax_scales_to_unit_interval() -> None:
+    np.testing.assert_allclose(minmax(np.array([2.0, 4.0, 3.0])), [0.0, 1.0, 0.5])
+
+
+def test_minmax_of_a_constant_vector_is_one_when_positive_and_zero_otherwise() -> None:
+    np.testing.assert_array_equal(minmax(np.array([0.7, 0.7])), [1.0, 1.0])
+    np.testing.assert_array_equal(minmax(np.array([0.0, 0.0])), [0.0, 0.0])
+    np.testing.assert_array_equal(minmax(np.array([-0.3, -0.3])), [0.0, 0.0])
+
+
+def test_minmax_of_an_empty_vector_is_empty() -> None:
+    assert minmax(np.array([])).size == 0
+
+
+# --- vector store ---------------------------------------------------------------------------
+
+
+def test_vector_store_returns_nearest_first_and_clips_n() -> None:
+    store = InMemoryVectorStore(np.eye(3, dtype=np.float32))
+    q = np.array([0.2, 0.9, 0.4], dtype=np.float32)
+    ids, sims = store.top(q, 10)
+    assert ids.tolist() == [1, 2, 0]
+    np.testing.assert_allclose(sims, [0.9, 0.4, 0.2], rtol=1e-6)
+    ids, _ = store.top(q, 1)
+    assert ids.tolist() == [1]
+
+
+def test_vector_store_within_restricts_to_the_given_ids() -> None:
+    store = InMemoryVectorStore(np.eye(3, dtype=np.float32))
+    ids, sims = store.top(np.array([0.2, 0.9, 0.4], dtype=np.float32), 5, within=np.array([0, 2]))
+    assert ids.tolist() == [2, 0]
+    np.testing.assert_allclose(sims, [0.4, 0.2], rtol=1e-6)
+
+
+# --- hybrid fusion --------------------------------------------------------------------------
+
+
+def test_every_hit_carries_its_true_dense_and_bm25_components() -> None:
+    index = _index(alpha=0.6)
+    hits = index.search(QUERY, _qvec(), k=len(DOCS))
+    vectors = embed_texts(DOCS)
+    bm25 = index.bm25_scores(tokenize(QUERY), np.arange(len(DOCS)))
+    assert sorted(h.doc for h in hits) == list(range(len(DOCS)))
+    for h in hits:
+        assert h.dense == pytest.approx(float(vectors[h.doc] @ _qvec()), abs=1e-5)
+        assert h.bm25 == pytest.approx(float(bm25[h.doc]))
+    assert bm25[0] > 0 and bm25[2] == 0.0  # doc 0 shares words with the query, doc 2 none
+
+
+def test_bm25_is_okapi_with_a_positive_idf_for_common_words() -> None:
+    # "time" is in 2 of 3 documents: classic Okapi IDF would be negative and *lower* their scores.
+    docs = ["time clock", "time zone", "add numbers"]
+    index = HybridIndex(docs, None)
+    scores = index.bm25_scores(["time"], np.arange(3))
+    assert scores[0] > 0 and scores[1] > 0 and scores[2] == 0.0
+    # same length, same term frequency: same score; and the value is Okapi's with Lucene's IDF
+    idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    k1, b, avgdl = 1.5, 0.75, 2.0
+    expected = idf * (1 * (k1 + 1)) / (1 + k1 * (1 - b + b * 2 / avgdl))
+    assert scores[0] == pytest.approx(expected)
+    assert scores[1] == pytest.approx(expected)
+
+
+def test_fused_score_is_alpha_dense_norm_plus_one_minus_alpha_bm25_norm() -> None:
+    alpha = 0.6
+    hits = _index(alpha=alpha).search(QUERY, _qvec(), k=len(DOCS))
+    dense = np.array([h.dense for h in hits])
+    bm25 = np.array([h.bm25 for h in hits])
+    for h, dn, bn in zip(hits, minmax(dense), minmax(bm25), strict=True):
+        assert h.dense_norm == pytest.approx(dn)
+        assert h.bm25_norm == pytest.approx(bn)
+        assert h.hybrid == pytest.approx(alpha * h.dense_norm + (1 - alpha) * h.bm25_norm)
+    assert [h.hybrid for h in hits] == sorted((h.hybrid for h in hits), reverse=True)
+    assert hits[0].doc == 0
+
+
+def test_alpha_zero_ranks_by_bm25_alone() -> None:
+    hits = _index(alpha=0.0).search(QUERY, _qvec(), k=len(DOCS))
+    for h in hits:
+        assert h.hybrid == pytest.approx(h.bm25_norm)
+        assert h.dense_norm == 0.0
+    bm25 = [h.bm25 for h in hits]
+    assert bm25 == sorted(bm25, reverse=True)
+
+
+def test_alpha_one_ranks_by_dense_similarity_alone() -> None:
+    # "numbers" only appears in the query as a dense signal when BM25 is switched off.
+    query = "time numbers numbers numbers"
+    hits = _index(alpha=1.0).search(query, _qvec(query), k=len(DOCS))
+    for h in hits:
+        assert h.hybrid == pytest.approx(h.dense_norm)
+    dense = [h.dense for h in hits]
+    assert dense == sorted(dense, reverse=True)
+
+
+def test_per_call_alpha_overrides_the_index_alpha() -> None:
+    index = _index(alpha=1.0)
+    hits = index.search(QUERY, _qvec(), k=3, alpha=0.0)
+    assert all(h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
+
+
+def test_without_vectors_the_index_is_bm25_only() -> None:
+    index = _index(alpha=0.6, vectors=False)
+    assert index.dense is False
+    assert index.alpha == 0.0
+    hits = index.search(QUERY, None, k=2)
+    assert hits[0].doc == 0
+    assert all(h.dense == 0.0 and h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
+
+
+def test_without_a_query_vector_a_dense_index_falls_back_to_bm25() -> None:
+    hits = _index(alpha=0.9).search(QUERY, None, k=2)
+    assert hits[0].doc == 0
+    assert all(h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
+
+
+def test_within_restricts_the_search_to_the_given_documents() -> None:
+    within = np.array([2, 3, 5])
+    for index in (_index(alpha=0.6), _index(alpha=0.6, vectors=False)):
+        hits = index.search(QUERY, _qvec(), k=10, within=within)
+        assert sorted(h.doc for h in hits) == [2, 3, 5]
+
+
+def test_only_the_dense_top_n_are_scored() -> None:
+    # BM25 would love doc 4 ("search the web for a query"), but dense recall of one document keeps only
+    # the nearest vector.
+    query = "search web query"
+    qvec = embed_texts(["get the current time in a timezone"])[0]
+    hits = _index(alpha=0.5, dense_top_n=1).search(query, qvec, k=10)
+    assert [h.doc for h in hits] == [0]
+
+
+def test_k_limits_the_number_of_hits() -> None:
+    assert len(_index(alpha=0.6).search(QUERY, _qvec(), k=2)) == 2
+
+
+def test_mismatched_vector_count_is_rejected() -> None:
+    with pytest.raises(ValueError, match="2 vectors for 6 documents"):
+        HybridIndex(DOCS, embed_texts(DOCS[:2]))
+
+
+def test_empty_index_returns_no_hits() -> None:
+    assert HybridIndex([], None).search("anything", None, k=5) == []
+
+
+# --- catalog index --------------------------------------------------------------------------
+
+
+def _catalog_index(**routing: object) -> CatalogIndex:
+    texts = CatalogTexts.build(small_catalogs())
+    return CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense),
+                        RoutingSettings(**routing))
+
+
+def test_catalog_texts_put_name_words_params_and_server_in_the_documents() -> None:
+    texts = CatalogTexts.build(small_catalogs())
+    assert [c.name for c in texts.capabilities] == ["get_current_time", "world_clock", "add", "multiply", "echo"]
+    assert texts.owner == (0, 1, 2, 2, 3)
+    first = texts.tool_dense[0]
+    assert first.startswith("get current time: Get the current time")
+    assert "Parameters: timezone." in first
+    assert "Server time: current time and time zone conversion" in first
+    # the name is repeated in the sparse text so that it outweighs prose
+    assert texts.tool_sparse[0].count("get current time") == 3
+
+
+def test_flat_search_ranks_capabilities_with_their_hybrid_score() -> None:
+    index = _catalog_index(method="flat")
+    q = "multiply two numbers"
+    ranked = index.search(q, embed_texts([q])[0], k=3)
+    assert ranked[0].capability.name == "multiply"
+    assert all(r.score == r.hit.hybrid and r.server_score is None for r in ranked)
+
+
+def test_backend_restriction_only_returns_that_backends_capabilities() -> None:
+    index = _catalog_index()
+    q = "current time"
+    ranked = index.search(q, embed_texts([q])[0], k=10, backends={"calc"})
+    assert {r.capability.backend for r in ranked} == {"calc"}
+    assert len(ranked) == 2
+    assert index.search(q, embed_texts([q])[0], k=10, backends={"nope"}) == []
+
+
+def test_two_level_ranks_servers_first_and_combines_scores_like_mcp_zero() -> None:
+    index = _catalog_index(method="two_level", top_servers=1)
+    q = "add numbers calculator"
+    ranked = index.search(q, embed_texts([q])[0], k=5)
+    assert {r.capability.backend for r in ranked} == {"calc"}  # only the single top server
+    for r in ranked:
+        assert r.server_score is not None
+        s, h = r.server_score, r.hit.hybrid
+        assert r.score == pytest.approx(s * h * max(s, h))
+    assert ranked[0].capability.name == "add"
+
+
+def test_two_level_is_not_used_when_the_search_is_restricted_to_backends() -> None:
+    index = _catalog_index(method="two_level", top_servers=1)
+    q = "add numbers calculator"
+    ranked = index.search(q, embed_texts([q])[0], k=5, backends={"echo", "time"})
+    assert {r.capability.backend for r in ranked} == {"echo", "time"}
+    assert all(r.server_score is None for r in ranked)
+
+
+def test_rank_servers_lists_each_backend_once_best_first() -> None:
+    index = _catalog_index()
+    q = "current time in a timezone"
+    servers = index.rank_servers(q, embed_texts([q])[0], k=3)
+    names = [s.backend for s in servers]
+    assert len(names) == len(set(names)) == 3
+    assert names[0] in {"time", "clock"}
+    assert set(names[:2]) == {"time", "clock"}
+    assert [s.score for s in servers] == sorted((s.score for s in servers), reverse=True)

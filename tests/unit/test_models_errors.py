@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from pydantic import ValidationError
+
+from router.errors import (
+    AllBackendsFailed,
+    ArgumentsRequired,
+    BackendTimeout,
+    BackendUnavailable,
+    DeadlineExceeded,
+    NoRelevantBackend,
+    RouterError,
+    ToolFailed,
+    UnknownIntent,
+)
+from router.models import BackendInfo, BackendStatus, Capability, QueryRequest, RouteRequest
+
+
+@pytest.mark.parametrize(
+    ("cls", "status", "code"),
+    [
+        (UnknownIntent, 400, "unknown_intent"),
+        (NoRelevantBackend, 404, "no_relevant_backend"),
+        (ArgumentsRequired, 422, "arguments_required"),
+        (ToolFailed, 502, "tool_failed"),
+        (AllBackendsFailed, 502, "all_backends_failed"),
+        (BackendUnavailable, 503, "backend_unavailable"),
+        (BackendTimeout, 504, "backend_timeout"),
+        (DeadlineExceeded, 504, "deadline_exceeded"),
+    ],
+)
+def test_errors_carry_http_status_and_code(cls: type[RouterError], status: int, code: str) -> None:
+    err = cls("boom")
+    assert (err.status_code, err.code) == (status, code)
+    assert err.payload() == {"error": {"type": code, "message": "boom"}}
+
+
+def test_payload_includes_details_but_drops_none_values() -> None:
+    err = BackendTimeout("slow", backend="time", tool=None)
+    assert err.payload() == {"error": {"type": "backend_timeout", "message": "slow",
+                                       "details": {"backend": "time"}}}
+
+
+def test_errors_keep_type_and_details_across_pickling() -> None:
+    err = ArgumentsRequired("need args", tool="add", input_schema={"type": "object"})
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is ArgumentsRequired
+    assert back.message == "need args"
+    assert back.details == {"tool": "add", "input_schema": {"type": "object"}}
+
+
+def test_capability_key_names_backend_kind_and_name() -> None:
+    assert Capability(backend="time", name="now", kind="prompt").key == "time/prompt/now"
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+def test_blank_questions_are_rejected(question: str) -> None:
+    with pytest.raises(ValidationError):
+        QueryRequest(question=question)
+    with pytest.raises(ValidationError):
+        RouteRequest(question=question)
+
+
+@pytest.mark.parametrize("backend", [None, "", "auto"])
+def test_backend_auto_means_route(backend: str | None) -> None:
+    assert QueryRequest(question="q", backend=backend).backend is None
+
+
+def test_unknown_request_fields_are_rejected() -> None:
+    with pytest.raises(ValidationError):
+        QueryRequest.model_validate({"question": "q", "bakend": "time"})
+
+
+@pytest.mark.parametrize(("health", "available"),
+                         [("healthy", True), ("degraded", True), ("starting", False), ("down", False),
+                          ("ejected", False)])
+def test_only_healthy_and_degraded_backends_are_available(health: str, available: bool) -> None:
+    status = BackendStatus(name="a", kind="mcp_stdio", transport="stdio", health=health)  # type: ignore[arg-type]
+    assert status.available is available
+
+
+def test_backend_info_copies_the_public_fields_of_a_status() -> None:
+    status = BackendStatus(name="a", kind="mcp_http", transport="http", health="down", last_error="refused",
+                           tool_count=3, inflight=7)
+    info = BackendInfo.from_status(status)
+    assert (info.name, info.health, info.last_error, info.tool_count) == ("a", "down", "refused", 3)
+    assert "inflight" not in info.model_dump()

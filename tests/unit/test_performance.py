@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from router.performance import CallRecord, PerformanceHistory, summarize
+from router.scoring import ANY_INTENT
+
+
+def rec(ms: float, ok: bool = True, error_type: str | None = None, ts: float = 0.0) -> CallRecord:
+    return CallRecord(ts=ts, latency_ms=ms, ok=ok, error_type=error_type)
+
+
+def test_each_record_lands_in_its_intent_and_in_the_all_intents_history() -> None:
+    h = PerformanceHistory(window=100)
+    h.record("time", "technical-analysis", rec(10))
+    h.record("time", "general", rec(30, ok=False))
+    snaps = h.snapshots()
+    assert set(snaps) == {("time", "technical-analysis"), ("time", "general"), ("time", ANY_INTENT)}
+    assert snaps[("time", "technical-analysis")].count == 1
+    assert snaps[("time", ANY_INTENT)].count == 2
+    assert snaps[("time", ANY_INTENT)].success_rate == 0.5
+    assert snaps[("time", ANY_INTENT)].mean_latency_ms == 20.0
+
+
+def test_history_is_bounded_by_the_window() -> None:
+    h = PerformanceHistory(window=12)
+    for i in range(30):
+        h.record("a", "general", rec(float(i)))
+    snap = h.snapshots()[("a", "general")]
+    assert snap.count == 12
+    # only the newest 12 (18..29) remain
+    assert snap.mean_latency_ms == pytest.approx(sum(range(18, 30)) / 12)
+
+
+def test_snapshot_separates_the_last_ten_calls_from_the_whole_window() -> None:
+    records = [rec(1000.0, ok=False)] * 10 + [rec(100.0, ok=True)] * 10
+    snap = summarize("a", "general", records)
+    assert snap.count == 20
+    assert snap.success_rate_10 == 1.0
+    assert snap.mean_latency_ms_10 == 100.0
+    assert snap.success_rate == 0.5
+    assert snap.mean_latency_ms == 550.0
+    assert snap.p95_latency_ms == 1000.0
+    assert snap.p95_latency_ms_10 == 100.0
+
+
+def test_snapshot_of_no_records_is_neutral() -> None:
+    snap = summarize("a", "general", [])
+    assert (snap.count, snap.success_rate_10, snap.mean_latency_ms) == (0, 1.0, 0.0)
+    assert snap.score == 0.5
+
+
+def test_errors_are_counted_by_type() -> None:
+    h = PerformanceHistory()
+    h.record("a", "general", rec(1, ok=False, error_type="backend_timeout"))
+    h.record("a", "general", rec(1, ok=False, error_type="backend_timeout"))
+    h.record("a", "general", rec(1, ok=False))
+    h.record("a", "general", rec(1, ok=True))
+    assert h.errors(("a", "general")) == {"backend_timeout": 2, "error": 1}
+    assert h.errors(("missing", "general")) == {}
+
+
+def test_dump_and_load_round_trip_through_json() -> None:
+    h = PerformanceHistory(window=50)
+    for i in range(15):
+        h.record("a", "code-review", rec(float(i * 10), ok=i % 3 != 0, error_type=None if i % 3 else "tool_failed",
+                                         ts=100.0 + i))
+    h.record("b", "general", rec(5.0))
+    data = json.loads(json.dumps(h.dump()))
+    restored = PerformanceHistory.load(data, window=50)
+    assert restored.snapshots() == h.snapshots()
+    assert restored.errors(("a", "code-review")) == h.errors(("a", "code-review"))
+
+
+def test_load_applies_the_new_window() -> None:
+    h = PerformanceHistory(window=50)
+    for i in range(20):
+        h.record("a", "general", rec(float(i)))
+    restored = PerformanceHistory.load(h.dump(), window=10)
+    assert restored.snapshots()[("a", "general")].count == 10
+    restored.record("a", "general", rec(99.0))
+    assert restored.snapshots()[("a", "general")].count == 10

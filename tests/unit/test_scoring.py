@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import pytest
+
+from router.config import RoutingSettings, ScoreWeights
+from router.index import Hit
+from router.models import BackendStatus, Capability
+from router.retrieval import Ranked
+from router.scoring import (
+    ANY_INTENT,
+    PerfSnapshot,
+    health_score,
+    lookup_perf,
+    perf_score,
+    score_candidates,
+)
+
+
+def ranked(backend: str, score: float, *, name: str = "t", dense: float = 0.5, bm25: float = 1.0,
+           intents: tuple[str, ...] = ()) -> Ranked:
+    cap = Capability(backend=backend, name=name, intents=intents)
+    return Ranked(cap, Hit(0, dense, bm25, dense, 1.0 if bm25 else 0.0, score), score)
+
+
+def status(name: str, health: str) -> BackendStatus:
+    return BackendStatus(name=name, kind="mcp_stdio", transport="stdio", health=health)  # type: ignore[arg-type]
+
+
+def snap(backend: str, intent: str = ANY_INTENT, *, count: int = 10, rate: float = 1.0,
+         mean_ms: float = 0.0) -> PerfSnapshot:
+    return PerfSnapshot(backend=backend, intent=intent, count=count, success_rate_10=rate, mean_latency_ms_10=mean_ms,
+                        success_rate=rate, mean_latency_ms=mean_ms, p95_latency_ms=mean_ms, p95_latency_ms_10=mean_ms)
+
+
+def test_perf_score_is_point_five_without_history() -> None:
+    assert perf_score(None) == 0.5
+    assert perf_score(snap("a", count=0, rate=0.0, mean_ms=9999)) == 0.5
+
+
+@pytest.mark.parametrize(
+    ("rate", "mean_ms", "expected"),
+    [
+        (1.0, 0.0, 1.0),
+        (0.8, 1000.0, 0.7 * 0.8 + 0.3 * 0.8),
+        (0.5, 2500.0, 0.7 * 0.5 + 0.3 * 0.5),
+        (1.0, 10_000.0, 0.7),  # latency penalty is capped at 5 s
+        (0.0, 5000.0, 0.0),
+    ],
+)
+def test_perf_score_blends_recent_success_rate_and_latency(rate: float, mean_ms: float, expected: float) -> None:
+    s = snap("a", rate=rate, mean_ms=mean_ms)
+    assert perf_score(s) == pytest.approx(expected)
+    assert s.score == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("health", "expected"),
+    [("healthy", 1.0), ("degraded", 0.5), ("starting", 0.5), ("down", 0.0), ("ejected", 0.0)],
+)
+def test_health_score_by_state(health: str, expected: float) -> None:
+    assert health_score(status("a", health)) == expected
+
+
+def test_unknown_health_scores_point_five() -> None:
+    assert health_score(None) == 0.5
+
+
+def test_lookup_perf_prefers_the_intent_and_falls_back_to_all_intents() -> None:
+    per_intent = snap("a", "code-review", rate=0.2)
+    overall = snap("a", ANY_INTENT, rate=0.9)
+    perf = {("a", "code-review"): per_intent, ("a", ANY_INTENT): overall,
+            ("a", "general"): snap("a", "general", count=0)}
+    assert lookup_perf(perf, "a", "code-review") is per_intent
+    assert lookup_perf(perf, "a", "document-qa") is overall
+    assert lookup_perf(perf, "a", "general") is overall  # an empty per-intent history does not count
+    assert lookup_perf(perf, "b", "general") is None
+
+
+def test_composite_uses_default_weights_half_match_three_tenths_health_one_fifth_perf() -> None:
+    settings = RoutingSettings()
+    perf = {("a", ANY_INTENT): snap("a", rate=0.8, mean_ms=1000.0)}
+    [c] = score_candidates([ranked("a", 0.6)], "general", {"a": status("a", "degraded")}, perf, settings)
+    p = 0.7 * 0.8 + 0.3 * 0.8
+    assert c.scores.match == pytest.approx(0.6)
+    assert c.scores.health == 0.5
+    assert c.scores.perf == pytest.approx(p, abs=1e-4)
+    assert c.scores.composite == pytest.approx(0.5 * 0.6 + 0.3 * 0.5 + 0.2 * p, abs=1e-4)
+
+
+def test_custom_weights_change_the_composite() -> None:
+    settings = RoutingSettings(weights=ScoreWeights(match=1.0, health=0.0, perf=0.0))
+    [c] = score_candidates([ranked("a", 0.42)], "general", {"a": status("a", "down")}, {}, settings)
+    assert c.scores.composite == pytest.approx(0.42)
+
+
+def test_intent_bonus_applies_when_backend_or_capability_declares_the_intent() -> None:
+    settings = RoutingSettings(intent_bonus=0.1)
+    candidates = score_candidates(
+        [ranked("a", 0.5, name="x"), ranked("b", 0.5, name="y", intents=("code-review",)), ranked("c", 0.5)],
+        "code-review", {}, {}, settings, backend_intents={"a": ("code-review",), "c": ("general",)},
+    )
+    by_backend = {c.capability.backend: c.scores for c in candidates}
+    assert by_backend["a"].intent_bonus == 0.1 and by_backend["a"].match == pytest.approx(0.6)
+    assert by_backend["b"].intent_bonus == 0.1
+    assert by_backend["c"].intent_bonus == 0.0 and by_backend["c"].match == pytest.approx(0.5)
+    assert candidates[-1].capability.backend == "c"
+
+
+def test_a_failing_backend_ranks_below_an_equally_relevant_healthy_one() -> None:
+    settings = RoutingSettings()
+    statuses = {"flaky": status("flaky", "healthy"), "solid": status("solid", "healthy")}
+    perf = {("flaky", ANY_INTENT): snap("flaky", rate=0.1, mean_ms=4000.0),
+            ("solid", ANY_INTENT): snap("solid", rate=1.0, mean_ms=50.0)}
+    out = score_candidates([ranked("flaky", 0.9), ranked("solid", 0.9)], "general", statuses, perf, settings)
+    assert [c.capability.backend for c in out] == ["solid", "flaky"]
+
+
+def test_a_down_backend_ranks_below_an_equally_relevant_healthy_one() -> None:
+    statuses = {"down1": status("down1", "down"), "up1": status("up1", "healthy")}
+    out = score_candidates([ranked("down1", 0.9), ranked("up1", 0.9)], "general", statuses, {}, RoutingSettings())
+    assert [c.capability.backend for c in out] == ["up1", "down1"]
+    assert out[0].scores.composite - out[1].scores.composite == pytest.approx(0.3, abs=1e-4)
+
+
+def test_score_breakdown_reports_the_retrieval_components() -> None:
+    r = Ranked(Capability(backend="a", name="t"), Hit(0, 0.81234, 3.21, 0.9, 0.7, 0.82), 0.82)
+    [c] = score_candidates([r], "general", {}, {}, RoutingSettings())
+    s = c.scores
+    assert (s.dense, s.bm25, s.dense_norm, s.bm25_norm, s.hybrid) == (0.8123, 3.21, 0.9, 0.7, 0.82)
+    info = c.info(1)
+    assert (info.rank, info.backend, info.capability, info.kind) == (1, "a", "t", "tool")
+
+
+def test_relevance_needs_similarity_or_keyword_overlap() -> None:
+    settings = RoutingSettings(min_similarity=0.3, min_relative_match=0.0)
+    out = score_candidates(
+        [ranked("sim", 0.5, dense=0.35, bm25=0.0), ranked("kw", 0.5, dense=0.0, bm25=0.4),
+         ranked("none", 0.5, dense=0.29, bm25=0.0)],
+        "general", {}, {}, settings)
+    relevant = {c.capability.backend: c.relevant for c in out}
+    assert relevant == {"sim": True, "kw": True, "none": False}
+
+
+def test_relevance_needs_a_share_of_the_best_match() -> None:
+    settings = RoutingSettings(min_relative_match=0.5)
+    out = score_candidates([ranked("best", 0.8), ranked("half", 0.4), ranked("less", 0.39)], "general", {}, {},
+                           settings)
+    relevant = {c.capability.backend: c.relevant for c in out}
+    assert relevant == {"best": True, "half": True, "less": False}
+
+
+def test_no_ranked_items_gives_no_candidates() -> None:
+    assert score_candidates([], "general", {}, {}, RoutingSettings()) == []

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import pytest
+
+from router.text import STOP_WORDS, split_identifier, stem, tokenize, words
+
+
+@pytest.mark.parametrize(
+    ("identifier", "expected"),
+    [
+        ("get_current_time", "get current time"),
+        ("getCurrentTime", "get Current Time"),
+        ("get-current-time", "get current time"),
+        ("HTTPServerError", "HTTP Server Error"),
+        ("files/read.v2", "files read v2"),
+    ],
+)
+def test_split_identifier_breaks_snake_camel_kebab_and_paths_into_words(identifier: str, expected: str) -> None:
+    assert split_identifier(identifier) == expected
+
+
+def test_words_lower_cases_and_keeps_stop_words() -> None:
+    assert words("The getCurrentTime Tool") == ["the", "get", "current", "time", "tool"]
+
+
+def test_camel_case_tool_name_and_prose_question_share_tokens() -> None:
+    assert tokenize("searchRepositories") == tokenize("search repositories") == ["search", "repository"]
+
+
+def test_tokenize_drops_stop_words_and_single_letters_but_keeps_digits() -> None:
+    assert tokenize("What time is it in Tokyo?") == ["time", "tokyo"]
+    assert tokenize("x plus 5 and a b2") == ["plu", "5", "b2"]
+    assert {"what", "is", "it", "the", "please"} <= STOP_WORDS
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("running", "run"),      # doubled consonant undone
+        ("stopped", "stop"),
+        ("queries", "query"),    # -ies -> -y
+        ("repositories", "repository"),
+        ("searches", "search"),
+        ("tools", "tool"),
+        ("is", "is"),            # short words are left alone
+        ("2024", "2024"),        # numbers are left alone
+        ("bus", "bus"),
+    ],
+)
+def test_stem_removes_common_suffixes(word: str, expected: str) -> None:
+    assert stem(word) == expected
+
+
+def test_stem_keeps_at_least_three_letters() -> None:
+    # "sing" minus "ing" would leave one letter; it stays whole.
+    assert stem("sing") == "sing"
+    assert stem("bring") == "bring"
+
+
+def test_singular_and_plural_of_a_word_ending_in_ss_share_a_stem() -> None:
+    assert stem("class") == stem("classes")
+    assert stem("process") == stem("processes")
+    assert tokenize("process") == tokenize("processes")
+
+
+def test_cjk_characters_are_indexed_one_by_one() -> None:
+    tokens = tokenize("東京の時間")
+    assert tokens == ["東", "京", "の", "時", "間"]
+    # and a question in Japanese shares tokens with a Japanese description
+    assert set(tokenize("東京")) <= set(tokenize("東京の時間を教えて"))
