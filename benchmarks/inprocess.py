@@ -45,6 +45,7 @@ class LocalBackend:
         self.detector = OutlierDetector(resilience.ejection)
         self.catalog: Catalog | None = None
         self.inflight = 0
+        self.sent = 0  # calls that reached the server (refusals by the outlier detector are not sent)
         self.last_error: str | None = None
         self._sem = asyncio.Semaphore(spec.max_concurrency)
 
@@ -59,6 +60,7 @@ class LocalBackend:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
+        # As in BackendSupervisor.call: a cancelled call propagates and records nothing.
         allowed, probe = self.detector.admit(force)
         if not allowed:
             return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
@@ -67,6 +69,7 @@ class LocalBackend:
                                      f"{self.detector.remaining_s():.1f} s after repeated failures")
         started = time.perf_counter()
         self.inflight += 1
+        self.sent += 1
         try:
             async with self._sem:
                 outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
@@ -106,8 +109,9 @@ class LocalExecutor:
                    context: CallContext, force: bool = False) -> CallOutcome:
         backend = self.backends.get(capability.backend)
         if backend is None:
-            return CallOutcome(backend=capability.backend, capability=capability.name, ok=False, latency_ms=0.0,
-                               error_type="backend_unavailable", error=f"no backend {capability.backend!r}")
+            return CallOutcome(backend=capability.backend, capability=capability.name, ok=False,
+                               latency_ms=0.0, error_type="backend_unavailable",
+                               error=f"no backend {capability.backend!r}")
         return await backend.call(capability, arguments, timeout_s, context, force)
 
 

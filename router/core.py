@@ -129,7 +129,7 @@ class Router:
             sticky = self._sessions.get(session_id) if session_id and not backend else None
             if sticky is not None:
                 candidates, kind = self._stick(candidates, sticky, kind)
-            verdict, message = self._verdict(candidates, backend)
+            verdict, message = self._verdict(candidates, backend, session=kind == "session")
             decision = Decision(intent=chosen_intent, intent_source=source, intent_scores=intent_scores,
                                 method=self._method_name(), candidates=candidates[:want], verdict=verdict,
                                 message=message, kind=kind)
@@ -186,13 +186,15 @@ class Router:
             return candidates, kind
         return mine[:1] + [c for c in candidates if c is not mine[0]], "session"
 
-    def _verdict(self, candidates: list[Candidate], backend: str | None) -> tuple[str, str]:
+    def _verdict(self, candidates: list[Candidate], backend: str | None,
+                 session: bool = False) -> tuple[str, str]:
         relevant = [c for c in candidates if c.relevant]
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
         if not relevant:
             return "no_match", "nothing in the catalog is relevant enough to this question"
-        if len(relevant) > 1:
+        # A session's backend was put first on purpose: that is not a close call.
+        if len(relevant) > 1 and not session:
             a, b = relevant[0], relevant[1]
             margin = self.settings.routing.ambiguity_margin
             if (a.capability.name != b.capability.name
@@ -218,7 +220,8 @@ class Router:
         if req.backend and req.fallback_on_override:
             # The caller's backend first, then everything routing would have tried.
             routed = await self.decide(req.question, intent=d.intent, session_id=req.session_id)
-            d.candidates = d.candidates[:1] + [c for c in routed.candidates if c.capability.backend != req.backend]
+            d.candidates = d.candidates[:1] + [c for c in routed.candidates
+                                               if c.capability.backend != req.backend and c.relevant]
         self._raise_for_verdict(d, req)
         calls = self._plan(d, req)
         mode = req.mode or self.settings.resilience.default_mode

@@ -50,7 +50,8 @@ class Faults:
 
 def check(name: str, value: float) -> None:
     if value < 0 or (name in RATES and value > 1):
-        raise ValueError(f"{name} must be {'between 0 and 1' if name in RATES else 'at least 0'}, got {value}")
+        allowed = "between 0 and 1" if name in RATES else "at least 0"
+        raise ValueError(f"{name} must be {allowed}, got {value}")
 
 
 def build_server(name: str, faults: Faults) -> MCPServer:
@@ -81,9 +82,9 @@ def build_server(name: str, faults: Faults) -> MCPServer:
             counts["in_flight"] -= 1
 
     @server.tool()
-    def configure(fail_rate: float | None = None, latency_ms: float | None = None, tail_rate: float | None = None,
-                  tail_multiplier: float | None = None, hang_rate: float | None = None,
-                  answer: str | None = None) -> str:
+    def configure(fail_rate: float | None = None, latency_ms: float | None = None,
+                  tail_rate: float | None = None, tail_multiplier: float | None = None,
+                  hang_rate: float | None = None, answer: str | None = None) -> str:
         """Fault-injection admin: change this test server's injected failure rate, latency, slow tail,
         hang rate or canned reply; settings left out are kept. Returns the settings now in force."""
         numbers = {"fail_rate": fail_rate, "latency_ms": latency_ms, "tail_rate": tail_rate,

@@ -38,8 +38,10 @@ TIMEZONE_SCHEMA = {
 }
 NUMBERS_SCHEMA = {
     "type": "object",
-    "properties": {"a": {"type": "number", "description": "first operand"},
-                   "b": {"type": "number", "description": "second operand"}},
+    "properties": {
+        "a": {"type": "number", "description": "first operand"},
+        "b": {"type": "number", "description": "second operand"},
+    },
     "required": ["a", "b"],
 }
 MESSAGE_SCHEMA = {
@@ -57,24 +59,46 @@ def small_catalogs() -> list[Catalog]:
     """Four backends: two that tell the time, a calculator, and an echo server."""
     return [
         catalog(
-            "time", "current time and time zone conversion",
-            Capability(backend="time", name="get_current_time",
-                       description="Get the current time in a specific timezone", input_schema=TIMEZONE_SCHEMA),
+            "time",
+            "current time and time zone conversion",
+            Capability(
+                backend="time",
+                name="get_current_time",
+                description="Get the current time in a specific timezone",
+                input_schema=TIMEZONE_SCHEMA,
+            ),
         ),
         catalog(
-            "clock", "world clock service",
-            Capability(backend="clock", name="world_clock",
-                       description="Current local time for a timezone", input_schema=TIMEZONE_SCHEMA),
+            "clock",
+            "world clock service",
+            Capability(
+                backend="clock",
+                name="world_clock",
+                description="Current local time for a timezone",
+                input_schema=TIMEZONE_SCHEMA,
+            ),
         ),
         catalog(
-            "calc", "arithmetic calculator",
-            Capability(backend="calc", name="add", description="Add two numbers", input_schema=NUMBERS_SCHEMA),
-            Capability(backend="calc", name="multiply", description="Multiply two numbers",
-                       input_schema=NUMBERS_SCHEMA),
+            "calc",
+            "arithmetic calculator",
+            Capability(
+                backend="calc", name="add", description="Add two numbers", input_schema=NUMBERS_SCHEMA
+            ),
+            Capability(
+                backend="calc",
+                name="multiply",
+                description="Multiply two numbers",
+                input_schema=NUMBERS_SCHEMA,
+            ),
         ),
         catalog(
-            "echo", "echoes messages back",
-            Capability(backend="echo", name="echo", description="Repeat a message back to the caller",
-                       input_schema=MESSAGE_SCHEMA),
+            "echo",
+            "echoes messages back",
+            Capability(
+                backend="echo",
+                name="echo",
+                description="Repeat a message back to the caller",
+                input_schema=MESSAGE_SCHEMA,
+            ),
         ),
     ]

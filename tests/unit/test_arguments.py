@@ -37,8 +37,11 @@ def test_single_free_text_required_parameter_gets_the_question() -> None:
 
 
 def test_a_parameter_described_as_a_query_counts_as_free_text() -> None:
-    schema = {"type": "object", "properties": {"needle": {"type": "string", "description": "The search query"}},
-              "required": ["needle"]}
+    schema = {
+        "type": "object",
+        "properties": {"needle": {"type": "string", "description": "The search query"}},
+        "required": ["needle"],
+    }
     args, _ = derive_arguments(tool("find", schema), "ray serve autoscaling")
     assert args == {"needle": "ray serve autoscaling"}
 
@@ -52,7 +55,10 @@ def test_an_enum_or_numeric_parameter_is_never_free_text() -> None:
 def test_an_optional_single_free_text_parameter_is_used_when_nothing_is_required() -> None:
     schema = {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}
     assert free_text_parameter(tool("search", schema)) == "query"
-    assert derive_arguments(tool("search", schema), "ray docs") == ({"query": "ray docs"}, "question as 'query'")
+    assert derive_arguments(tool("search", schema), "ray docs") == (
+        {"query": "ray docs"},
+        "question as 'query'",
+    )
 
 
 def test_a_tool_without_required_parameters_gets_no_arguments() -> None:
@@ -84,34 +90,50 @@ def test_timezone_is_extracted_from_a_city_name(question: str, zone: str) -> Non
 
 
 def test_two_timezone_parameters_take_the_cities_in_order_of_mention() -> None:
-    schema = {"type": "object",
-              "properties": {"source_timezone": {"type": "string"}, "target_timezone": {"type": "string"}},
-              "required": ["source_timezone", "target_timezone"]}
+    schema = {
+        "type": "object",
+        "properties": {"source_timezone": {"type": "string"}, "target_timezone": {"type": "string"}},
+        "required": ["source_timezone", "target_timezone"],
+    }
     args, _ = derive_arguments(tool("convert_time", schema), "Convert from London to Tokyo")
     assert args == {"source_timezone": "Europe/London", "target_timezone": "Asia/Tokyo"}
 
 
 def test_enum_value_named_in_the_question_is_chosen() -> None:
-    schema = {"type": "object", "properties": {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-              "required": ["unit"]}
-    assert derive_arguments(tool("temp", schema), "Show the temperature in Fahrenheit")[0] == {"unit": "fahrenheit"}
+    schema = {
+        "type": "object",
+        "properties": {"unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["unit"],
+    }
+    assert derive_arguments(tool("temp", schema), "Show the temperature in Fahrenheit")[0] == {
+        "unit": "fahrenheit"
+    }
 
 
 def test_enum_value_with_underscore_matches_the_words_with_a_space() -> None:
-    schema = {"type": "object", "properties": {"theme": {"type": "string", "enum": ["dark_mode", "light_mode"]}},
-              "required": ["theme"]}
+    schema = {
+        "type": "object",
+        "properties": {"theme": {"type": "string", "enum": ["dark_mode", "light_mode"]}},
+        "required": ["theme"],
+    }
     assert derive_arguments(tool("set_theme", schema), "switch to light mode")[0] == {"theme": "light_mode"}
 
 
 def test_enum_value_with_hyphen_matches_the_words_with_a_space() -> None:
-    schema = {"type": "object", "properties": {"size": {"type": "string", "enum": ["extra-large", "small"]}},
-              "required": ["size"]}
+    schema = {
+        "type": "object",
+        "properties": {"size": {"type": "string", "enum": ["extra-large", "small"]}},
+        "required": ["size"],
+    }
     assert derive_arguments(tool("order", schema), "an extra large coffee")[0] == {"size": "extra-large"}
 
 
 def test_enum_takes_the_first_value_mentioned() -> None:
-    schema = {"type": "object", "properties": {"op": {"type": "string", "enum": ["add", "subtract"]}},
-              "required": ["op"]}
+    schema = {
+        "type": "object",
+        "properties": {"op": {"type": "string", "enum": ["add", "subtract"]}},
+        "required": ["op"],
+    }
     assert derive_arguments(tool("calc", schema), "subtract, then add")[0] == {"op": "subtract"}
 
 
@@ -126,8 +148,11 @@ def test_a_number_at_the_end_of_a_sentence_is_extracted() -> None:
 
 
 def test_negative_numbers_and_integers_are_typed_by_the_schema() -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}},
-              "required": ["n", "x"]}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "x": {"type": "number"}},
+        "required": ["n", "x"],
+    }
     args, _ = derive_arguments(tool("power", schema), "raise -2.5 to the 3 power")
     # the integer parameter skips -2.5 and takes 3; the number takes the first free number
     assert args == {"n": 3, "x": -2.5}
@@ -135,8 +160,11 @@ def test_negative_numbers_and_integers_are_typed_by_the_schema() -> None:
 
 
 def test_time_of_day_is_normalised_to_hh_mm() -> None:
-    schema = {"type": "object", "properties": {"time": {"type": "string", "description": "HH:MM"}},
-              "required": ["time"]}
+    schema = {
+        "type": "object",
+        "properties": {"time": {"type": "string", "description": "HH:MM"}},
+        "required": ["time"],
+    }
     cap = tool("alarm", schema)
     assert derive_arguments(cap, "wake me at 7pm")[0] == {"time": "19:00"}
     assert derive_arguments(cap, "wake me at 12am")[0] == {"time": "00:00"}

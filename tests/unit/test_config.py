@@ -19,7 +19,9 @@ def write(tmp_path: Path, text: str, name: str = "router.yaml") -> Path:
 
 
 def test_yaml_file_with_backends_and_routing_is_parsed(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         backends:
           - name: time
             kind: mcp_stdio
@@ -37,7 +39,8 @@ def test_yaml_file_with_backends_and_routing_is_parsed(tmp_path: Path) -> None:
         routing:
           alpha: 0.4
           method: two_level
-    """)
+    """,
+    )
     s = load_settings(path, environ=NO_ENV)
     time, search, flows = s.backends
     assert isinstance(time, McpStdioSpec) and time.command == "uvx" and time.args == ["mcp-server-time"]
@@ -53,17 +56,25 @@ def test_yaml_file_with_backends_and_routing_is_parsed(tmp_path: Path) -> None:
 
 def test_mcp_servers_json_becomes_stdio_and_http_backends(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {
-        "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
-        "remote": {"url": "https://remote.example/mcp", "type": "http"},
-        "off": {"command": "node", "args": ["server.js"], "disabled": True},
-    }}))
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
+                    "remote": {"url": "https://remote.example/mcp", "type": "http"},
+                    "off": {"command": "node", "args": ["server.js"], "disabled": True},
+                }
+            }
+        )
+    )
     s = load_settings(path, environ=NO_ENV)
     by_name = {b.name: b for b in s.backends}
     assert by_name["time"].kind == "mcp_stdio"
     assert isinstance(by_name["time"], McpStdioSpec) and by_name["time"].env == {"TZ": "UTC"}
     assert by_name["remote"].kind == "mcp_http"
-    assert isinstance(by_name["remote"], McpHttpSpec) and by_name["remote"].url == "https://remote.example/mcp"
+    assert (
+        isinstance(by_name["remote"], McpHttpSpec) and by_name["remote"].url == "https://remote.example/mcp"
+    )
     assert by_name["off"].enabled is False
     assert [b.name for b in s.enabled_backends] == ["time", "remote"]
 
@@ -79,10 +90,13 @@ def test_mcp_servers_entry_without_command_or_url_names_file_and_entry(tmp_path:
 
 
 def test_invalid_field_raises_config_error_naming_file_and_field(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         routing:
           alpha: 2.5
-    """)
+    """,
+    )
     with pytest.raises(ConfigError) as info:
         load_settings(path, environ=NO_ENV)
     assert str(path) in info.value.message
@@ -97,12 +111,15 @@ def test_unknown_field_is_rejected_with_its_path(tmp_path: Path) -> None:
 
 
 def test_backend_field_error_names_the_backend_position(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         backends:
           - name: web
             kind: mcp_http
             url: ftp://nope
-    """)
+    """,
+    )
     with pytest.raises(ConfigError) as info:
         load_settings(path, environ=NO_ENV)
     assert "backends.0.mcp_http.url" in info.value.message
@@ -141,7 +158,9 @@ def test_empty_file_gives_defaults(tmp_path: Path) -> None:
 
 
 def test_env_references_are_expanded_with_defaults(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         backends:
           - name: web
             kind: mcp_http
@@ -151,7 +170,8 @@ def test_env_references_are_expanded_with_defaults(tmp_path: Path) -> None:
             kind: mcp_stdio
             command: npx
             env: {FILE: "${MEM_FILE:-/tmp/memory.jsonl}", EMPTY: "${UNSET_EMPTY:-}"}
-    """)
+    """,
+    )
     s = load_settings(path, environ={"WEB_URL": "https://web.example/mcp", "TOKEN": "s3cret"})
     web, mem = s.backends
     assert isinstance(web, McpHttpSpec) and isinstance(mem, McpStdioSpec)
@@ -174,18 +194,24 @@ def test_an_unset_variable_without_default_names_variable_and_file(tmp_path: Pat
 
 
 def test_router_environment_variables_overlay_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         routing:
           alpha: 0.8
           candidates: 7
-    """)
-    s = load_settings(path, environ={
-        "ROUTER_ROUTING__ALPHA": "0.3",
-        "ROUTER_RESILIENCE__EJECTION__CONSECUTIVE_FAILURES": "2",
-        "ROUTER_SERVER__INGRESS": "proxy",
-        "ROUTER_BACKENDS": "ignored",
-        "OTHER_ROUTING__ALPHA": "0.9",
-    })
+    """,
+    )
+    s = load_settings(
+        path,
+        environ={
+            "ROUTER_ROUTING__ALPHA": "0.3",
+            "ROUTER_RESILIENCE__EJECTION__CONSECUTIVE_FAILURES": "2",
+            "ROUTER_SERVER__INGRESS": "proxy",
+            "ROUTER_BACKENDS": "ignored",
+            "OTHER_ROUTING__ALPHA": "0.9",
+        },
+    )
     assert s.routing.alpha == 0.3
     assert s.routing.candidates == 7  # siblings from the file survive
     assert s.resilience.ejection.consecutive_failures == 2
@@ -211,20 +237,26 @@ def test_overrides_are_merged_last(tmp_path: Path) -> None:
 
 
 def test_duplicate_backend_names_are_rejected(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         backends:
           - {name: twin, kind: mcp_stdio, command: a}
           - {name: twin, kind: mcp_http, url: "http://x"}
-    """)
+    """,
+    )
     with pytest.raises(ConfigError, match="backend name 'twin' is used twice"):
         load_settings(path, environ=NO_ENV)
 
 
 def test_unknown_backend_intents_are_rejected_listing_the_allowed_ones(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         backends:
           - {name: poet, kind: mcp_stdio, command: a, intents: [poetry]}
-    """)
+    """,
+    )
     with pytest.raises(ConfigError) as info:
         load_settings(path, environ=NO_ENV)
     msg = info.value.message
@@ -232,7 +264,9 @@ def test_unknown_backend_intents_are_rejected_listing_the_allowed_ones(tmp_path:
 
 
 def test_custom_intents_make_their_names_valid(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         intents:
           default: chat
           intents:
@@ -240,28 +274,35 @@ def test_custom_intents_make_their_names_valid(tmp_path: Path) -> None:
             poetry: {description: poems, keywords: [poem]}
         backends:
           - {name: poet, kind: mcp_stdio, command: a, intents: [poetry]}
-    """)
+    """,
+    )
     s = load_settings(path, environ=NO_ENV)
     assert s.backends[0].intents == ["poetry"]
     assert set(s.intents.intents) == {"chat", "poetry"}
 
 
 def test_the_default_intent_must_be_defined(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         intents:
           default: missing
           intents: {chat: {description: small talk}}
-    """)
-    with pytest.raises(ConfigError, match="intents.default 'missing'"):
+    """,
+    )
+    with pytest.raises(ConfigError, match=r"intents\.default 'missing'"):
         load_settings(path, environ=NO_ENV)
 
 
 def test_relative_cwd_and_state_dir_are_resolved_against_the_config_file(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         state_dir: cache
         backends:
           - {name: local, kind: mcp_stdio, command: python, cwd: servers/local}
-    """)
+    """,
+    )
     s = load_settings(path, environ=NO_ENV)
     assert s.state_dir == str((tmp_path / "cache").resolve())
     assert s.backends[0].cwd == str((tmp_path / "servers" / "local").resolve())  # type: ignore[union-attr]
@@ -272,12 +313,18 @@ def test_state_dir_defaults_next_to_the_config_file(tmp_path: Path) -> None:
     assert s.state_dir == str((tmp_path / ".state").resolve())
 
 
-def test_flow_backend_api_key_comes_from_the_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flow_backend_api_key_comes_from_the_named_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("FLOWISE_KEY_FOR_TEST", "k-123")
     spec = FlowiseSpec(name="f", url="http://localhost:3000", api_key_env="FLOWISE_KEY_FOR_TEST")
     assert spec.resolved_api_key() == "k-123"
-    inline = FlowiseSpec(name="g", url="http://localhost:3000", api_key="inline",  # type: ignore[arg-type]
-                         api_key_env="FLOWISE_KEY_FOR_TEST")
+    inline = FlowiseSpec(
+        name="g",
+        url="http://localhost:3000",
+        api_key="inline",  # type: ignore[arg-type]
+        api_key_env="FLOWISE_KEY_FOR_TEST",
+    )
     assert inline.resolved_api_key() == "inline"
 
 

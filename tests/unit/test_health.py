@@ -18,8 +18,14 @@ class FakeClock:
 
 
 def detector(**overrides: float) -> tuple[OutlierDetector, FakeClock]:
-    values = {"consecutive_failures": 3, "failure_rate": 0.5, "window_s": 30.0, "min_requests": 100,
-              "base_ejection_s": 5.0, "max_ejection_s": 20.0}
+    values = {
+        "consecutive_failures": 3,
+        "failure_rate": 0.5,
+        "window_s": 30.0,
+        "min_requests": 100,
+        "base_ejection_s": 5.0,
+        "max_ejection_s": 20.0,
+    }
     values.update(overrides)
     clock = FakeClock()
     return OutlierDetector(EjectionSettings(**values), clock=clock), clock

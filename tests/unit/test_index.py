@@ -183,13 +183,20 @@ def test_empty_index_returns_no_hits() -> None:
 
 def _catalog_index(**routing: object) -> CatalogIndex:
     texts = CatalogTexts.build(small_catalogs())
-    return CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense),
-                        RoutingSettings(**routing))
+    return CatalogIndex(
+        texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), RoutingSettings(**routing)
+    )
 
 
 def test_catalog_texts_put_name_words_params_and_server_in_the_documents() -> None:
     texts = CatalogTexts.build(small_catalogs())
-    assert [c.name for c in texts.capabilities] == ["get_current_time", "world_clock", "add", "multiply", "echo"]
+    assert [c.name for c in texts.capabilities] == [
+        "get_current_time",
+        "world_clock",
+        "add",
+        "multiply",
+        "echo",
+    ]
     assert texts.owner == (0, 1, 2, 2, 3)
     first = texts.tool_dense[0]
     assert first.startswith("get current time: Get the current time")

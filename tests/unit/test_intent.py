@@ -38,11 +38,15 @@ def test_no_keyword_and_no_vector_gives_the_default_intent() -> None:
 
 
 def test_prototype_similarity_classifies_a_question_without_keywords() -> None:
-    settings = IntentSettings(intents={
-        "weather": IntentDef(description="weather forecast rain sun temperature",
-                             examples=["will it rain tomorrow", "temperature forecast"]),
-        "general": IntentDef(description="anything else", examples=["hello"]),
-    })
+    settings = IntentSettings(
+        intents={
+            "weather": IntentDef(
+                description="weather forecast rain sun temperature",
+                examples=["will it rain tomorrow", "temperature forecast"],
+            ),
+            "general": IntentDef(description="anything else", examples=["hello"]),
+        }
+    )
     texts = IntentClassifier.prototype_texts(settings)
     assert texts["weather"][0] == "weather forecast rain sun temperature"
     clf = IntentClassifier(settings, {name: embed_texts(t) for name, t in texts.items()})
@@ -52,11 +56,15 @@ def test_prototype_similarity_classifies_a_question_without_keywords() -> None:
 
 
 def test_a_weak_prototype_match_falls_back_to_the_default() -> None:
-    settings = IntentSettings(intents={
-        "weather": IntentDef(description="weather forecast rain sun temperature"),
-        "general": IntentDef(description="anything else"),
-    })
-    clf = IntentClassifier(settings, {n: embed_texts(t) for n, t in IntentClassifier.prototype_texts(settings).items()})
+    settings = IntentSettings(
+        intents={
+            "weather": IntentDef(description="weather forecast rain sun temperature"),
+            "general": IntentDef(description="anything else"),
+        }
+    )
+    clf = IntentClassifier(
+        settings, {n: embed_texts(t) for n, t in IntentClassifier.prototype_texts(settings).items()}
+    )
     q = "quantum chromodynamics lattice"
     assert clf.classify(q, embed_texts([q])[0])[:2] == ("general", "default")
 
@@ -71,7 +79,12 @@ def test_unknown_intent_override_raises_listing_the_allowed_values() -> None:
     err = info.value
     assert err.status_code == 400
     assert err.details["intent"] == "poetry"
-    assert err.details["allowed"] == ["creative-orientation", "technical-analysis", "document-qa", "code-review",
-                                      "general"]
+    assert err.details["allowed"] == [
+        "creative-orientation",
+        "technical-analysis",
+        "document-qa",
+        "code-review",
+        "general",
+    ]
     for name in err.details["allowed"]:
         assert name in err.message

@@ -40,8 +40,9 @@ def test_errors_carry_http_status_and_code(cls: type[RouterError], status: int, 
 
 def test_payload_includes_details_but_drops_none_values() -> None:
     err = BackendTimeout("slow", backend="time", tool=None)
-    assert err.payload() == {"error": {"type": "backend_timeout", "message": "slow",
-                                       "details": {"backend": "time"}}}
+    assert err.payload() == {
+        "error": {"type": "backend_timeout", "message": "slow", "details": {"backend": "time"}}
+    }
 
 
 def test_errors_keep_type_and_details_across_pickling() -> None:
@@ -74,17 +75,25 @@ def test_unknown_request_fields_are_rejected() -> None:
         QueryRequest.model_validate({"question": "q", "bakend": "time"})
 
 
-@pytest.mark.parametrize(("health", "available"),
-                         [("healthy", True), ("degraded", True), ("starting", False), ("down", False),
-                          ("ejected", False)])
+@pytest.mark.parametrize(
+    ("health", "available"),
+    [("healthy", True), ("degraded", True), ("starting", False), ("down", False), ("ejected", False)],
+)
 def test_only_healthy_and_degraded_backends_are_available(health: str, available: bool) -> None:
     status = BackendStatus(name="a", kind="mcp_stdio", transport="stdio", health=health)  # type: ignore[arg-type]
     assert status.available is available
 
 
 def test_backend_info_copies_the_public_fields_of_a_status() -> None:
-    status = BackendStatus(name="a", kind="mcp_http", transport="http", health="down", last_error="refused",
-                           tool_count=3, inflight=7)
+    status = BackendStatus(
+        name="a",
+        kind="mcp_http",
+        transport="http",
+        health="down",
+        last_error="refused",
+        tool_count=3,
+        inflight=7,
+    )
     info = BackendInfo.from_status(status)
     assert (info.name, info.health, info.last_error, info.tool_count) == ("a", "down", "refused", 3)
     assert "inflight" not in info.model_dump()

@@ -65,8 +65,11 @@ def test_errors_are_counted_by_type() -> None:
 def test_dump_and_load_round_trip_through_json() -> None:
     h = PerformanceHistory(window=50)
     for i in range(15):
-        h.record("a", "code-review", rec(float(i * 10), ok=i % 3 != 0, error_type=None if i % 3 else "tool_failed",
-                                         ts=100.0 + i))
+        h.record(
+            "a",
+            "code-review",
+            rec(float(i * 10), ok=i % 3 != 0, error_type=None if i % 3 else "tool_failed", ts=100.0 + i),
+        )
     h.record("b", "general", rec(5.0))
     data = json.loads(json.dumps(h.dump()))
     restored = PerformanceHistory.load(data, window=50)

@@ -19,9 +19,14 @@ def imported_roots(tree: ast.AST) -> set[str]:
             roots.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             roots.add(node.module.split(".")[0])
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
-              and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             roots.add(node.args[0].value.split(".")[0])
     return roots
 
@@ -40,3 +45,10 @@ def test_router_module_imports_no_runtime_or_transport_library(path: Path) -> No
 def test_the_import_check_would_catch_a_lazy_import() -> None:
     tree = ast.parse("def f():\n    import ray.serve\n    from httpx import AsyncClient\n")
     assert imported_roots(tree) >= {"ray", "httpx"}
+
+
+def test_starting_ray_in_a_unit_test_fails_loudly() -> None:
+    import ray
+
+    with pytest.raises(RuntimeError, match="unit tests must not start Ray"):
+        ray.init()

@@ -16,8 +16,15 @@ from router.scoring import (
 )
 
 
-def ranked(backend: str, score: float, *, name: str = "t", dense: float = 0.5, bm25: float = 1.0,
-           intents: tuple[str, ...] = ()) -> Ranked:
+def ranked(
+    backend: str,
+    score: float,
+    *,
+    name: str = "t",
+    dense: float = 0.5,
+    bm25: float = 1.0,
+    intents: tuple[str, ...] = (),
+) -> Ranked:
     cap = Capability(backend=backend, name=name, intents=intents)
     return Ranked(cap, Hit(0, dense, bm25, dense, 1.0 if bm25 else 0.0, score), score)
 
@@ -26,10 +33,20 @@ def status(name: str, health: str) -> BackendStatus:
     return BackendStatus(name=name, kind="mcp_stdio", transport="stdio", health=health)  # type: ignore[arg-type]
 
 
-def snap(backend: str, intent: str = ANY_INTENT, *, count: int = 10, rate: float = 1.0,
-         mean_ms: float = 0.0) -> PerfSnapshot:
-    return PerfSnapshot(backend=backend, intent=intent, count=count, success_rate_10=rate, mean_latency_ms_10=mean_ms,
-                        success_rate=rate, mean_latency_ms=mean_ms, p95_latency_ms=mean_ms, p95_latency_ms_10=mean_ms)
+def snap(
+    backend: str, intent: str = ANY_INTENT, *, count: int = 10, rate: float = 1.0, mean_ms: float = 0.0
+) -> PerfSnapshot:
+    return PerfSnapshot(
+        backend=backend,
+        intent=intent,
+        count=count,
+        success_rate_10=rate,
+        mean_latency_ms_10=mean_ms,
+        success_rate=rate,
+        mean_latency_ms=mean_ms,
+        p95_latency_ms=mean_ms,
+        p95_latency_ms_10=mean_ms,
+    )
 
 
 def test_perf_score_is_point_five_without_history() -> None:
@@ -47,7 +64,9 @@ def test_perf_score_is_point_five_without_history() -> None:
         (0.0, 5000.0, 0.0),
     ],
 )
-def test_perf_score_blends_recent_success_rate_and_latency(rate: float, mean_ms: float, expected: float) -> None:
+def test_perf_score_blends_recent_success_rate_and_latency(
+    rate: float, mean_ms: float, expected: float
+) -> None:
     s = snap("a", rate=rate, mean_ms=mean_ms)
     assert perf_score(s) == pytest.approx(expected)
     assert s.score == pytest.approx(expected)
@@ -68,8 +87,11 @@ def test_unknown_health_scores_point_five() -> None:
 def test_lookup_perf_prefers_the_intent_and_falls_back_to_all_intents() -> None:
     per_intent = snap("a", "code-review", rate=0.2)
     overall = snap("a", ANY_INTENT, rate=0.9)
-    perf = {("a", "code-review"): per_intent, ("a", ANY_INTENT): overall,
-            ("a", "general"): snap("a", "general", count=0)}
+    perf = {
+        ("a", "code-review"): per_intent,
+        ("a", ANY_INTENT): overall,
+        ("a", "general"): snap("a", "general", count=0),
+    }
     assert lookup_perf(perf, "a", "code-review") is per_intent
     assert lookup_perf(perf, "a", "document-qa") is overall
     assert lookup_perf(perf, "a", "general") is overall  # an empty per-intent history does not count
@@ -97,7 +119,11 @@ def test_intent_bonus_applies_when_backend_or_capability_declares_the_intent() -
     settings = RoutingSettings(intent_bonus=0.1)
     candidates = score_candidates(
         [ranked("a", 0.5, name="x"), ranked("b", 0.5, name="y", intents=("code-review",)), ranked("c", 0.5)],
-        "code-review", {}, {}, settings, backend_intents={"a": ("code-review",), "c": ("general",)},
+        "code-review",
+        {},
+        {},
+        settings,
+        backend_intents={"a": ("code-review",), "c": ("general",)},
     )
     by_backend = {c.capability.backend: c.scores for c in candidates}
     assert by_backend["a"].intent_bonus == 0.1 and by_backend["a"].match == pytest.approx(0.6)
@@ -109,15 +135,19 @@ def test_intent_bonus_applies_when_backend_or_capability_declares_the_intent() -
 def test_a_failing_backend_ranks_below_an_equally_relevant_healthy_one() -> None:
     settings = RoutingSettings()
     statuses = {"flaky": status("flaky", "healthy"), "solid": status("solid", "healthy")}
-    perf = {("flaky", ANY_INTENT): snap("flaky", rate=0.1, mean_ms=4000.0),
-            ("solid", ANY_INTENT): snap("solid", rate=1.0, mean_ms=50.0)}
+    perf = {
+        ("flaky", ANY_INTENT): snap("flaky", rate=0.1, mean_ms=4000.0),
+        ("solid", ANY_INTENT): snap("solid", rate=1.0, mean_ms=50.0),
+    }
     out = score_candidates([ranked("flaky", 0.9), ranked("solid", 0.9)], "general", statuses, perf, settings)
     assert [c.capability.backend for c in out] == ["solid", "flaky"]
 
 
 def test_a_down_backend_ranks_below_an_equally_relevant_healthy_one() -> None:
     statuses = {"down1": status("down1", "down"), "up1": status("up1", "healthy")}
-    out = score_candidates([ranked("down1", 0.9), ranked("up1", 0.9)], "general", statuses, {}, RoutingSettings())
+    out = score_candidates(
+        [ranked("down1", 0.9), ranked("up1", 0.9)], "general", statuses, {}, RoutingSettings()
+    )
     assert [c.capability.backend for c in out] == ["up1", "down1"]
     assert out[0].scores.composite - out[1].scores.composite == pytest.approx(0.3, abs=1e-4)
 
@@ -134,20 +164,43 @@ def test_score_breakdown_reports_the_retrieval_components() -> None:
 def test_relevance_needs_similarity_or_keyword_overlap() -> None:
     settings = RoutingSettings(min_similarity=0.3, min_relative_match=0.0)
     out = score_candidates(
-        [ranked("sim", 0.5, dense=0.35, bm25=0.0), ranked("kw", 0.5, dense=0.0, bm25=0.4),
-         ranked("none", 0.5, dense=0.29, bm25=0.0)],
-        "general", {}, {}, settings)
+        [
+            ranked("sim", 0.5, dense=0.35, bm25=0.0),
+            ranked("kw", 0.5, dense=0.0, bm25=0.4),
+            ranked("none", 0.5, dense=0.29, bm25=0.0),
+        ],
+        "general",
+        {},
+        {},
+        settings,
+    )
     relevant = {c.capability.backend: c.relevant for c in out}
     assert relevant == {"sim": True, "kw": True, "none": False}
 
 
 def test_relevance_needs_a_share_of_the_best_match() -> None:
     settings = RoutingSettings(min_relative_match=0.5)
-    out = score_candidates([ranked("best", 0.8), ranked("half", 0.4), ranked("less", 0.39)], "general", {}, {},
-                           settings)
+    out = score_candidates(
+        [ranked("best", 0.8), ranked("half", 0.4), ranked("less", 0.39)], "general", {}, {}, settings
+    )
     relevant = {c.capability.backend: c.relevant for c in out}
     assert relevant == {"best": True, "half": True, "less": False}
 
 
 def test_no_ranked_items_gives_no_candidates() -> None:
     assert score_candidates([], "general", {}, {}, RoutingSettings()) == []
+
+
+def test_perf_score_uses_only_the_last_ten_calls() -> None:
+    recovered = PerfSnapshot(
+        backend="a",
+        intent=ANY_INTENT,
+        count=100,
+        success_rate_10=1.0,
+        mean_latency_ms_10=0.0,
+        success_rate=0.1,
+        mean_latency_ms=5000.0,
+        p95_latency_ms=9000.0,
+        p95_latency_ms_10=0.0,
+    )
+    assert perf_score(recovered) == 1.0

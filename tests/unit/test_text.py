@@ -15,7 +15,9 @@ from router.text import STOP_WORDS, split_identifier, stem, tokenize, words
         ("files/read.v2", "files read v2"),
     ],
 )
-def test_split_identifier_breaks_snake_camel_kebab_and_paths_into_words(identifier: str, expected: str) -> None:
+def test_split_identifier_breaks_snake_camel_kebab_and_paths_into_words(
+    identifier: str, expected: str
+) -> None:
     assert split_identifier(identifier) == expected
 
 
@@ -36,14 +38,14 @@ def test_tokenize_drops_stop_words_and_single_letters_but_keeps_digits() -> None
 @pytest.mark.parametrize(
     ("word", "expected"),
     [
-        ("running", "run"),      # doubled consonant undone
+        ("running", "run"),  # doubled consonant undone
         ("stopped", "stop"),
-        ("queries", "query"),    # -ies -> -y
+        ("queries", "query"),  # -ies -> -y
         ("repositories", "repository"),
         ("searches", "search"),
         ("tools", "tool"),
-        ("is", "is"),            # short words are left alone
-        ("2024", "2024"),        # numbers are left alone
+        ("is", "is"),  # short words are left alone
+        ("2024", "2024"),  # numbers are left alone
         ("bus", "bus"),
     ],
 )

