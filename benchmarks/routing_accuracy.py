@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from router.config import RoutingSettings  # noqa: E402
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM  # noqa: E402
+from router.index import InMemoryVectorStore  # noqa: E402
 from router.models import Capability, Catalog  # noqa: E402
-from router.planner import QueryPlanner  # noqa: E402
 from router.retrieval import CatalogIndex, CatalogTexts  # noqa: E402
 
 COPY = "~copy"
@@ -79,16 +79,16 @@ def base(name: str) -> str:
 
 
 METHODS = {
-    "bm25": {"alpha": 0.0, "method": "flat", "plan": False},
-    "dense": {"alpha": 1.0, "method": "flat", "plan": False},
-    "hybrid": {"method": "flat", "plan": False},
-    "hybrid_two_level": {"method": "two_level", "plan": False},
+    "bm25": {"alpha": 0.0, "method": "flat"},
+    "dense": {"alpha": 1.0, "method": "flat"},
+    "hybrid": {"method": "flat"},
+    "hybrid_two_level": {"method": "two_level"},
     "default": {},
 }
 
 
-def metrics_for(index: CatalogIndex, planner: QueryPlanner, queries: list[Query], qvecs: dict[str, np.ndarray],
-                embedder: LocalMiniLM, method: dict, settings: RoutingSettings) -> dict[str, float]:
+def metrics_for(index: CatalogIndex, queries: list[Query], embedder: LocalMiniLM, method: dict,
+                settings: RoutingSettings) -> dict[str, float]:
     has_tools = any(len(c.capabilities) for c in index.texts.catalogs)
     server_hits = {1: 0, 3: 0, 5: 0}
     n_server_q = 0
@@ -98,16 +98,11 @@ def metrics_for(index: CatalogIndex, planner: QueryPlanner, queries: list[Query]
     latencies = []
     alpha = method.get("alpha")
     kind = method.get("method", settings.method)
-    plan = method.get("plan", True)
     for q in queries:
         t0 = time.perf_counter()
         qvec = embedder.encode([q.text])[0]  # timed: a decision embeds its query
-        if plan:
-            ranked = planner.search(q.text, qvec, 10, method=kind, alpha=alpha)
-            servers = planner.rank_servers(q.text, qvec, 5, method=kind, alpha=alpha)
-        else:
-            ranked = index.search(q.text, qvec, 10, method=kind, alpha=alpha)
-            servers = index.rank_servers(q.text, qvec, 5, method=kind, alpha=alpha)
+        ranked = index.search(q.text, qvec, 10, method=kind, alpha=alpha)
+        servers = index.rank_servers(q.text, qvec, 5, method=kind, alpha=alpha)
         latencies.append((time.perf_counter() - t0) * 1000)
         top_servers = [base(s.backend) for s in servers]
         if q.gold_servers:
@@ -170,16 +165,35 @@ async def run(args: argparse.Namespace) -> dict:
         if label == "replicated" and args.no_scale:
             continue
         index = await build(cats, embedder, settings)
-        planner = QueryPlanner(index, model.encode)
-        results = {name: metrics_for(index, planner, queries, {}, model, m, settings)
-                   for name, m in METHODS.items()}
+        results = {name: metrics_for(index, queries, model, m, settings) for name, m in METHODS.items()}
         key = "methods" if label == "catalog" else "replicated"
         report[key] = results
         report[f"{key}_tools"] = len(index)
         print(table(f"\n{label}: {len(cats)} servers, {len(index)} tools, {len(queries)} queries", results))
+    report["vector_store"] = vector_store_scaling()
     # The flat keys the issue asks for: method name -> metrics.
     report.update(report["methods"])
     return report
+
+
+def vector_store_scaling(sizes: tuple[int, ...] = (1_000, 5_000, 50_000, 200_000), dim: int = 384) -> dict:
+    """Exact top-200 search over the in-memory matrix, per catalog size: where it stops being enough."""
+    rng = np.random.default_rng(0)
+    out = {}
+    print(f"\nin-memory vector store, exact top-200 by cosine ({dim} dims)")
+    print(f"{'vectors':>10}{'p50 ms':>10}{'MB':>8}")
+    for n in sizes:
+        m = rng.standard_normal((n, dim)).astype(np.float32)
+        store = InMemoryVectorStore(m / np.linalg.norm(m, axis=1, keepdims=True))
+        q = m[0] / np.linalg.norm(m[0])
+        times = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            store.top(q, 200)
+            times.append((time.perf_counter() - t0) * 1000)
+        out[str(n)] = {"p50_ms": round(statistics.median(times), 3), "mb": round(m.nbytes / 2**20, 1)}
+        print(f"{n:>10}{out[str(n)]['p50_ms']:>10.2f}{out[str(n)]['mb']:>8.1f}")
+    return out
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
     try:
         endpoints = start_local(settings, num_cpus=args.num_cpus, quiet=not args.verbose)
         report = wait_until_healthy(endpoints.url, 60 if demo else 20)
-        print(f"mcp-router ready at {endpoints.url}  (docs: {endpoints.url}/docs, MCP: {endpoints.url}/mcp/) "
+        print(f"mcp-router ready at {endpoints.url}  (docs: {endpoints.url}/docs) "
               f"after {time.monotonic() - started:.1f} s", flush=True)
         for name, b in (report.get("backends") or {}).items():
             print(f"  backend {name:<16} {b['status']}" + (f"  ({b['last_error']})" if b.get("last_error") else ""))
