@@ -266,7 +266,9 @@ class Router:
                     + "; set fallback_on_override to let the router pick another", backend=req.backend)
 
     def _plan(self, d: Decision, req: QueryRequest) -> list[PlannedCall]:
-        eligible = d.candidates if req.backend else [c for c in d.candidates if c.relevant]
+        eligible = [c for c in d.candidates if c.relevant]
+        if not eligible and req.backend:
+            eligible = d.candidates[:1]  # the caller chose the backend: its best match, even if weak
         statuses = self.stats.statuses()
         up = [c for c in eligible if c.capability.backend not in statuses
               or statuses[c.capability.backend].available]
