@@ -111,6 +111,9 @@ async def run_mode(local: InProcessRouter, mode: str, n: int) -> dict[str, Any]:
         # Attempts that reached a server: without those the outlier detector refused on the spot.
         "sent_per_request": round(sent / n, 3),
         "served_by": dict(served), "attempts": dict(sorted(outcomes.items())), "errors": dict(errors),
+        # Outlier detectors at the end ("half_open" with a probe in flight refuses calls until it returns).
+        "detectors": {name: {"state": b.detector.state, "ejections": b.detector.ejections}
+                      for name, b in local.backends.items()},
     }
 
 
@@ -162,6 +165,8 @@ def report(results: dict[str, Any], n: int, res: ResilienceSettings) -> None:
         r = results[mode]
         served = ", ".join(f"{k} {v}" for k, v in sorted(r["served_by"].items()))
         errors = f"; errors: {r['errors']}" if r["errors"] else ""
+        errors += "".join(f"; {name} ended {d['state']} after {d['ejections']} ejection(s)"
+                          for name, d in r["detectors"].items() if d["ejections"])
         print(f"{mode:<10} served by: {served}; calls sent per request {r['sent_per_request']:.2f}{errors}")
     fb, hd, par = results["fallback"], results["hedged"], results["parallel"]
     checks = [

@@ -25,6 +25,7 @@ from actors.registry import ensure_backend_actor, ensure_performance_actor
 from deployments.directory import BackendDirectory
 from deployments.executor import RayExecutor
 from deployments.http import BodyLimit, build_http_app
+from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
 from router.config import RouterSettings
 from router.core import Router
@@ -82,7 +83,7 @@ class RouterIngress:
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))
         self.directory.start()
-        self.extensions: list[Any] = []
+        self.extensions: list[Any] = [McpEndpoint(self)]
         log.info("router ready: %d backends, %d capabilities", len(self.actors),
                  len(self.router.index) if self.router.index else 0)
 

@@ -1,7 +1,321 @@
-"""Placeholder replaced below."""
+"""Load testing a running router: N concurrent clients for a duration or a number of requests.
+
+    mcp-router loadtest --concurrency 16 --duration 30                  # http://127.0.0.1:8000
+    mcp-router loadtest --url http://10.0.0.5:8000 --concurrency 64 --requests 5000 --mode hedged \\
+        --questions questions.txt --json results.json --plot results.png
+    mcp-router loadtest --protocol mcp --concurrency 4 --duration 10   # MCP: the universal_query tool
+
+HTTP workers send POST /v1/query one at a time each, over one shared httpx.AsyncClient. With
+`--protocol mcp` each worker holds its own MCP session (POST URL/mcp/) and opens a new one after a
+failure. A progress line goes to stderr about once a second. The summary reports latency
+percentiles, throughput, errors by HTTP status and by cause (the `error.type` of the JSON error body,
+or the exception class of a transport error), answers per backend, and the fallback rate: the share
+of answers whose `routing.fallbacks_used` > 0 or that took more than one attempt (in `parallel` and
+`consensus` modes every answer takes several). `--json` adds every request as a sample; `--plot`
+draws latency over time and its histogram. Exit status 0 when at least one request succeeded.
+"""
+
 from __future__ import annotations
+
 import argparse
-def add_loadtest_parser(sub) -> None:
-    sub.add_parser("loadtest")
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_QUESTIONS = (
+    "What time is it in Tokyo?",
+    "What is 12 times (3 + 4)?",
+    "Convert 5 km to miles",
+    "Echo back the message hello router",
+)
+MODES = ("fallback", "parallel", "hedged", "consensus")
+
+
+@dataclass(slots=True)
+class Sample:
+    t: float  # seconds from the start of the run to the start of the request
+    latency_ms: float
+    status: int | None  # HTTP status; None for a transport error and for MCP calls
+    ok: bool
+    cause: str | None = None  # for an error: error.type from the body, or the exception class
+    backend: str | None = None
+    fallback: bool = False
+
+
+def _cause_of(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return type(exc).__name__
+
+
+def _error_type(body: Any) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    return error.get("type") if isinstance(error, dict) else None
+
+
+def _unwrap(body: Any) -> Any:
+    """A tool's structured result may wrap the response as {"result": ...}."""
+    if isinstance(body, dict) and "backend" not in body and isinstance(body.get("result"), dict):
+        return body["result"]
+    return body
+
+
+class _Run:
+    def __init__(self, url: str, questions: list[str], *, concurrency: int, duration: float | None,
+                 requests: int | None, mode: str | None, protocol: str, request_timeout: float,
+                 progress: bool) -> None:
+        if (duration is None) == (requests is None):
+            raise ValueError("give exactly one of duration and requests")
+        self.url, self.questions, self.mode, self.protocol = url.rstrip("/"), questions, mode, protocol
+        self.concurrency, self.duration, self.requests = concurrency, duration, requests
+        self.request_timeout, self.progress = request_timeout, progress
+        self.samples: list[Sample] = []
+        self.errors = 0
+        self._issued = 0
+        self._start = self._end = 0.0
+
+    def _claim(self) -> int | None:
+        """The index of the next request, or None when the run is over."""
+        if self.requests is not None and self._issued >= self.requests:
+            return None
+        if self.duration is not None and time.perf_counter() >= self._end:
+            return None
+        self._issued += 1
+        return self._issued - 1
+
+    def _add(self, t0: float, *, ok: bool, status: int | None = None, body: Any = None,
+             cause: str | None = None) -> None:
+        latency_ms = (time.perf_counter() - t0) * 1000
+        sample = Sample(t=t0 - self._start, latency_ms=latency_ms, status=status, ok=ok)
+        if ok and isinstance(body, dict):
+            routing = body.get("routing") or {}
+            sample.backend = body.get("backend")
+            attempts = routing.get("attempts") or ()
+            sample.fallback = (routing.get("fallbacks_used") or 0) > 0 or len(attempts) > 1
+        elif not ok:
+            sample.cause = cause or _error_type(body) or f"http_{status}"
+            self.errors += 1
+        self.samples.append(sample)
+
+    async def _http_worker(self, client: httpx.AsyncClient) -> None:
+        while (i := self._claim()) is not None:
+            payload: dict[str, Any] = {"question": self.questions[i % len(self.questions)]}
+            if self.mode:
+                payload["mode"] = self.mode
+            t0 = time.perf_counter()
+            try:
+                resp = await client.post(f"{self.url}/v1/query", json=payload)
+            except Exception as exc:  # a transport error is a failed request, not the end of the worker
+                self._add(t0, ok=False, cause=_cause_of(exc))
+                continue
+            try:
+                body = resp.json()
+            except ValueError:
+                body = None
+            self._add(t0, ok=resp.is_success, status=resp.status_code, body=body)
+
+    async def _mcp_worker(self) -> None:
+        from mcp import Client
+
+        i = self._claim()
+        while i is not None:
+            t0 = time.perf_counter()  # a failed session setup counts as the request's latency
+            try:
+                async with Client(f"{self.url}/mcp/", read_timeout_seconds=self.request_timeout) as client:
+                    while i is not None:
+                        t0 = time.perf_counter()
+                        question = self.questions[i % len(self.questions)]
+                        result = await client.call_tool("universal_query", {"question": question})
+                        body = _unwrap(result.structured_content)
+                        self._add(t0, ok=not result.is_error, body=body,
+                                  cause=(_error_type(body) or "tool_error") if result.is_error else None)
+                        i = self._claim()
+            except Exception as exc:  # session setup, transport or protocol failure: count it, reconnect
+                if i is not None:
+                    self._add(t0, ok=False, cause=_cause_of(exc))
+                    i = self._claim()
+
+    async def _report_progress(self) -> None:
+        last_n, last_t = 0, time.perf_counter()
+        while True:
+            await asyncio.sleep(1.0)
+            now, n = time.perf_counter(), len(self.samples)
+            print(f"[{now - self._start:6.1f} s] {n} done, {(n - last_n) / (now - last_t):.1f} req/s, "
+                  f"{self.errors} errors", file=sys.stderr, flush=True)
+            last_n, last_t = n, now
+
+    async def run(self) -> float:
+        """Run to the end; returns the elapsed seconds (requests still in flight at the deadline finish)."""
+        self._start = time.perf_counter()
+        self._end = self._start + (self.duration or 0.0)
+        progress = asyncio.create_task(self._report_progress()) if self.progress else None
+        try:
+            if self.protocol == "mcp":
+                await asyncio.gather(*(self._mcp_worker() for _ in range(self.concurrency)))
+            else:
+                n = self.concurrency
+                limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+                async with httpx.AsyncClient(timeout=self.request_timeout, limits=limits) as client:
+                    await asyncio.gather(*(self._http_worker(client) for _ in range(self.concurrency)))
+        finally:
+            if progress is not None:
+                progress.cancel()
+        return time.perf_counter() - self._start
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "p99": None, "max": None}
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "max": float(max(values))}
+
+
+def summarize(samples: list[Sample], elapsed: float, **info: Any) -> dict[str, Any]:
+    ok = [s for s in samples if s.ok]
+    failed = [s for s in samples if not s.ok]
+    fallbacks = sum(s.fallback for s in ok)
+    return {
+        **info,
+        "elapsed_s": elapsed,
+        "requests": len(samples),
+        "ok": len(ok),
+        "errors": len(failed),
+        "throughput_rps": len(samples) / elapsed if elapsed > 0 else 0.0,
+        "latency_ms": _percentiles([s.latency_ms for s in samples]),
+        "latency_ms_ok": _percentiles([s.latency_ms for s in ok]),
+        "errors_by_status": dict(Counter(str(s.status) for s in failed if s.status).most_common()),
+        "errors_by_cause": dict(Counter(s.cause or "?" for s in failed).most_common()),
+        "backends": dict(Counter(s.backend or "?" for s in ok).most_common()),
+        "fallbacks": fallbacks,
+        "fallback_rate": fallbacks / len(ok) if ok else 0.0,
+    }
+
+
+async def run_loadtest(url: str, questions: list[str] | None = None, *, concurrency: int = 8,
+                       duration: float | None = None, requests: int | None = None, mode: str | None = None,
+                       protocol: str = "http", request_timeout: float = 60.0,
+                       progress: bool = True) -> tuple[dict[str, Any], list[Sample]]:
+    """Drive the router at `url`; returns the summary and every request's sample."""
+    run = _Run(url, list(questions or DEFAULT_QUESTIONS), concurrency=concurrency, duration=duration,
+               requests=requests, mode=mode, protocol=protocol, request_timeout=request_timeout,
+               progress=progress)
+    elapsed = await run.run()
+    info = {"url": run.url, "protocol": protocol, "mode": mode, "concurrency": concurrency}
+    return summarize(run.samples, elapsed, **info), run.samples
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    def ms(p: dict[str, float | None]) -> str:
+        return "  ".join(f"{k} {v:.1f}" if v is not None else f"{k} -" for k, v in p.items())
+
+    def tally(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k} x{v}" for k, v in counts.items()) or "none"
+
+    print(f"{s['requests']} requests in {s['elapsed_s']:.2f} s ({s['throughput_rps']:.1f} req/s) "
+          f"to {s['url']} over {s['protocol']}, concurrency {s['concurrency']}: "
+          f"{s['ok']} ok, {s['errors']} errors")
+    print(f"latency ms, all requests : {ms(s['latency_ms'])}")
+    print(f"latency ms, successful   : {ms(s['latency_ms_ok'])}")
+    print(f"errors by HTTP status    : {tally(s['errors_by_status'])}")
+    print(f"errors by cause          : {tally(s['errors_by_cause'])}")
+    print(f"answers by backend       : {tally(s['backends'])}")
+    print(f"fallback rate            : {s['fallback_rate']:.1%} ({s['fallbacks']} of {s['ok']} answers)")
+
+
+def write_json(path: Path, summary: dict[str, Any], samples: list[Sample]) -> None:
+    rows = [asdict(x) | {"t": round(x.t, 4), "latency_ms": round(x.latency_ms, 3)} for x in samples]
+    path.write_text(json.dumps({**summary, "samples": rows}, indent=1) + "\n", encoding="utf-8")
+
+
+def write_plot(path: Path, samples: list[Sample], title: str = "mcp-router load test") -> None:
+    """Two panels: latency over time (every request, with p50/p95 per second) and the latency histogram."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    over_time, histogram = fig.subplots(1, 2)
+    for ok, colour, label in ((True, "tab:blue", "ok"), (False, "tab:red", "error")):
+        points = [x for x in samples if x.ok is ok]
+        if points:
+            over_time.scatter([x.t for x in points], [x.latency_ms for x in points], s=6, alpha=0.5,
+                              color=colour, label=label)
+    if samples:
+        t = np.array([x.t for x in samples])
+        latency = np.array([x.latency_ms for x in samples])
+        seconds = np.unique(np.floor(t))
+        for q, style in ((50, "-"), (95, "--")):
+            per_second = [np.percentile(latency[np.floor(t) == sec], q) for sec in seconds]
+            over_time.plot(seconds + 0.5, per_second, style, color="black", label=f"p{q} per second")
+        histogram.hist(latency, bins=min(50, max(10, len(latency) // 5)), color="tab:blue")
+    over_time.set(title="Latency over time", xlabel="seconds since start", ylabel="latency (ms)")
+    over_time.legend(loc="upper right")
+    histogram.set(title="Latency histogram", xlabel="latency (ms)", ylabel="requests")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+
+
+def load_questions(path: Path | None) -> list[str]:
+    if path is None:
+        return list(DEFAULT_QUESTIONS)
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    questions = [line for line in lines if line and not line.startswith("#")]
+    if not questions:
+        raise ValueError(f"{path}: no questions (one per line)")
+    return questions
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+def add_loadtest_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("loadtest", help="drive a running router with concurrent requests",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default=DEFAULT_URL, help=f"the router (default {DEFAULT_URL})")
+    p.add_argument("--concurrency", type=_positive(int), default=8, metavar="N", help="concurrent workers")
+    bound = p.add_mutually_exclusive_group(required=True)
+    bound.add_argument("--duration", type=_positive(float), metavar="S", help="run for S seconds")
+    bound.add_argument("--requests", type=_positive(int), metavar="N", help="send N requests in all")
+    p.add_argument("--mode", choices=MODES, help="the resilience mode sent with every query")
+    p.add_argument("--questions", type=Path, metavar="FILE", help="one question per line (default: built-in)")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the summary and every sample as JSON")
+    p.add_argument("--plot", type=Path, metavar="OUT.png", help="write latency over time and its histogram")
+    p.add_argument("--protocol", choices=("http", "mcp"), default="http")
+    p.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S", help="per request")
+    return p
+
+
 def cmd_loadtest(args: argparse.Namespace) -> int:
-    return 1
+    try:
+        questions = load_questions(args.questions)
+    except (OSError, ValueError) as exc:
+        print(f"mcp-router loadtest: {exc}", file=sys.stderr)
+        return 2
+    summary, samples = asyncio.run(run_loadtest(
+        args.url, questions, concurrency=args.concurrency, duration=args.duration, requests=args.requests,
+        mode=args.mode, protocol=args.protocol, request_timeout=args.timeout))
+    print_summary(summary)
+    if args.json:
+        write_json(args.json, summary, samples)
+        print(f"wrote {args.json}")
+    if args.plot:
+        write_plot(args.plot, samples, title=f"mcp-router load test: {summary['url']}, "
+                                             f"concurrency {args.concurrency}")
+        print(f"wrote {args.plot}")
+    return 0 if summary["ok"] else 1

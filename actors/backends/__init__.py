@@ -9,12 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.backends.base import Backend
+from actors.backends.flowise import FlowiseBackend
+from actors.backends.langflow import LangflowBackend
 from actors.backends.mcp_http import McpHttpBackend
 from actors.backends.mcp_stdio import McpStdioBackend
 
 BACKENDS: dict[str, Callable[[Any], Backend]] = {
     "mcp_stdio": McpStdioBackend,
     "mcp_http": McpHttpBackend,
+    "flowise": FlowiseBackend,
+    "langflow": LangflowBackend,
 }
 
 

@@ -1,0 +1,203 @@
+"""Langflow flows as routable capabilities, over Langflow's v1 REST API (as observed on 1.13.0).
+
+    backend = LangflowBackend(spec)                # spec: router.config.LangflowSpec
+    await backend.connect()                        # GET /health_check must say {"status": "ok", ...}
+    catalog = await backend.list_capabilities()    # GET /api/v1/flows/?get_all=true: one "flow" each
+    outcome = await backend.call(catalog.capabilities[0], {}, timeout_s=30, context=ctx)
+
+A call is ``POST /api/v1/run/{flow_id}?stream=false|true`` with ``x-api-key`` and
+``{input_value, input_type, output_type, session_id, tweaks}``:
+
+- ``input_value``: ``arguments["question"]`` (or ``arguments["input_value"]``) when the caller gives
+  one, else the routed question; ``input_type`` / ``output_type`` come from the backend's config;
+  ``tweaks`` is ``arguments["tweaks"]`` as given (Langflow keys tweaks by component id, so the router
+  invents none).
+- ``parameters.stream`` -> ``stream=true``. ``parameters.temperature`` and ``max_tokens`` are ignored:
+  the public API has no flow-level setting for them, only per-component tweaks.
+- The answer is ``outputs[0].outputs[*].results.message.text``, else the first of ``messages[0].message``,
+  ``artifacts.message`` or ``outputs.message.message``; none of them -> "no message in the flow's output".
+- Session: without a ``session_id`` Langflow answers with the flow id as the session id; that is not a
+  session, so the outcome then reports the request's session id (or None).
+
+A streamed run is bare JSON objects separated by blank lines (no ``data:`` prefix):
+``{"event": "add_message"|"token"|"end"|"error", "data": ...}``; ``end`` carries the full result
+(``data.result``), ``error`` fails the call with its message. API keys are per Langflow user; a
+flow's ``api_key`` in ``flows`` replaces the backend's key for that flow's runs. Since 1.5 every
+request needs a key: a 403 is reported as `FlowUnauthorized`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from actors.backends.base import make_catalog
+from actors.backends.flowise import FlowUnauthorized, HttpFlowBackend, iter_frames
+from router.config import LangflowSpec
+from router.errors import BackendFailed, BackendUnavailable
+from router.models import CallOutcome, Capability, Catalog
+from router.strategies import CallContext
+
+__all__ = ["FlowUnauthorized", "LangflowBackend"]
+_STREAMED = "\x00streamed_text"  # what the stream said, used when the final result has no message
+
+_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"question": {"type": "string", "description": "the input value for the flow"},
+                   "tweaks": {"type": "object", "description": "per-component overrides, keyed by component id"}},
+}
+
+
+def _dig(obj: Any, *path: str | int) -> Any:
+    """obj[p0][p1]... or None when any step is missing or of the wrong type."""
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(obj, list) or len(obj) <= step:
+                return None
+        elif not isinstance(obj, dict):
+            return None
+        obj = obj[step] if isinstance(step, int) else obj.get(step)
+    return obj
+
+
+def answer_text(result: Any) -> str | None:
+    """The flow's answer in a run result, looked for where Langflow versions have put it."""
+    outputs = _dig(result, "outputs", 0, "outputs")
+    for out in outputs if isinstance(outputs, list) else ():
+        for path in (("results", "message", "text"), ("messages", 0, "message"), ("artifacts", "message"),
+                     ("outputs", "message", "message")):
+            text = _dig(out, *path)
+            if isinstance(text, str):
+                return text
+    return None
+
+
+class LangflowBackend(HttpFlowBackend):
+    kind = "langflow"
+    product = "Langflow"
+
+    def __init__(self, spec: LangflowSpec) -> None:
+        super().__init__(spec)
+        self.langflow = spec
+
+    def _auth(self, key: str | None) -> dict[str, str]:
+        return {"x-api-key": key} if key else {}
+
+    async def _probe(self, timeout_s: float, what: str) -> None:
+        resp = await self._get("/health_check", what=what, timeout_s=timeout_s)
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code != 200 or not isinstance(body, dict) or body.get("status") != "ok":
+            detail = ", ".join(f"{k}: {v}" for k, v in body.items()) if isinstance(body, dict) else "no JSON"
+            raise BackendUnavailable(f"backend {self.name!r} ({what}): /health_check answered HTTP "
+                                     f"{resp.status_code} ({self.redact(detail)[:200]})", backend=self.name)
+
+    async def list_capabilities(self) -> Catalog:
+        what = "listing flows"
+        resp = await self._get("/api/v1/flows/", what=what, timeout_s=self.spec.timeout_s,
+                               headers=self._auth(self._key()), params={"get_all": "true", "header_flows": "true"})
+        if resp.status_code >= 400:
+            raise self._status_error(resp, what)
+        body = self._json(resp.content, what)
+        items = body.get("items") if isinstance(body, dict) else body  # paginated form: {items, total, ...}
+        if not isinstance(items, list):
+            raise BackendFailed(f"backend {self.name!r} ({what}): malformed response (no list of flows)",
+                                backend=self.name)
+        caps: list[Capability] = []
+        names: set[str] = set()
+        for flow in items:
+            flow_id = flow.get("id") if isinstance(flow, dict) else None
+            if not isinstance(flow_id, str) or not flow_id or flow.get("is_component"):
+                continue
+            endpoint = flow.get("endpoint_name") if isinstance(flow.get("endpoint_name"), str) else None
+            fs = self._flow_spec(flow_id, endpoint)
+            if fs is None and self.spec.only_listed_flows:
+                continue
+            title = str(flow.get("name") or endpoint or flow_id)
+            name = (fs.name if fs and fs.name else None) or title
+            if name in names:
+                name = f"{name} ({flow_id[:8]})"
+            names.add(name)
+            own = str(flow.get("description") or "").strip()
+            description = (fs.description if fs and fs.description else None) or own or f"Langflow flow {title!r}"
+            flow_tags = [t for t in flow.get("tags") or [] if isinstance(t, str)]
+            tags = tuple(dict.fromkeys([*(fs.tags if fs else []), *flow_tags]))
+            caps.append(Capability(backend=self.name, name=name, kind="flow", description=description, title=title,
+                                   input_schema=_INPUT_SCHEMA, target=flow_id,
+                                   intents=tuple(fs.intents) if fs else (), tags=tags))
+        description = self.spec.description or "Langflow flows: " + ", ".join(c.name for c in caps)
+        return make_catalog(self.name, description, caps, self.spec.intents)
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext) -> CallOutcome:
+        flow_id = capability.target or capability.name
+        stream = bool(context.parameters is not None and context.parameters.stream)
+        given = arguments.get("question", arguments.get("input_value"))
+        body: dict[str, Any] = {
+            "input_value": given if isinstance(given, str) and given else context.question,
+            "input_type": self.langflow.input_type, "output_type": self.langflow.output_type,
+            "tweaks": arguments.get("tweaks") if isinstance(arguments.get("tweaks"), dict) else {},
+        }
+        if context.session_id:
+            body["session_id"] = context.session_id
+        headers = {**self._trace(context), **self._auth(self._key(flow_id))}
+        result, latency = await self._post_flow(
+            capability, f"/api/v1/run/{quote(flow_id, safe='')}", body=body, headers=headers, timeout_s=timeout_s,
+            params={"stream": "true" if stream else "false"}, read_stream=self._read_stream)
+        streamed = result.pop(_STREAMED, None) if isinstance(result, dict) else None
+        text = answer_text(result)
+        if text is None:
+            text = streamed
+        if text is None:
+            raise BackendFailed(f"backend {self.name!r} (flow {capability.name!r}): no message in the flow's output",
+                                backend=self.name, tool=capability.name)
+        session = result.get("session_id") if isinstance(result, dict) else None
+        if not isinstance(session, str) or not session or (session in (flow_id, capability.target)
+                                                            and session != context.session_id):
+            session = context.session_id  # Langflow's fallback session id is the flow id: not a session
+        return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency, text=text,
+                           session_id=session)
+
+    async def _read_stream(self, resp: httpx.Response, cap: Capability) -> dict[str, Any]:
+        """Read events until `end`; its result wins, else the streamed tokens or the last AI message."""
+        what = f"flow {cap.name!r}"
+        tokens: list[str] = []
+        last_message: str | None = None
+        session: str | None = None
+        async for frame in iter_frames(resp):
+            event = self._json(frame, what, cap)
+            if not isinstance(event, dict):
+                raise BackendFailed(f"backend {self.name!r} ({what}): malformed response (stream event is not "
+                                    "an object)", backend=self.name, tool=cap.name)
+            kind, data = event.get("event"), event.get("data")
+            if kind == "token":
+                chunk = data.get("chunk") if isinstance(data, dict) else data
+                if isinstance(chunk, str):
+                    tokens.append(chunk)
+            elif kind == "add_message" and isinstance(data, dict):
+                session = data.get("session_id") or session
+                if data.get("sender") != "User" and isinstance(data.get("text"), str) and data["text"]:
+                    last_message = data["text"]
+            elif kind == "error":
+                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {self._error_text(data)}",
+                                    backend=self.name, tool=cap.name)
+            elif kind == "end":
+                result = data.get("result") if isinstance(data, dict) else None
+                if isinstance(result, dict):
+                    return {**result, _STREAMED: "".join(tokens) or last_message}
+                break
+        text = "".join(tokens) or last_message
+        if text is None:
+            raise BackendFailed(f"backend {self.name!r} ({what}): the stream ended without a result",
+                                backend=self.name, tool=cap.name)
+        return {"session_id": session, _STREAMED: text}
+
+    def _error_text(self, data: Any) -> str:
+        if isinstance(data, dict):
+            data = data.get("error") or data.get("text") or data.get("message") or json.dumps(data, default=str)
+        return self.redact(str(data))[:300]

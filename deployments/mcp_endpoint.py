@@ -1,0 +1,122 @@
+"""The router as an MCP server at /mcp (streamable HTTP, stateless, so any replica answers).
+
+Tools: `universal_query` (one tool for everything), `list_backends`, `explain_route` (the
+/v1/route dry run). Routing errors come back as tool errors with the router's message; malformed
+protocol messages are answered by the SDK with JSON-RPC errors.
+
+    async with mcp.Client("http://127.0.0.1:8000/mcp/") as client:
+        result = await client.call_tool("universal_query", {"question": "What time is it in Tokyo?"})
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' signatures at run time, and
+# their enums (intents, backend names) are built from the configuration in local scope.
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import mcp_types as types
+from fastapi import FastAPI
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field, ValidationError
+
+from deployments.http import describe_validation
+from router.errors import RouterError
+from router.models import Parameters, QueryRequest, QueryResponse, RouteRequest
+
+if TYPE_CHECKING:
+    from deployments.ingress import RouterIngress
+
+Mode = Literal["fallback", "parallel", "hedged", "consensus"]
+
+
+def routing_info(response: QueryResponse) -> str:
+    """The human-readable "Routing Info" block appended to an answer."""
+    meta = response.routing
+    if meta is None:
+        return ""
+    lines = ["", "---", "Routing Info", f"- backend: {response.backend}",
+             f"- {'flow' if response.kind == 'flow' else 'tool'}: {response.capability} ({response.kind})"]
+    if meta.chosen is not None:
+        s = meta.chosen.scores
+        lines.append(f"- selection: {meta.method} ({meta.decision}), score {s.composite:.3f} (match {s.match:.3f}, "
+                     f"health {s.health:.2f}, perf {s.perf:.2f}); intent {meta.intent} ({meta.intent_source})")
+    elif meta.cached:
+        lines.append("- selection: cached answer (every candidate backend was unavailable)")
+    lines += [f"- execution: {meta.execution_ms:.1f} ms (decision {meta.decision_ms:.1f} ms, total {meta.total_ms:.1f} ms)",
+              f"- mode: {meta.mode}", f"- session: {meta.session_id or '-'}", f"- fallbacks used: {meta.fallbacks_used}"]
+    if meta.agreement is not None:
+        lines.append(f"- agreement: {meta.agreement:.2f}" + (f"; disagreed: {', '.join(meta.disagreed)}"
+                                                            if meta.disagreed else ""))
+    return "\n".join(lines)
+
+
+class McpEndpoint:
+    """An ingress extension: mounts the MCP app and runs its session manager in the app's lifespan."""
+
+    def __init__(self, ingress: "RouterIngress") -> None:
+        self.ingress = ingress
+        settings = ingress.settings
+        intents = tuple(settings.intents.intents)
+        backends = ("auto", *(b.name for b in settings.backends))
+        IntentName = Literal[intents]  # type: ignore[valid-type]
+        BackendName = Literal[backends]  # type: ignore[valid-type]
+        self.server = MCPServer(
+            "mcp-router",
+            instructions="One tool for everything: universal_query routes a question to the MCP server, Flowise "
+                         "or Langflow flow that should answer it, and says why.",
+        )
+
+        async def universal_query(
+            question: Annotated[str, Field(description="The question or instruction to route.")],
+            intent: Annotated[IntentName | None, Field(description="Override the classified intent.")] = None,
+            backend: Annotated[BackendName, Field(description="A backend to use, or auto.")] = "auto",
+            session_id: Annotated[str | None, Field(description="Keeps a conversation on one backend.")] = None,
+            parameters: Parameters | None = None,
+            include_routing_metadata: bool = True,
+            mode: Mode = "fallback",
+        ) -> types.CallToolResult:
+            """Answer any question by routing it to the best backend (MCP tools, prompts, resources, flows)."""
+            try:
+                request = QueryRequest(question=question, intent=intent, backend=backend, session_id=session_id,
+                                       parameters=parameters, mode=mode, include_routing_metadata=True)
+            except ValidationError as exc:
+                raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
+            response = await self._run(self.ingress.query(request))
+            text = response.answer + (routing_info(response) if include_routing_metadata else "")
+            if not include_routing_metadata:
+                response = response.model_copy(update={"routing": None})
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                        structured_content=response.model_dump(mode="json", exclude_none=True))
+
+        async def list_backends() -> list[dict[str, Any]]:
+            """Every configured backend with its kind, transport, health, capability counts and last error."""
+            return [b.model_dump(mode="json") for b in await self.ingress.backends()]
+
+        async def explain_route(
+            question: str, intent: IntentName | None = None, backend: BackendName = "auto",
+        ) -> dict[str, Any]:
+            """Dry run: the ranked candidates for a question with every score component; calls nothing."""
+            req = RouteRequest(question=question, intent=intent, backend=None if backend == "auto" else backend)
+            return (await self._run(self.ingress.route(req))).model_dump(mode="json")
+
+        for fn in (universal_query, list_backends, explain_route):
+            self.server.add_tool(fn)
+        self.app = self.server.streamable_http_app(streamable_http_path="/", stateless_http=True,
+                                                   json_response=True, host=settings.server.host)
+
+    @staticmethod
+    async def _run(work: Any) -> Any:
+        try:
+            return await work
+        except RouterError as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        # Starlette does not run a mounted app's lifespan; the session manager runs in the parent's.
+        async with self.server.session_manager.run():
+            yield
+
+    def mount(self, app: FastAPI) -> None:
+        app.mount("/mcp", self.app)

@@ -1,0 +1,99 @@
+"""The router's own MCP endpoint at /mcp, used with the official MCP client over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from ray import serve
+from ray.serve.config import HTTPOptions
+
+from actors.registry import kill_router_actors
+from deployments.app import build_application
+from deployments.local import free_port, wait_until_serving
+from router.config import RouterSettings
+from tests.conftest import EXAMPLES, stdio, wait_for
+
+
+@pytest.fixture(scope="module")
+def url(ray_local: dict[str, Any]) -> Iterator[str]:
+    settings = RouterSettings.model_validate({
+        "backends": [stdio("calculator", EXAMPLES / "servers" / "calculator.py"),
+                     {"name": "time", "kind": "mcp_stdio", "command": "mcp-server-time"}],
+        "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
+        "state_dir": str(EXAMPLES / ".state"),
+    })
+    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=free_port()))
+    serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
+    wait_until_serving(ray_local["url"], 180)
+    wait_for(lambda: httpx.get(f"{ray_local['url']}/health").json()["status"] == "ok", timeout=30)
+    yield ray_local["url"]
+    serve.delete(settings.server.app_name)
+    kill_router_actors(settings)
+
+
+async def test_tools_list_offers_universal_query_with_enums(url: str) -> None:
+    async with Client(f"{url}/mcp/") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"universal_query", "list_backends", "explain_route"} <= set(tools)
+    props = tools["universal_query"].input_schema["properties"]
+    assert tools["universal_query"].input_schema["required"] == ["question"]
+    schema_text = json.dumps(props)
+    for value in ("auto", "calculator", "time", "document-qa", "hedged"):
+        assert value in schema_text
+
+
+async def test_universal_query_answers_with_a_routing_info_block_and_structured_content(url: str) -> None:
+    async with Client(f"{url}/mcp/") as client:
+        result = await client.call_tool("universal_query", {"question": "What is 6 times 7?"})
+        bare = await client.call_tool("universal_query", {"question": "What is 6 times 7?",
+                                                          "include_routing_metadata": False})
+    text = result.content[0].text
+    assert not result.is_error and text.startswith("6 * 7 = 42") and "Routing Info" in text
+    assert "- backend: calculator" in text and "- fallbacks used: 0" in text
+    assert result.structured_content["backend"] == "calculator"
+    assert result.structured_content["routing"]["chosen"]["capability"] == "calculate"
+    assert bare.content[0].text == "6 * 7 = 42" and "routing" not in bare.structured_content
+
+
+async def test_routing_errors_come_back_as_tool_errors(url: str) -> None:
+    async with Client(f"{url}/mcp/") as client:
+        result = await client.call_tool("universal_query", {"question": "  "})
+        unknown = await client.call_tool("universal_query", {"question": "hi", "backend": "nope"})
+    assert result.is_error and "question" in result.content[0].text
+    assert unknown.is_error
+
+
+async def test_list_backends_and_explain_route(url: str) -> None:
+    async with Client(f"{url}/mcp/") as client:
+        backends = await client.call_tool("list_backends", {})
+        route = await client.call_tool("explain_route", {"question": "What time is it in Tokyo?"})
+    names = {b["name"] for b in backends.structured_content["result"]}
+    assert names == {"calculator", "time"}
+    assert route.structured_content["candidates"][0]["backend"] == "time"
+
+
+def test_malformed_json_rpc_gets_a_json_rpc_error(url: str) -> None:
+    r = httpx.post(f"{url}/mcp/", content=b'{"jsonrpc": "2.0", "id": 1, "method": ',
+                   headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    assert 400 <= r.status_code < 500
+    assert r.json()["error"]["code"] in (-32700, -32600)
+
+
+@pytest.mark.inspector
+@pytest.mark.skipif(os.environ.get("MCP_ROUTER_INSPECTOR") != "1" or not shutil.which("npx"),
+                    reason="opt-in: set MCP_ROUTER_INSPECTOR=1 (downloads @modelcontextprotocol/inspector from npm)")
+def test_mcp_inspector_cli_lists_and_calls_tools(url: str) -> None:
+    base = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli", f"{url}/mcp/", "--transport", "http"]
+    listed = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=180)
+    assert "universal_query" in listed.stdout, listed.stderr
+    called = subprocess.run([*base, "--method", "tools/call", "--tool-name", "universal_query", "--tool-arg",
+                             "question=What is 2 plus 2?"], capture_output=True, text=True, timeout=180)
+    assert "= 4" in called.stdout, called.stderr

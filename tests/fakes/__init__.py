@@ -1,0 +1,65 @@
+"""Protocol-faithful stand-ins for Flowise and Langflow, served over real HTTP on loopback.
+
+    fake = FakeFlowise([Chatflow(id="f1", name="Docs QA")], api_key="...")
+    with serve_app(fake.app) as url:       # uvicorn on 127.0.0.1, a free port, a background thread
+        ...                                 # point a FlowiseSpec at `url`
+
+The fakes follow the public API documentation and the behaviour observed on Flowise 3.1.2 and
+Langflow 1.13.0 (see `tests/fakes/flowise.py` and `tests/fakes/langflow.py`); they are not the
+real products.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+
+
+@dataclass
+class Recorded:
+    """One request a fake received, as the server saw it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-case names
+    body: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 10.0) -> Iterator[str]:
+    """Run an ASGI app with uvicorn on a free port in a daemon thread; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    # A short graceful shutdown: handlers still sleeping for a timeout test are cancelled at exit.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
+                              name=f"fake-server-{port}")
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise RuntimeError(f"the fake server on {host}:{port} did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+__all__ = ["Recorded", "serve_app"]

@@ -1,0 +1,194 @@
+"""A fake Langflow 1.13.0: the endpoints the router uses, with the behaviour observed on the real one.
+
+- ``GET /health_check`` -> ``{"status": "ok", "chat": "ok", "db": "ok"}`` (500 with the failing part
+  otherwise); ``GET /health`` answers ``ok`` regardless (it can answer before the app is ready).
+- Every ``/api/v1`` request needs an API key (``x-api-key`` header or query), since 1.5: 403
+  ``{"detail": ...}`` without one or with an unknown one.
+- ``GET /api/v1/flows/`` (``get_all``, default true -> a list; false -> ``{items, total, page, size,
+  pages}``; ``header_flows`` drops ``data``).
+- ``POST /api/v1/run/{flow_id|endpoint_name}?stream=false`` ``{input_value, input_type, output_type,
+  session_id, tweaks}``: unknown flow -> 404; invalid body values are ignored; without ``session_id``
+  the answer's session id is the flow id; the answer is at
+  ``outputs[0].outputs[0].results.message.text``. With ``stream=true``: ``text/event-stream`` made of
+  bare JSON objects separated by blank lines, ``add_message`` / ``token`` / ``end`` (the full
+  result in ``data.result``) / ``error``.
+
+Scripted behaviour per flow: where the answer sits (``shape``), no token streaming, a delay, a
+malformed body, a 500 error, an error event in the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.fakes import Recorded
+
+_COMPONENT = "ChatOutput-x7Kq2"
+
+
+@dataclass
+class LangflowFlow:
+    id: str
+    name: str
+    description: str = ""
+    endpoint_name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    is_component: bool = False
+    # message: results.message.text; messages: only messages[0].message; artifacts: only
+    # artifacts.message; empty: no message anywhere.
+    shape: Literal["message", "messages", "artifacts", "empty"] = "message"
+    streams_tokens: bool = True
+    delay_s: float = 0.0
+    malformed: bool = False
+    error: str | None = None
+    stream_error: str | None = None
+
+    def reply(self, value: str) -> str:
+        return f"{self.name} says: {value}"
+
+
+def _message(text: str, sender: str, sid: str, flow_id: str) -> dict[str, Any]:
+    return {"timestamp": "2026-11-01 10:00:00 UTC", "sender": sender, "sender_name": "AI" if sender == "Machine"
+            else "User", "session_id": sid, "text": text, "files": [], "error": False, "edit": False,
+            "properties": {"source": {"id": _COMPONENT}}, "category": "message", "content_blocks": [],
+            "id": str(uuid.uuid4()), "flow_id": flow_id}
+
+
+def run_result(flow: LangflowFlow, sid: str, value: str) -> dict[str, Any]:
+    text = flow.reply(value)
+    out: dict[str, Any] = {
+        "results": {"message": _message(text, "Machine", sid, flow.id)},
+        "artifacts": {"message": text, "sender": "Machine", "sender_name": "AI", "files": [], "type": "object"},
+        "outputs": {"message": {"message": text, "type": "text"}},
+        "logs": {"message": []},
+        "messages": [{"message": text, "sender": "Machine", "sender_name": "AI", "session_id": sid,
+                      "stream_url": None, "component_id": _COMPONENT, "files": [], "type": "text"}],
+        "timedelta": None, "duration": None, "component_display_name": "Chat Output",
+        "component_id": _COMPONENT, "used_frozen_result": False,
+    }
+    if flow.shape != "message":
+        out["results"], out["outputs"] = {}, {}
+    if flow.shape in ("artifacts", "empty"):
+        out["messages"] = []
+    if flow.shape in ("messages", "empty"):
+        out["artifacts"] = {}
+    return {"session_id": sid, "outputs": [{"inputs": {"input_value": value}, "outputs": [out]}]}
+
+
+class FakeLangflow:
+    def __init__(self, flows: list[LangflowFlow], *, api_keys: tuple[str, ...] = ("sk-langflow-key",),
+                 health: str = "ok") -> None:
+        self.flows = flows
+        self.api_keys = set(api_keys)
+        self.health = health
+        self.requests: list[Recorded] = []
+        self.app = Starlette(routes=[
+            Route("/health", self.health_endpoint, methods=["GET"]),
+            Route("/health_check", self.health_check, methods=["GET"]),
+            Route("/api/v1/flows/", self.list_flows, methods=["GET"]),
+            Route("/api/v1/run/{flow}", self.run, methods=["POST"]),
+        ])
+
+    def last(self, path_suffix: str = "") -> Recorded:
+        return next(r for r in reversed(self.requests) if r.path.endswith(path_suffix))
+
+    async def _record(self, request: Request) -> Recorded:
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        rec = Recorded(request.method, request.url.path, dict(request.query_params),
+                       {k.lower(): v for k, v in request.headers.items()}, body)
+        self.requests.append(rec)
+        return rec
+
+    def _refused(self, rec: Recorded) -> Response | None:
+        key = rec.headers.get("x-api-key") or rec.query.get("x-api-key")
+        if not key:
+            return JSONResponse({"detail": "An API key must be passed as query or header"}, 403)
+        if key not in self.api_keys:
+            return JSONResponse({"detail": "Invalid or missing API key"}, 403)
+        return None
+
+    async def health_endpoint(self, request: Request) -> Response:
+        await self._record(request)
+        return JSONResponse({"status": "ok"})
+
+    async def health_check(self, request: Request) -> Response:
+        await self._record(request)
+        ok = self.health == "ok"
+        body = {"status": "ok" if ok else "nok", "chat": "ok", "db": "ok" if ok else self.health}
+        return JSONResponse(body, 200 if ok else 500)
+
+    async def list_flows(self, request: Request) -> Response:
+        rec = await self._record(request)
+        if (refused := self._refused(rec)) is not None:
+            return refused
+        header_only = rec.query.get("header_flows", "false").lower() == "true"
+        items = []
+        for f in self.flows:
+            item: dict[str, Any] = {
+                "id": f.id, "name": f.name, "description": f.description, "endpoint_name": f.endpoint_name,
+                "tags": f.tags, "is_component": f.is_component, "folder_id": "folder-1", "access_type": "PRIVATE",
+                "mcp_enabled": False, "action_name": None, "action_description": None,
+            }
+            if not header_only:
+                item |= {"data": {"nodes": [], "edges": []}, "icon": None, "gradient": None, "webhook": False,
+                         "locked": False, "user_id": "user-1", "updated_at": "2026-11-01T10:00:00"}
+            items.append(item)
+        if rec.query.get("get_all", "true").lower() == "true":
+            return JSONResponse(items)
+        page, size = int(rec.query.get("page", 1)), int(rec.query.get("size", 50))
+        return JSONResponse({"items": items[(page - 1) * size: page * size], "total": len(items), "page": page,
+                             "size": size, "pages": max(1, -(-len(items) // size))})
+
+    async def run(self, request: Request) -> Response:
+        rec = await self._record(request)
+        if (refused := self._refused(rec)) is not None:
+            return refused
+        ident = request.path_params["flow"]
+        flow = next((f for f in self.flows if ident in (f.id, f.endpoint_name)), None)
+        if flow is None:
+            return JSONResponse({"detail": f"Flow identifier {ident} not found"}, 404)
+        body = rec.body if isinstance(rec.body, dict) else {}
+        value = body.get("input_value") if isinstance(body.get("input_value"), str) else ""
+        sid = body.get("session_id") if isinstance(body.get("session_id"), str) and body["session_id"] else flow.id
+        if flow.delay_s:
+            await asyncio.sleep(flow.delay_s)
+        if flow.error:
+            return JSONResponse({"detail": f"Error running graph: {flow.error}"}, 500)
+        if flow.malformed:
+            return Response(b'{"session_id": "abc", "outputs": [', media_type="application/json")
+        if rec.query.get("stream", "false").lower() == "true":
+            return StreamingResponse(self._stream(flow, sid, value), media_type="text/event-stream")
+        return JSONResponse(run_result(flow, sid, value))
+
+    async def _stream(self, flow: LangflowFlow, sid: str, value: str) -> AsyncIterator[str]:
+        def event(name: str, data: Any) -> str:
+            return json.dumps({"event": name, "data": data}) + "\n\n"
+
+        yield event("add_message", _message(value, "User", sid, flow.id))
+        if flow.stream_error:
+            yield event("error", {"error": flow.stream_error})
+            return
+        text = flow.reply(value)
+        if flow.streams_tokens:
+            first = _message("", "Machine", sid, flow.id)
+            yield event("add_message", first)
+            for token in re.findall(r"\S+\s*", text):
+                yield event("token", {"chunk": token, "id": first["id"], "timestamp": first["timestamp"]})
+                await asyncio.sleep(0)
+        yield event("add_message", _message(text, "Machine", sid, flow.id))
+        yield event("end", {"result": run_result(flow, sid, value)})
