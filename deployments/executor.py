@@ -3,7 +3,8 @@
 Cancelling a call cancels the Ray task (and so the MCP request inside the actor). When an actor
 is restarting or its node is gone (`ActorUnavailableError`, `ActorDiedError`), the handle is looked
 up again by name and the call retried with backoff until its timeout, so a node loss costs only
-the calls that were in flight on it. The W3C trace context travels with the call.
+the calls that were in flight on it. The W3C trace context travels with the call (the actor
+attaches it, and the MCP SDK forwards it in the request's `_meta`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ from dataclasses import replace
 from typing import Any
 
 import ray
-from opentelemetry import trace
 from opentelemetry.propagate import inject
 
 from actors.registry import get_backend_actor
 from router.models import CallOutcome, Capability
 from router.strategies import CallContext
-from router.telemetry import TRACER
-
-_METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "flow": "flows/run"}
 _RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError, ray.exceptions.RayActorError)
 
 
@@ -38,22 +35,9 @@ class RayExecutor:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
-        name = f"{_METHOD.get(capability.kind, 'call')} {capability.name}"
-        with TRACER.start_as_current_span(name, kind=trace.SpanKind.CLIENT) as span:
-            span.set_attribute("mcp.method.name", _METHOD.get(capability.kind, "call"))
-            span.set_attribute("gen_ai.operation.name", "execute_tool")
-            span.set_attribute("gen_ai.tool.name", capability.name)
-            span.set_attribute("router.backend", capability.backend)
-            carrier: dict[str, str] = {}
-            inject(carrier)
-            ctx = replace(context, trace=carrier)
-            outcome = await self._call(capability, arguments, timeout_s, ctx, force)
-            span.set_attribute("router.outcome", "success" if outcome.ok else "error")
-            span.set_attribute("router.latency_ms", round(outcome.latency_ms, 2))
-            if not outcome.ok:
-                span.set_attribute("error.type", outcome.error_type or "error")
-                span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error or ""))
-            return outcome
+        carrier: dict[str, str] = {}
+        inject(carrier)  # the current (attempt) span's context travels into the actor and on to the backend
+        return await self._call(capability, arguments, timeout_s, replace(context, trace=carrier), force)
 
     async def _call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                     context: CallContext, force: bool) -> CallOutcome:

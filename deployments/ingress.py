@@ -24,7 +24,7 @@ from ray import serve
 from actors.registry import ensure_backend_actor, ensure_performance_actor
 from deployments.directory import BackendDirectory
 from deployments.executor import RayExecutor
-from deployments.http import BodyLimit, build_http_app
+from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
 from router.config import RouterSettings
@@ -91,7 +91,7 @@ class RouterIngress:
 
     def __serve_build_asgi_app__(self) -> Any:
         app = build_http_app(self, lifespan=self._lifespan)
-        return BodyLimit(app, self.settings.server.max_body_bytes)
+        return TraceContext(BodyLimit(app, self.settings.server.max_body_bytes))
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: FastAPI) -> AsyncIterator[None]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from opentelemetry import trace
 
 from router.arguments import derive_arguments
 from router.cache import LRU
@@ -214,6 +215,18 @@ class Router:
     # -- execution ---------------------------------------------------------------------------
 
     async def query(self, req: QueryRequest) -> QueryResponse:
+        with TRACER.start_as_current_span("router.query") as span:
+            try:
+                response = await self._query(req)
+            except RouterError as exc:
+                span.set_attribute("error.type", exc.code)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
+                raise
+            span.set_attribute("router.backend", response.backend)
+            span.set_attribute("gen_ai.tool.name", response.capability)
+            return response
+
+    async def _query(self, req: QueryRequest) -> QueryResponse:
         started = time.monotonic()
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
                               session_id=req.session_id)

@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from opentelemetry import trace
 
 from router.config import ResilienceSettings
 from router.models import AttemptInfo, CallOutcome, Capability, ConsensusAnswer, Parameters
 from router.scoring import Candidate
+from router.telemetry import TRACER
+
+_METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "flow": "flows/run"}
 
 # Errors that say the backend itself is unusable right now, not just this tool call.
 BACKEND_LEVEL_ERRORS = frozenset({"backend_unavailable", "backend_timeout", "no_healthy_backend"})
@@ -97,7 +101,26 @@ def _failed(call: PlannedCall, error_type: str, error: str, latency_ms: float) -
 
 
 async def attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
-    """One backend call bounded by the backend's timeout and the request deadline, recorded in the chain."""
+    """One backend call bounded by the backend's timeout and the request deadline, recorded in the chain
+    and traced as a span with the GenAI / MCP semantic-convention attributes."""
+    cap = call.capability
+    with TRACER.start_as_current_span(f"{_METHOD.get(cap.kind, 'call')} {cap.name}",
+                                      kind=trace.SpanKind.CLIENT) as span:
+        span.set_attribute("mcp.method.name", _METHOD.get(cap.kind, "call"))
+        span.set_attribute("gen_ai.operation.name", "execute_tool")
+        span.set_attribute("gen_ai.tool.name", cap.name)
+        span.set_attribute("router.backend", cap.backend)
+        span.set_attribute("router.capability.kind", cap.kind)
+        outcome = await _attempt(ctx, call)
+        span.set_attribute("router.outcome", "success" if outcome.ok else _outcome_name(outcome.error_type))
+        span.set_attribute("router.latency_ms", round(outcome.latency_ms, 2))
+        if not outcome.ok:
+            span.set_attribute("error.type", outcome.error_type or "error")
+            span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error or ""))
+        return outcome
+
+
+async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
     started = time.monotonic()
     remaining = ctx.deadline - started
     if remaining <= 0:

@@ -50,8 +50,8 @@ def _answer(question: str) -> tuple[int, dict[str, Any]]:
     attempts = [_attempt(backend, "success")]
     if "km" in question:
         attempts.insert(0, _attempt("units", "error"))
-    routing = {"intent": "technical-analysis", "intent_source": "classified", "method": "flat", "mode": "fallback",
-               "attempts": attempts, "fallbacks_used": len(attempts) - 1}
+    routing = {"intent": "technical-analysis", "intent_source": "classified", "method": "flat",
+               "mode": "fallback", "attempts": attempts, "fallbacks_used": len(attempts) - 1}
     body = {"answer": "42", "backend": backend, "capability": "tool", "kind": "tool", "routing": routing}
     return 200, QueryResponse.model_validate(body).model_dump(mode="json", exclude_none=True)
 
@@ -119,7 +119,8 @@ def test_loadtest_counts_errors_backends_and_fallbacks(fake_router: str, tmp_pat
 
     samples = report["samples"]
     assert len(samples) == 60
-    assert sorted(s["status"] for s in samples if s["status"] is not None) == [200] * 30 + [503] * 10 + [504] * 10
+    statuses = sorted(s["status"] for s in samples if s["status"] is not None)
+    assert statuses == [200] * 30 + [503] * 10 + [504] * 10 and sum(s["ok"] for s in samples) == 30
     assert all(s["t"] >= 0 and s["latency_ms"] > 0 for s in samples)
     assert plot.is_file() and plot.stat().st_size > 1000
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
