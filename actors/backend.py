@@ -57,6 +57,7 @@ class BackendSupervisor:
         self._wake = asyncio.Event()
         self._first_attempt = asyncio.Event()
         self._closing = False
+        self._node_id = _current_node_id()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -204,7 +205,7 @@ class BackendSupervisor:
             last_error=self._last_error, last_error_at=self._last_error_at, last_check_at=self._last_check_at,
             consecutive_failures=self.detector.consecutive_failures,
             ejected_until=(time.time() + self.detector.remaining_s()) if self.detector.ejected else None,
-            ejections=self.detector.ejections, inflight=self._inflight,
+            ejections=self.detector.ejections, inflight=self._inflight, node_id=self._node_id,
         )
 
     async def get_status(self) -> BackendStatus:
@@ -213,6 +214,10 @@ class BackendSupervisor:
 
     async def spec_fingerprint(self) -> str:
         return spec_fingerprint(self.spec)
+
+
+def _current_node_id() -> str | None:
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
 
 
 def spec_fingerprint(spec: BackendSpec) -> str:

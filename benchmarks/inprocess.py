@@ -9,6 +9,7 @@ The pieces mirror the Ray deployment: `LocalBackend` does what `BackendSuperviso
 `LocalExecutor` is the router's `Executor` over those, and `LocalStats` is its `StatsView`,
 backed by `PerformanceHistory` and refreshed at most every `stats_refresh_s` like the replica's
 `BackendDirectory`. The index is BM25 only; `hashed_embed` gives consensus deterministic vectors.
+Unlike the supervisor, nothing reconnects a backend whose session ended: it stays down.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from actors.backends.mcp_stdio import McpStdioBackend
 from router.config import McpStdioSpec, ResilienceSettings, RouterSettings
-from router.core import Router
+from router.core import EmbedFn, Router
 from router.errors import RouterError
 from router.health import OutlierDetector
 from router.models import BackendStatus, CallOutcome, Capability, Catalog, HealthState
@@ -160,7 +161,7 @@ def _hashed(text: str, dim: int) -> np.ndarray:
     return vec / norm if norm else vec
 
 
-def hashed_embed(dim: int = 256) -> Any:
+def hashed_embed(dim: int = 256) -> EmbedFn:
     """A deterministic bag-of-words embedding (signed feature hashing), L2-normalised."""
 
     async def embed(texts: list[str]) -> np.ndarray:

@@ -13,7 +13,8 @@ the router's own decision and strategy code, wired in-process (`benchmarks/inpro
 Ray, no HTTP), each mode starting from an empty history. Reported per mode: the share of requests
 answered, end-to-end latency percentiles of all requests, and backend calls per request (every
 attempt in the routing metadata, cancelled ones included). `fastest_backend_p50_ms` is the
-healthy backend called directly, without the router.
+healthy backend called directly, without the router, half before the modes and half after (every
+backend first answers a few direct calls, so that no mode pays for a server's first call).
 
 Settings are the router's defaults; `ROUTER_*` environment variables change them as they do for
 the router itself, e.g. ``ROUTER_RESILIENCE__HEDGE_MAX_DELAY_MS=50``.
@@ -185,6 +186,8 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=300, help="requests per mode (default 300)")
     p.add_argument("--json", type=Path, help="write the results to this file")
     args = p.parse_args()
+    if args.requests < 1:
+        p.error("--requests must be at least 1")
     results = asyncio.run(main_async(args))
     report(results, args.requests, settings().resilience)
     if args.json:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from collections import Counter
@@ -38,6 +39,8 @@ DEFAULT_QUESTIONS = (
     "Echo back the message hello router",
 )
 MODES = ("fallback", "parallel", "hedged", "consensus")
+# MCP tool errors read "<error.type>: <message>", after the SDK's "Error executing tool <name>: ".
+_TOOL_ERROR = re.compile(r"(?:Error executing tool \S+: )?([a-z][a-z0-9_]*): ")
 
 
 @dataclass(slots=True)
@@ -60,6 +63,12 @@ def _cause_of(exc: BaseException) -> str:
 def _error_type(body: Any) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     return error.get("type") if isinstance(error, dict) else None
+
+
+def _tool_error_type(result: Any) -> str:
+    text = next((c.text for c in result.content if isinstance(getattr(c, "text", None), str)), "")
+    match = _TOOL_ERROR.match(text)
+    return match.group(1) if match else "tool_error"
 
 
 def _unwrap(body: Any) -> Any:
@@ -137,7 +146,7 @@ class _Run:
                         result = await client.call_tool("universal_query", {"question": question})
                         body = _unwrap(result.structured_content)
                         self._add(t0, ok=not result.is_error, body=body,
-                                  cause=(_error_type(body) or "tool_error") if result.is_error else None)
+                                  cause=_tool_error_type(result) if result.is_error else None)
                         i = self._claim()
             except Exception as exc:  # session setup, transport or protocol failure: count it, reconnect
                 if i is not None:

@@ -89,6 +89,7 @@ class BackendStatus:
     ejected_until: float | None = None
     ejections: int = 0
     inflight: int = 0
+    node_id: str | None = None  # the Ray node hosting the backend's actor
 
     @property
     def available(self) -> bool:
@@ -251,6 +252,7 @@ class BackendInfo(_Model):
     last_check_at: float | None = None
     consecutive_failures: int = 0
     ejected_until: float | None = None
+    node_id: str | None = None
 
     @classmethod
     def from_status(cls, status: BackendStatus) -> BackendInfo:

@@ -5,28 +5,22 @@
     catalog = await backend.list_capabilities()    # GET /api/v1/chatflows: one "flow" capability each
     outcome = await backend.call(catalog.capabilities[0], {"history": [...]}, timeout_s=30, context=ctx)
 
-A call is ``POST /api/v1/prediction/{id}`` with ``{question, overrideConfig, history, streaming}``:
+A call is ``POST /api/v1/prediction/{id}`` ``{question, overrideConfig, history, streaming}``: the
+question is ``arguments["question"]`` when given, else the routed one; ``arguments["history"]`` is
+forwarded as it is; ``context.session_id`` -> ``overrideConfig.sessionId``, ``parameters.temperature``
+-> ``overrideConfig.temperature``, ``parameters.max_tokens`` -> ``overrideConfig.maxTokens`` (input
+names of Flowise's chat-model nodes; Flowise applies them only where the chatflow allows overrides and
+ignores them silently otherwise), ``parameters.stream`` -> ``streaming``. The answer's ``sessionId``
+(else ``chatId``) is the outcome's session id; ``sourceDocuments``, ``usedTools``, ``chatId`` and
+``chatMessageId`` go to ``extra``, a ``json`` answer to ``structured``.
 
-- question: ``arguments["question"]`` when the caller gives one, else the routed question;
-  ``arguments["history"]`` (``[{role: "userMessage"|"apiMessage", content}]``) is forwarded as it is.
-- ``context.session_id`` -> ``overrideConfig.sessionId``; ``parameters.temperature`` ->
-  ``overrideConfig.temperature`` and ``parameters.max_tokens`` -> ``overrideConfig.maxTokens`` (the
-  input names of Flowise's chat-model nodes); ``parameters.stream`` -> ``streaming``. Flowise applies
-  an override only when the chatflow allows it (Configuration -> Security -> Override Configuration)
-  and ignores it silently otherwise.
-- The answer's ``sessionId`` (else ``chatId``) becomes ``CallOutcome.session_id``; ``sourceDocuments``,
-  ``usedTools``, ``chatId`` and ``chatMessageId`` go to ``CallOutcome.extra``; a ``json`` answer to
-  ``structured``.
-
-Quirks handled: a wrong per-flow API key answers HTTP 500 with a message ending in "Unauthorized"
-(reported as `FlowUnauthorized`, like a 401/403); a streamed answer is SSE frames
-``message:\\ndata:{"event": ..., "data": ...}`` with the event name inside the JSON, a ``start`` event
-that repeats the first token and ``end`` carrying ``"[DONE]"``; a flow that cannot stream answers
-plain JSON to ``streaming: true``, so the reader branches on Content-Type.
+Quirks handled: a wrong per-flow key is an HTTP 500 whose message ends in "Unauthorized" (reported as
+`FlowUnauthorized`, like 401/403); streamed frames are ``message:\\ndata:{"event": ..., "data": ...}``
+(``start`` repeats the first token, ``end`` carries "[DONE]"); a flow that cannot stream answers plain
+JSON to ``streaming: true``, so the reader branches on Content-Type.
 
 `HttpFlowBackend` (the httpx client, error translation in one place, credential hygiene) is shared
-with the Langflow backend. API keys travel as per-request headers, are never stored on the client,
-and are redacted from every message.
+with the Langflow backend. Keys travel as per-request headers and are redacted from every message.
 """
 
 from __future__ import annotations
@@ -43,10 +37,12 @@ import httpx
 from actors.backends.base import make_catalog
 from router.config import FlowiseSpec, FlowSpec, LangflowSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError
-from router.models import CallOutcome, Capability, Catalog
+from router.models import CallOutcome, Capability, Catalog, Parameters
 from router.strategies import CallContext
 
 EVENT_STREAM = "text/event-stream"
+StreamReader = Callable[[httpx.Response, Capability], Awaitable[Any]]
+_EXTRA = ("sourceDocuments", "usedTools", "chatId", "chatMessageId")
 _QUESTION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"question": {"type": "string", "description": "the message for the flow"},
@@ -79,18 +75,12 @@ def _server_message(resp: httpx.Response) -> str:
         body = resp.json()
     except ValueError:
         return resp.text.strip()[:300]
-    if isinstance(body, dict):
-        for key in ("message", "error", "detail"):
-            value = body.get(key)
-            if isinstance(value, str) and value:
-                try:  # Langflow may put a JSON object with a `message` into `detail`
-                    inner = json.loads(value)
-                    value = inner.get("message", value) if isinstance(inner, dict) else value
-                except ValueError:
-                    pass
-                return str(value)[:300]
-            if value:
-                return json.dumps(value, default=str)[:300]
+    for key in ("message", "error", "detail"):
+        value = body.get(key) if isinstance(body, dict) else None
+        if isinstance(value, dict):  # e.g. {"detail": {"message": ..., "traceback": ...}}
+            value = value.get("message") or value
+        if value:
+            return (value if isinstance(value, str) else json.dumps(value, default=str))[:300]
     return json.dumps(body, default=str)[:300]
 
 
@@ -116,8 +106,6 @@ class HttpFlowBackend:
         url = httpx.URL(self.spec.url)
         return str(url.copy_with(username=None, password=None)) if url.userinfo else str(url)
 
-    # -- lifecycle ---------------------------------------------------------------------------
-
     @property
     def connected(self) -> bool:
         return self._client is not None and not self._client.is_closed
@@ -125,14 +113,12 @@ class HttpFlowBackend:
     async def connect(self) -> None:
         if self.connected:
             return
-        self._client = httpx.AsyncClient(
-            base_url=self.spec.url, timeout=httpx.Timeout(self.spec.timeout_s, connect=self.spec.connect_timeout_s))
+        timeout = httpx.Timeout(self.spec.timeout_s, connect=self.spec.connect_timeout_s)
+        self._client = httpx.AsyncClient(base_url=self.spec.url, timeout=timeout)
         try:
             await self._probe(self.spec.connect_timeout_s, "connect")
-        except RouterError as exc:
+        except RouterError as exc:  # a timeout or a bad answer at connect time: the backend is not up
             await self.close()
-            if isinstance(exc, BackendUnavailable):
-                raise
             raise BackendUnavailable(exc.message, backend=self.name) from None
 
     async def health(self, timeout_s: float) -> None:
@@ -154,8 +140,6 @@ class HttpFlowBackend:
             raise BackendUnavailable(f"backend {self.name!r} is not connected", backend=self.name)
         return self._client
 
-    # -- credentials -------------------------------------------------------------------------
-
     def _key(self, flow_id: str | None = None) -> str | None:
         flow = self._flow_specs.get(flow_id) if flow_id else None
         if flow is not None and flow.api_key is not None:
@@ -163,7 +147,8 @@ class HttpFlowBackend:
         return self.spec.resolved_api_key()
 
     def redact(self, text: str) -> str:
-        keys = [self.spec.resolved_api_key(), *(f.api_key.get_secret_value() for f in self.spec.flows if f.api_key)]
+        keys = [self.spec.resolved_api_key(), *(f.api_key.get_secret_value() for f in self.spec.flows
+                                                if f.api_key)]
         for key in sorted((k for k in keys if k), key=len, reverse=True):
             text = text.replace(key, "***")
         return text
@@ -171,8 +156,6 @@ class HttpFlowBackend:
     @staticmethod
     def _trace(context: CallContext) -> dict[str, str]:
         return {str(k): str(v) for k, v in (context.trace or {}).items()}
-
-    # -- requests and error translation (in one place) ------------------------------------------
 
     async def _get(self, path: str, *, what: str, timeout_s: float, headers: dict[str, str] | None = None,
                    params: dict[str, str] | None = None) -> httpx.Response:
@@ -184,7 +167,7 @@ class HttpFlowBackend:
             raise self._translate(exc, what, timeout_s) from None
 
     async def _post_flow(self, cap: Capability, path: str, *, body: dict[str, Any], headers: dict[str, str],
-                         timeout_s: float, read_stream: Callable[[httpx.Response, Capability], Awaitable[Any]],
+                         timeout_s: float, read_stream: StreamReader,
                          params: dict[str, str] | None = None) -> tuple[Any, float]:
         """POST a run; a streamed body goes to `read_stream`, any other is parsed as JSON."""
         client = self._require()
@@ -200,17 +183,22 @@ class HttpFlowBackend:
                     if EVENT_STREAM in resp.headers.get("content-type", ""):
                         result = await read_stream(resp, cap)
                     else:
-                        result = self._json(await resp.aread(), what, cap)
+                        result = self._json(await resp.aread(), what, cap, obj=True)
         except (TimeoutError, httpx.HTTPError) as exc:
             raise self._translate(exc, what, timeout_s, cap) from None
         return result, (time.perf_counter() - started) * 1000
 
-    def _json(self, raw: bytes | str, what: str, cap: Capability | None = None) -> Any:
+    def _json(self, raw: bytes | str, what: str, cap: Capability | None = None, *, obj: bool = False) -> Any:
+        """Parse a body or a stream event; with `obj` it must be a JSON object."""
         try:
-            return json.loads(raw)
+            value = json.loads(raw)
+            if not obj or isinstance(value, dict):
+                return value
         except ValueError:
-            raise BackendFailed(f"backend {self.name!r} ({what}): malformed response (not JSON)",
-                                backend=self.name, tool=cap.name if cap else None) from None
+            pass
+        raise BackendFailed(f"backend {self.name!r} ({what}): malformed response (not "
+                            f"{'a JSON object' if obj else 'JSON'})", backend=self.name,
+                            tool=cap.name if cap else None)
 
     def _translate(self, exc: BaseException, what: str, timeout_s: float, cap: Capability | None = None
                    ) -> RouterError:
@@ -230,20 +218,23 @@ class HttpFlowBackend:
         status, tool = resp.status_code, (cap.name if cap else None)
         message = self.redact(_server_message(resp))
         where = f"backend {self.name!r} ({what})"
-        if status in (401, 403) or (self.auth_quirk_500 and status == 500 and "unauthorized" in message.lower()):
+        quirk = self.auth_quirk_500 and status == 500 and "unauthorized" in message.lower()
+        if status in (401, 403) or quirk:
             hint = ("no API key is configured (set api_key or api_key_env)"
-                    if not self._key(cap.target if cap else None)
-                    else "check the backend's api_key / api_key_env and the flow's api_key")
+                    if not self._key(cap.target if cap else None) else
+                    "check the backend's api_key / api_key_env" + (" and the flow's api_key" if cap else ""))
             return FlowUnauthorized(f"{where}: {self.product} refused the request as unauthorized "
                                     f"(HTTP {status}); {hint}", backend=self.name, tool=tool)
         if status == 404:
-            thing = f"flow {cap.name!r} (id {cap.target or cap.name!r})" if cap else f"endpoint {resp.url.path}"
-            return BackendFailed(f"{where}: {self.product} has no {thing} (HTTP 404)", backend=self.name, tool=tool)
+            thing = f"flow {cap.name!r} (id {cap.target or cap.name!r})" if cap else resp.url.path
+            return BackendFailed(f"{where}: {self.product} has no {thing} (HTTP 404)", backend=self.name,
+                                 tool=tool)
         if status in (502, 503):
             return BackendUnavailable(f"{where}: HTTP {status}: {message}", backend=self.name)
         if status == 504:
             return BackendTimeout(f"{where}: HTTP 504: {message}", backend=self.name, tool=tool)
-        return BackendFailed(f"{where}: HTTP {status}: {message or 'no message'}", backend=self.name, tool=tool)
+        return BackendFailed(f"{where}: HTTP {status}: {message or 'no message'}", backend=self.name,
+                             tool=tool)
 
     def _flow_spec(self, *ids: str | None) -> FlowSpec | None:
         return next((self._flow_specs[i] for i in ids if i and i in self._flow_specs), None)
@@ -253,9 +244,6 @@ class FlowiseBackend(HttpFlowBackend):
     kind = "flowise"
     product = "Flowise"
     auth_quirk_500 = True
-
-    def __init__(self, spec: FlowiseSpec) -> None:
-        super().__init__(spec)
 
     def _auth(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
@@ -292,39 +280,32 @@ class FlowiseBackend(HttpFlowBackend):
                 name = f"{name} ({flow_id[:8]})"
             names.add(name)
             description = (fs.description if fs and fs.description else None) or _describe(flow, title)
-            caps.append(Capability(backend=self.name, name=name, kind="flow", description=description, title=title,
-                                   input_schema=_QUESTION_SCHEMA, target=flow_id,
-                                   intents=tuple(fs.intents) if fs else (), tags=tuple(fs.tags) if fs else ()))
+            caps.append(Capability(backend=self.name, name=name, kind="flow", description=description,
+                                   title=title, input_schema=_QUESTION_SCHEMA, target=flow_id,
+                                   intents=tuple(fs.intents if fs else ()),
+                                   tags=tuple(fs.tags if fs else ())))
         description = self.spec.description or "Flowise chatflows: " + ", ".join(c.name for c in caps)
         return make_catalog(self.name, description, caps, self.spec.intents)
 
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext) -> CallOutcome:
         flow_id = capability.target or capability.name
-        params = context.parameters
-        override: dict[str, Any] = {}
-        if context.session_id:
-            override["sessionId"] = context.session_id
-        if params is not None and params.temperature is not None:
-            override["temperature"] = params.temperature
-        if params is not None and params.max_tokens is not None:
-            override["maxTokens"] = params.max_tokens
+        params = context.parameters or Parameters()
+        override = {"sessionId": context.session_id, "temperature": params.temperature,
+                    "maxTokens": params.max_tokens}
         question = arguments.get("question")
         body = {"question": question if isinstance(question, str) and question else context.question,
-                "overrideConfig": override, "history": arguments.get("history") or [],
-                "streaming": bool(params is not None and params.stream)}
+                "overrideConfig": {k: v for k, v in override.items() if v is not None and v != ""},
+                "history": arguments.get("history") or [], "streaming": bool(params.stream)}
         headers = {**self._trace(context), **self._auth(self._key(flow_id))}
         data, latency = await self._post_flow(capability, f"/api/v1/prediction/{quote(flow_id, safe='')}",
                                               body=body, headers=headers, timeout_s=timeout_s,
                                               read_stream=self._read_stream)
-        if not isinstance(data, dict):
-            raise BackendFailed(f"backend {self.name!r} (flow {capability.name!r}): malformed response "
-                                "(not a JSON object)", backend=self.name, tool=capability.name)
         structured = data.get("json") if isinstance(data.get("json"), dict) else None
         text = data.get("text")
         if not isinstance(text, str):
-            text = json.dumps(structured, ensure_ascii=False) if structured else ("" if text is None else str(text))
-        extra = {k: data[k] for k in ("sourceDocuments", "usedTools", "chatId", "chatMessageId") if data.get(k)}
+            text = json.dumps(structured, ensure_ascii=False) if structured else str(text or "")
+        extra = {k: data[k] for k in _EXTRA if data.get(k)}
         session = data.get("sessionId") or data.get("chatId") or context.session_id
         return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency,
                            text=text, structured=structured, session_id=str(session) if session else None,
@@ -339,10 +320,7 @@ class FlowiseBackend(HttpFlowBackend):
             lines = [ln[5:].removeprefix(" ") for ln in frame.split("\n") if ln.startswith("data:")]
             if not lines:
                 continue  # the bare "message:" line, comments, keep-alives
-            event = self._json("\n".join(lines), what, cap)
-            if not isinstance(event, dict):
-                raise BackendFailed(f"backend {self.name!r} ({what}): malformed response (stream event is not "
-                                    "an object)", backend=self.name, tool=cap.name)
+            event = self._json("\n".join(lines), what, cap, obj=True)
             kind, data = event.get("event"), event.get("data")
             if kind == "token" and isinstance(data, str):
                 tokens.append(data)
@@ -351,8 +329,8 @@ class FlowiseBackend(HttpFlowBackend):
             elif kind in ("sourceDocuments", "usedTools") and data:
                 result[kind] = data
             elif kind == "error":
-                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {self.redact(str(data))[:300]}",
-                                    backend=self.name, tool=cap.name)
+                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: "
+                                    f"{self.redact(str(data))[:300]}", backend=self.name, tool=cap.name)
             elif kind == "end":
                 break
         result["text"] = "".join(tokens)

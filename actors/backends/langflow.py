@@ -47,7 +47,7 @@ _STREAMED = "\x00streamed_text"  # what the stream said, used when the final res
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"question": {"type": "string", "description": "the input value for the flow"},
-                   "tweaks": {"type": "object", "description": "per-component overrides, keyed by component id"}},
+                   "tweaks": {"type": "object", "description": "overrides keyed by component id"}},
 }
 
 
@@ -100,7 +100,8 @@ class LangflowBackend(HttpFlowBackend):
     async def list_capabilities(self) -> Catalog:
         what = "listing flows"
         resp = await self._get("/api/v1/flows/", what=what, timeout_s=self.spec.timeout_s,
-                               headers=self._auth(self._key()), params={"get_all": "true", "header_flows": "true"})
+                               headers=self._auth(self._key()),
+                               params={"get_all": "true", "header_flows": "true"})
         if resp.status_code >= 400:
             raise self._status_error(resp, what)
         body = self._json(resp.content, what)
@@ -123,12 +124,12 @@ class LangflowBackend(HttpFlowBackend):
             if name in names:
                 name = f"{name} ({flow_id[:8]})"
             names.add(name)
-            own = str(flow.get("description") or "").strip()
-            description = (fs.description if fs and fs.description else None) or own or f"Langflow flow {title!r}"
+            own = str(flow.get("description") or "").strip() or f"Langflow flow {title!r}"
+            description = (fs.description if fs and fs.description else None) or own
             flow_tags = [t for t in flow.get("tags") or [] if isinstance(t, str)]
             tags = tuple(dict.fromkeys([*(fs.tags if fs else []), *flow_tags]))
-            caps.append(Capability(backend=self.name, name=name, kind="flow", description=description, title=title,
-                                   input_schema=_INPUT_SCHEMA, target=flow_id,
+            caps.append(Capability(backend=self.name, name=name, kind="flow", description=description,
+                                   title=title, input_schema=_INPUT_SCHEMA, target=flow_id,
                                    intents=tuple(fs.intents) if fs else (), tags=tags))
         description = self.spec.description or "Langflow flows: " + ", ".join(c.name for c in caps)
         return make_catalog(self.name, description, caps, self.spec.intents)
@@ -147,21 +148,21 @@ class LangflowBackend(HttpFlowBackend):
             body["session_id"] = context.session_id
         headers = {**self._trace(context), **self._auth(self._key(flow_id))}
         result, latency = await self._post_flow(
-            capability, f"/api/v1/run/{quote(flow_id, safe='')}", body=body, headers=headers, timeout_s=timeout_s,
-            params={"stream": "true" if stream else "false"}, read_stream=self._read_stream)
-        streamed = result.pop(_STREAMED, None) if isinstance(result, dict) else None
+            capability, f"/api/v1/run/{quote(flow_id, safe='')}", body=body, headers=headers,
+            timeout_s=timeout_s, params={"stream": str(stream).lower()}, read_stream=self._read_stream)
+        streamed = result.pop(_STREAMED, None)
         text = answer_text(result)
         if text is None:
             text = streamed
         if text is None:
-            raise BackendFailed(f"backend {self.name!r} (flow {capability.name!r}): no message in the flow's output",
-                                backend=self.name, tool=capability.name)
-        session = result.get("session_id") if isinstance(result, dict) else None
+            raise BackendFailed(f"backend {self.name!r} (flow {capability.name!r}): no message in the flow's "
+                                "output", backend=self.name, tool=capability.name)
+        session = result.get("session_id")
         if not isinstance(session, str) or not session or (session in (flow_id, capability.target)
                                                             and session != context.session_id):
             session = context.session_id  # Langflow's fallback session id is the flow id: not a session
-        return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency, text=text,
-                           session_id=session)
+        return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency,
+                           text=text, session_id=session)
 
     async def _read_stream(self, resp: httpx.Response, cap: Capability) -> dict[str, Any]:
         """Read events until `end`; its result wins, else the streamed tokens or the last AI message."""
@@ -170,10 +171,7 @@ class LangflowBackend(HttpFlowBackend):
         last_message: str | None = None
         session: str | None = None
         async for frame in iter_frames(resp):
-            event = self._json(frame, what, cap)
-            if not isinstance(event, dict):
-                raise BackendFailed(f"backend {self.name!r} ({what}): malformed response (stream event is not "
-                                    "an object)", backend=self.name, tool=cap.name)
+            event = self._json(frame, what, cap, obj=True)
             kind, data = event.get("event"), event.get("data")
             if kind == "token":
                 chunk = data.get("chunk") if isinstance(data, dict) else data
@@ -184,11 +182,11 @@ class LangflowBackend(HttpFlowBackend):
                 if data.get("sender") != "User" and isinstance(data.get("text"), str) and data["text"]:
                     last_message = data["text"]
             elif kind == "error":
-                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {self._error_text(data)}",
-                                    backend=self.name, tool=cap.name)
+                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: "
+                                    f"{self._error_text(data)}", backend=self.name, tool=cap.name)
             elif kind == "end":
-                result = data.get("result") if isinstance(data, dict) else None
-                if isinstance(result, dict):
+                result = data.get("result", data) if isinstance(data, dict) else None
+                if isinstance(result, dict) and "outputs" in result:
                     return {**result, _STREAMED: "".join(tokens) or last_message}
                 break
         text = "".join(tokens) or last_message
@@ -199,5 +197,6 @@ class LangflowBackend(HttpFlowBackend):
 
     def _error_text(self, data: Any) -> str:
         if isinstance(data, dict):
-            data = data.get("error") or data.get("text") or data.get("message") or json.dumps(data, default=str)
+            data = (data.get("error") or data.get("text") or data.get("message")
+                    or json.dumps(data, default=str))
         return self.redact(str(data))[:300]

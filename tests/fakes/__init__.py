@@ -11,6 +11,8 @@ real products.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -32,6 +34,16 @@ class Recorded:
     headers: dict[str, str]  # lower-case names
     body: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+async def slow_down(request: Any, seconds: float) -> None:
+    """Sleep like a slow flow, but stop early once the client has gone (so servers stop promptly)."""
+    async def gone() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(gone(), seconds)
 
 
 @contextmanager
@@ -62,4 +74,4 @@ def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 1
         sock.close()
 
 
-__all__ = ["Recorded", "serve_app"]
+__all__ = ["Recorded", "serve_app", "slow_down"]

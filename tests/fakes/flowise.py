@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes import Recorded
+from tests.fakes import Recorded, slow_down
 
 
 @dataclass
@@ -101,7 +101,8 @@ class FakeFlowise:
             "id": f.id, "name": f.name, "flowData": json.dumps({"nodes": [], "edges": []}), "deployed": True,
             "isPublic": False, "apikeyid": f"key-{f.id}" if f.api_key else None, "chatbotConfig": None,
             "apiConfig": None, "analytic": None, "speechToText": None, "category": f.category, "type": f.type,
-            "workspaceId": "ws-1", "createdDate": "2026-11-01T10:00:00.000Z", "updatedDate": "2026-11-01T10:00:00.000Z",
+            "workspaceId": "ws-1", "createdDate": "2026-11-01T10:00:00.000Z",
+            "updatedDate": "2026-11-01T10:00:00.000Z",
         } for f in self.flows.values()]
         if "page" in rec.query and "limit" in rec.query:
             page, limit = int(rec.query["page"]), int(rec.query["limit"])
@@ -117,7 +118,7 @@ class FakeFlowise:
             return _error(500, "Error: buildChatflow - Unauthorized")
         body = rec.body if isinstance(rec.body, dict) else {}
         if flow.delay_s:
-            await asyncio.sleep(flow.delay_s)
+            await slow_down(request, flow.delay_s)
         if flow.error:
             return _error(500, f"Error: buildChatflow - {flow.error}")
         if flow.malformed:

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes import Recorded
+from tests.fakes import Recorded, slow_down
 
 _COMPONENT = "ChatOutput-x7Kq2"
 
@@ -59,8 +59,9 @@ class LangflowFlow:
 
 
 def _message(text: str, sender: str, sid: str, flow_id: str) -> dict[str, Any]:
-    return {"timestamp": "2026-11-01 10:00:00 UTC", "sender": sender, "sender_name": "AI" if sender == "Machine"
-            else "User", "session_id": sid, "text": text, "files": [], "error": False, "edit": False,
+    return {"timestamp": "2026-11-01 10:00:00 UTC", "sender": sender,
+            "sender_name": "AI" if sender == "Machine" else "User", "session_id": sid, "text": text,
+            "files": [], "error": False, "edit": False,
             "properties": {"source": {"id": _COMPONENT}}, "category": "message", "content_blocks": [],
             "id": str(uuid.uuid4()), "flow_id": flow_id}
 
@@ -69,7 +70,8 @@ def run_result(flow: LangflowFlow, sid: str, value: str) -> dict[str, Any]:
     text = flow.reply(value)
     out: dict[str, Any] = {
         "results": {"message": _message(text, "Machine", sid, flow.id)},
-        "artifacts": {"message": text, "sender": "Machine", "sender_name": "AI", "files": [], "type": "object"},
+        "artifacts": {"message": text, "sender": "Machine", "sender_name": "AI", "files": [],
+                      "type": "object"},
         "outputs": {"message": {"message": text, "type": "text"}},
         "logs": {"message": []},
         "messages": [{"message": text, "sender": "Machine", "sender_name": "AI", "session_id": sid,
@@ -141,8 +143,9 @@ class FakeLangflow:
         for f in self.flows:
             item: dict[str, Any] = {
                 "id": f.id, "name": f.name, "description": f.description, "endpoint_name": f.endpoint_name,
-                "tags": f.tags, "is_component": f.is_component, "folder_id": "folder-1", "access_type": "PRIVATE",
-                "mcp_enabled": False, "action_name": None, "action_description": None,
+                "tags": f.tags, "is_component": f.is_component, "folder_id": "folder-1",
+                "access_type": "PRIVATE", "mcp_enabled": False, "action_name": None,
+                "action_description": None,
             }
             if not header_only:
                 item |= {"data": {"nodes": [], "edges": []}, "icon": None, "gradient": None, "webhook": False,
@@ -151,8 +154,8 @@ class FakeLangflow:
         if rec.query.get("get_all", "true").lower() == "true":
             return JSONResponse(items)
         page, size = int(rec.query.get("page", 1)), int(rec.query.get("size", 50))
-        return JSONResponse({"items": items[(page - 1) * size: page * size], "total": len(items), "page": page,
-                             "size": size, "pages": max(1, -(-len(items) // size))})
+        return JSONResponse({"items": items[(page - 1) * size: page * size], "total": len(items),
+                             "page": page, "size": size, "pages": max(1, -(-len(items) // size))})
 
     async def run(self, request: Request) -> Response:
         rec = await self._record(request)
@@ -164,9 +167,10 @@ class FakeLangflow:
             return JSONResponse({"detail": f"Flow identifier {ident} not found"}, 404)
         body = rec.body if isinstance(rec.body, dict) else {}
         value = body.get("input_value") if isinstance(body.get("input_value"), str) else ""
-        sid = body.get("session_id") if isinstance(body.get("session_id"), str) and body["session_id"] else flow.id
+        given = body.get("session_id")
+        sid = given if isinstance(given, str) and given else flow.id  # no session: the flow id stands in
         if flow.delay_s:
-            await asyncio.sleep(flow.delay_s)
+            await slow_down(request, flow.delay_s)
         if flow.error:
             return JSONResponse({"detail": f"Error running graph: {flow.error}"}, 500)
         if flow.malformed:

@@ -34,11 +34,13 @@ LANGFLOW_KEY = "sk-lf-SECRET-77aa01bc"
 SECRETS = (FLOWISE_KEY, FLOW_KEY, WRONG_KEY, LANGFLOW_KEY)
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 DOCS_ID = "0b6f1c2e-1d6a-4c39-9a0b-5c1f2e3d4a01"
+SUPPORT_ID = "a1b2c3d4-0000-4000-8000-000000000001"
 
 
 def ctx(session_id: str | None = "sess-42", **params: Any) -> CallContext:
     return CallContext(question="How do I install it?", intent="document-qa", session_id=session_id,
-                       parameters=Parameters(**params) if params else None, trace={"traceparent": TRACEPARENT})
+                       parameters=Parameters(**params) if params else None,
+                       trace={"traceparent": TRACEPARENT})
 
 
 def assert_no_secret(*objects: Any) -> None:
@@ -158,14 +160,16 @@ async def test_flowise_without_session_reports_the_session_flowise_created(flowi
     fake, _ = flowise_server
     outcome = await flowise.call(flow_cap("flowise", "Calculator Agent", "calc"), {"question": "2+2?"},
                                  timeout_s=5, context=ctx(session_id=None))
-    assert outcome.text == "Calculator Agent answers: 2+2?" and outcome.extra["usedTools"][0]["tool"] == "calculator"
+    assert outcome.text == "Calculator Agent answers: 2+2?"
+    assert outcome.extra["usedTools"][0]["tool"] == "calculator"
     assert outcome.session_id and outcome.session_id == outcome.extra["chatId"]
     assert fake.last("/prediction/calc").body["overrideConfig"] == {}
 
 
 async def test_flowise_forwards_history(flowise: FlowiseBackend, flowise_server: Any) -> None:
     fake, _ = flowise_server
-    history = [{"role": "userMessage", "content": "Hi, I am Bob"}, {"role": "apiMessage", "content": "Hello Bob"}]
+    history = [{"role": "userMessage", "content": "Hi, I am Bob"},
+               {"role": "apiMessage", "content": "Hello Bob"}]
     outcome = await flowise.call(flow_cap("flowise", "Docs QA", DOCS_ID), {"history": history}, timeout_s=5,
                                  context=ctx())
     assert fake.last(f"/prediction/{DOCS_ID}").body["history"] == history
@@ -190,7 +194,8 @@ async def test_flowise_flow_that_cannot_stream_answers_json(flowise: FlowiseBack
 
 async def test_flowise_error_event_in_a_stream_fails_the_call(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendFailed, match="the tool crashed"):
-        await flowise.call(flow_cap("flowise", "Stream Fail", "streamfail"), {}, timeout_s=5, context=ctx(stream=True))
+        await flowise.call(flow_cap("flowise", "Stream Fail", "streamfail"), {}, timeout_s=5,
+                           context=ctx(stream=True))
 
 
 @pytest.mark.parametrize("key", [None, WRONG_KEY], ids=["no-key", "wrong-key"])
@@ -237,7 +242,7 @@ async def test_flowise_unknown_flow_is_a_404_naming_the_flow(flowise: FlowiseBac
 
 
 async def test_flowise_server_error_is_reported_with_its_message(flowise: FlowiseBackend) -> None:
-    with pytest.raises(BackendFailed, match="HTTP 500: Error: buildChatflow - model provider returned 429") as err:
+    with pytest.raises(BackendFailed, match="HTTP 500: Error: buildChatflow - model provider") as err:
         await flowise.call(flow_cap("flowise", "Failing Flow", "failing"), {}, timeout_s=5, context=ctx())
     assert type(err.value) is BackendFailed
     assert_no_secret(err.value)
@@ -283,7 +288,7 @@ async def test_flowise_key_from_the_environment(flowise_server: Any, monkeypatch
 @pytest.fixture(scope="module")
 def langflow_server() -> Iterator[tuple[FakeLangflow, str]]:
     fake = FakeLangflow([
-        LangflowFlow(id="a1b2c3d4-0000-4000-8000-000000000001", name="Support Bot", description="Answers support tickets",
+        LangflowFlow(id=SUPPORT_ID, name="Support Bot", description="Answers support tickets",
                      endpoint_name="support", tags=["support"]),
         LangflowFlow(id="flow-plain", name="Plain Flow"),
         LangflowFlow(id="flow-messages", name="Messages Flow", shape="messages"),
@@ -300,14 +305,12 @@ def langflow_server() -> Iterator[tuple[FakeLangflow, str]]:
         yield fake, url
 
 
-SUPPORT_ID = "a1b2c3d4-0000-4000-8000-000000000001"
-
-
 def langflow_spec(url: str, **overrides: Any) -> LangflowSpec:
     data: dict[str, Any] = {
         "name": "langflow", "url": url, "api_key": LANGFLOW_KEY, "timeout_s": 5,
         "flows": [{"id": "support", "intents": ["general"], "tags": ["tickets"]},
-                  {"id": "flow-plain", "name": "plain", "description": "A plain chat flow", "intents": ["document-qa"]}],
+                  {"id": "flow-plain", "name": "plain", "description": "A plain chat flow",
+                   "intents": ["document-qa"]}],
     }
     return LangflowSpec.model_validate(data | overrides)
 
@@ -330,7 +333,8 @@ async def test_langflow_lists_flows_as_capabilities(langflow: LangflowBackend, l
     caps = {c.name: c for c in catalog.capabilities}
     assert "My Component" not in caps and len(caps) == 10
     support = caps["Support Bot"]  # configured by endpoint name
-    assert support.target == SUPPORT_ID and support.intents == ("general",) and support.tags == ("tickets", "support")
+    assert support.target == SUPPORT_ID and support.intents == ("general",)
+    assert support.tags == ("tickets", "support")
     assert support.description == "Answers support tickets"
     assert caps["plain"].target == "flow-plain" and caps["plain"].description == "A plain chat flow"
     assert caps["Messages Flow"].description == "Langflow flow 'Messages Flow'"
@@ -343,12 +347,14 @@ async def test_langflow_lists_flows_as_capabilities(langflow: LangflowBackend, l
     await only.shutdown()
 
 
-async def test_langflow_run_passes_session_and_tweaks(langflow: LangflowBackend, langflow_server: Any) -> None:
+async def test_langflow_run_passes_session_and_tweaks(langflow: LangflowBackend,
+                                                      langflow_server: Any) -> None:
     fake, _ = langflow_server
     tweaks = {"ChatOutput-x7Kq2": {"should_store_message": False}}
-    outcome = await langflow.call(flow_cap("langflow", "Support Bot", SUPPORT_ID), {"tweaks": tweaks}, timeout_s=5,
-                                  context=ctx(temperature=0.1, max_tokens=64))
-    assert outcome.ok and outcome.text == "Support Bot says: How do I install it?" and outcome.session_id == "sess-42"
+    outcome = await langflow.call(flow_cap("langflow", "Support Bot", SUPPORT_ID), {"tweaks": tweaks},
+                                  timeout_s=5, context=ctx(temperature=0.1, max_tokens=64))
+    assert outcome.ok and outcome.text == "Support Bot says: How do I install it?"
+    assert outcome.session_id == "sess-42"
     sent = fake.last(f"/run/{SUPPORT_ID}")
     assert sent.query == {"stream": "false"}
     assert sent.body == {"input_value": "How do I install it?", "input_type": "chat", "output_type": "chat",
@@ -364,12 +370,13 @@ async def test_langflow_flow_id_fallback_session_is_not_reported(langflow: Langf
         raw = await client.post(f"{url}/api/v1/run/flow-plain", params={"stream": "false"},
                                 json={"input_value": "hi"}, headers={"x-api-key": LANGFLOW_KEY})
     assert raw.json()["session_id"] == "flow-plain"
-    outcome = await langflow.call(flow_cap("langflow", "plain", "flow-plain"), {"question": "hi"}, timeout_s=5,
-                                  context=ctx(session_id=None))
+    outcome = await langflow.call(flow_cap("langflow", "plain", "flow-plain"), {"question": "hi"},
+                                  timeout_s=5, context=ctx(session_id=None))
     assert outcome.text == "Plain Flow says: hi" and outcome.session_id is None
 
 
-@pytest.mark.parametrize(("flow", "name"), [("flow-messages", "Messages Flow"), ("flow-artifacts", "Artifacts Flow")])
+@pytest.mark.parametrize(("flow", "name"), [("flow-messages", "Messages Flow"),
+                                            ("flow-artifacts", "Artifacts Flow")])
 async def test_langflow_answer_found_in_other_places(langflow: LangflowBackend, flow: str, name: str) -> None:
     outcome = await langflow.call(flow_cap("langflow", name, flow), {}, timeout_s=5, context=ctx())
     assert outcome.text == f"{name} says: How do I install it?"
@@ -383,7 +390,8 @@ async def test_langflow_output_without_a_message(langflow: LangflowBackend) -> N
 @pytest.mark.parametrize("flow", ["flow-plain", "flow-notokens"])
 async def test_langflow_streaming(langflow: LangflowBackend, langflow_server: Any, flow: str) -> None:
     fake, _ = langflow_server
-    outcome = await langflow.call(flow_cap("langflow", "plain", flow), {}, timeout_s=5, context=ctx(stream=True))
+    outcome = await langflow.call(flow_cap("langflow", "plain", flow), {}, timeout_s=5,
+                                  context=ctx(stream=True))
     name = "Plain Flow" if flow == "flow-plain" else "No Tokens"
     assert outcome.text == f"{name} says: How do I install it?" and outcome.session_id == "sess-42"
     assert fake.last(f"/run/{flow}").query == {"stream": "true"}
@@ -412,8 +420,9 @@ async def test_langflow_403_is_a_clear_auth_error(langflow_server: Any, key: str
 async def test_langflow_unknown_flow_and_server_error(langflow: LangflowBackend) -> None:
     with pytest.raises(BackendFailed, match=r"no flow 'Ghost' \(id 'nope'\) \(HTTP 404\)"):
         await langflow.call(flow_cap("langflow", "Ghost", "nope"), {}, timeout_s=5, context=ctx())
-    with pytest.raises(BackendFailed, match="HTTP 500: Error running graph: component OpenAIModel failed") as err:
-        await langflow.call(flow_cap("langflow", "Failing Flow", "flow-failing"), {}, timeout_s=5, context=ctx())
+    with pytest.raises(BackendFailed, match="HTTP 500: Error running graph: component OpenAIModel") as err:
+        await langflow.call(flow_cap("langflow", "Failing Flow", "flow-failing"), {}, timeout_s=5,
+                            context=ctx())
     assert type(err.value) is BackendFailed
 
 
@@ -421,7 +430,8 @@ async def test_langflow_timeout_and_malformed_body(langflow: LangflowBackend) ->
     with pytest.raises(BackendTimeout, match=r"'langflow' \(flow 'Slow Flow'\): no answer within 0.3 s"):
         await langflow.call(flow_cap("langflow", "Slow Flow", "flow-slow"), {}, timeout_s=0.3, context=ctx())
     with pytest.raises(BackendFailed, match="malformed response"):
-        await langflow.call(flow_cap("langflow", "Broken Flow", "flow-broken"), {}, timeout_s=5, context=ctx())
+        await langflow.call(flow_cap("langflow", "Broken Flow", "flow-broken"), {}, timeout_s=5,
+                            context=ctx())
 
 
 async def test_langflow_health_check(langflow: LangflowBackend, langflow_server: Any) -> None:
@@ -429,7 +439,7 @@ async def test_langflow_health_check(langflow: LangflowBackend, langflow_server:
     await langflow.health(2)
     assert fake.last().path == "/health_check"
     fake.health = "error: database is locked"
-    with pytest.raises(BackendUnavailable, match="HTTP 500.*database is locked"):
+    with pytest.raises(BackendUnavailable, match=r"HTTP 500.*database is locked"):
         await langflow.health(2)
     dead = LangflowBackend(langflow_spec(dead_url(), connect_timeout_s=1))
     with pytest.raises(BackendUnavailable, match="cannot reach"):

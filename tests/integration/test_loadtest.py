@@ -18,6 +18,7 @@ import httpx
 import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -63,8 +64,8 @@ def build_fake_router() -> Any:
     @server.tool()
     def universal_query(question: str) -> dict[str, Any]:
         status, body = _answer(question)
-        if status != 200:
-            raise ValueError(body["error"]["message"])
+        if status != 200:  # as the router's MCP endpoint reports a RouterError
+            raise ToolError(f"{body['error']['type']}: {body['error']['message']}")
         return body
 
     @server.custom_route("/v1/query", methods=["POST"])
@@ -142,7 +143,7 @@ def test_mcp_protocol_calls_universal_query(fake_router: str) -> None:
                                           protocol="mcp", progress=False))
     assert summary["requests"] == 8 and summary["ok"] == 6, summary
     assert summary["backends"] == {"calculator": 4, "time": 2}
-    assert summary["errors_by_cause"] == {"tool_error": 2} and summary["errors_by_status"] == {}
+    assert summary["errors_by_cause"] == {"backend_unavailable": 2} and summary["errors_by_status"] == {}
     assert summary["fallbacks"] == 2
 
 

@@ -1,0 +1,238 @@
+"""ChunkStore: an embedded, persistent vector store on SQLite (stdlib) and numpy.
+
+    store = ChunkStore(".state/rag", collection="knowledge-base")
+    store.replace_document("faq.md", content_hash, fingerprint, chunks, vectors)   # atomic per document
+    store.document_hashes()                       # {"faq.md": ("3f2a...", "model|800|120|chars"), ...}
+    chunks, matrix = store.load({"doc_type": {"$in": ["md", "jsonl"]}})
+    best = store.query(question_vector, n=5, where={"topic": "routing"})
+
+One file (``<path>/rag.sqlite3``, WAL mode, safe to read from several processes) holds the chunks
+(id, document source, text, metadata as JSON, float32 vector) and, per document, the content hash
+and ingest fingerprint, so re-ingesting an unchanged file does nothing. Search is exact cosine over
+the filtered rows; filters (a subset of Chroma's ``where``) are translated to SQL over the metadata
+JSON, so only the matching rows are read. A generation counter, bumped by every write, lets readers
+in other processes notice changes. Why not Chroma: see README, "RAG knowledge-base server".
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DB_NAME = "rag.sqlite3"
+_SCALARS = (str, int, float, bool)
+_COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_OPERATORS = ("$eq", "$ne", "$in", "$nin", *_COMPARE)
+
+
+class FilterError(ValueError):
+    """A `where` filter that is not in the supported subset; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    id: str
+    source: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def canonical_filter(where: dict[str, Any] | None) -> str:
+    """The cache key of a filter: canonical JSON (sorted keys, no spaces); ``{}`` for no filter."""
+    return json.dumps(where or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def compile_filter(where: dict[str, Any] | None) -> tuple[str, list[Any]]:
+    """SQL condition on the ``metadata`` column and its parameters; raises `FilterError` when invalid."""
+    if where is None or where == {}:
+        return "1", []
+    if not isinstance(where, dict):
+        raise FilterError(f"filters must be an object, got {type(where).__name__}")
+    params: list[Any] = []
+    return _clause(where, params, "filters"), params
+
+
+def _clause(node: Any, params: list[Any], at: str) -> str:
+    if not isinstance(node, dict) or not node:
+        raise FilterError(f"{at}: expected a non-empty object")
+    parts = []
+    for key, value in node.items():
+        if key in ("$and", "$or"):
+            if not isinstance(value, list) or not value:
+                raise FilterError(f"{at}.{key}: expected a non-empty list of filters")
+            inner = [_clause(v, params, f"{at}.{key}[{i}]") for i, v in enumerate(value)]
+            parts.append("(" + f" {key[1:].upper()} ".join(inner) + ")")
+        elif key.startswith("$"):
+            raise FilterError(f"{at}: unknown operator {key!r} at field level; use $and or $or, "
+                              f"or put it under a field name")
+        else:
+            parts.append(_field(key, value, params, f"{at}.{key}"))
+    return parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")"
+
+
+def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
+    if not name or '"' in name or "\\" in name:
+        raise FilterError(f"{at}: invalid field name {name!r}")
+    path = f'$."{name}"'
+    if not isinstance(cond, dict):
+        cond = {"$eq": cond}
+    if len(cond) != 1:
+        raise FilterError(f"{at}: one operator per field ({', '.join(cond)}); combine with $and")
+    (op, value), = cond.items()
+    if op not in _OPERATORS:
+        raise FilterError(f"{at}: unknown operator {op!r}; supported: {', '.join(_OPERATORS)}")
+    value_sql = "json_extract(metadata, ?)"
+    if op in ("$eq", "$ne"):
+        _scalar(value, f"{at}.{op}")
+        params.append(path)
+        if isinstance(value, bool):  # JSON true/false, not the numbers 1/0
+            params.append("true" if value else "false")
+            test = f"json_type(metadata, {_mark(params, path)}) = ?"
+            params.remove(path) if False else None
+            return test if op == "$eq" else f"NOT ({test})"
+        params.append(value)
+        return f"{value_sql} = ?" if op == "$eq" else f"{value_sql} IS NOT ?"
+    if op in ("$in", "$nin"):
+        if not isinstance(value, list) or not value:
+            raise FilterError(f"{at}.{op}: expected a non-empty list of values")
+        for i, v in enumerate(value):
+            _scalar(v, f"{at}.{op}[{i}]")
+            if isinstance(v, bool):
+                raise FilterError(f"{at}.{op}[{i}]: booleans are not supported in {op}; use $eq")
+        params.append(path)
+        params.extend(value)
+        marks = ",".join("?" * len(value))
+        if op == "$in":
+            return f"{value_sql} IN ({marks})"
+        return f"({value_sql} IS NULL OR {value_sql.replace('?', '?', 1)} NOT IN ({marks}))".replace(
+            f"{value_sql} IS NULL OR {value_sql}", _nin_prefix(params, path, len(value)))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FilterError(f"{at}.{op}: expected a number, got {value!r}")
+    params.extend([path, path, value])
+    return f"(json_type(metadata, ?) IN ('integer', 'real') AND {value_sql} {_COMPARE[op]} ?)"
+
+
+def _mark(params: list[Any], path: str) -> str:
+    return "?"
+
+
+def _nin_prefix(params: list[Any], path: str, n: int) -> str:
+    # "$nin" reads the field twice (missing fields match); the path parameter goes in twice.
+    params.insert(len(params) - n, path)
+    return "json_extract(metadata, ?) IS NULL OR json_extract(metadata, ?)"
+
+
+def _scalar(value: Any, at: str) -> None:
+    if not isinstance(value, _SCALARS):
+        raise FilterError(f"{at}: expected a string, number or boolean, got {type(value).__name__}")
+
+
+class ChunkStore:
+    """Chunks, vectors and document hashes of one collection in a SQLite file under `path`."""
+
+    def __init__(self, path: str | Path, collection: str = "knowledge-base") -> None:
+        directory = Path(path).expanduser()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / DB_NAME
+        self.collection = collection
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript("""
+                CREATE TABLE IF NOT EXISTS documents (collection TEXT, source TEXT, hash TEXT, fingerprint TEXT,
+                    chunks INTEGER, PRIMARY KEY (collection, source));
+                CREATE TABLE IF NOT EXISTS chunks (collection TEXT, id TEXT, source TEXT, ord INTEGER, text TEXT,
+                    metadata TEXT, vector BLOB, PRIMARY KEY (collection, id));
+                CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks (collection, source);
+                CREATE TABLE IF NOT EXISTS generations (collection TEXT PRIMARY KEY, value INTEGER);
+            """)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- documents -------------------------------------------------------------------------------
+
+    def document_hashes(self) -> dict[str, tuple[str, str]]:
+        """Source -> (content hash, ingest fingerprint) of every stored document."""
+        rows = self._read("SELECT source, hash, fingerprint FROM documents WHERE collection = ?", [])
+        return {s: (h, f) for s, h, f in rows}
+
+    def replace_document(self, source: str, content_hash: str, fingerprint: str, chunks: Sequence[Chunk],
+                         vectors: np.ndarray) -> None:
+        """Atomically replace every chunk of `source` (none left behind from an older version)."""
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
+        rows = [(self.collection, c.id, source, i, c.text, json.dumps(c.metadata, ensure_ascii=False),
+                 np.asarray(v, dtype=np.float32).tobytes()) for i, (c, v) in enumerate(zip(chunks, vectors,
+                                                                                           strict=True))]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM chunks WHERE collection = ? AND source = ?", (self.collection, source))
+                self._db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.execute("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)",
+                                 (self.collection, source, content_hash, fingerprint, len(rows)))
+                self._bump()
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def delete_document(self, source: str) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM chunks WHERE collection = ? AND source = ?", (self.collection, source))
+            self._db.execute("DELETE FROM documents WHERE collection = ? AND source = ?", (self.collection, source))
+            self._bump()
+            self._db.execute("COMMIT")
+
+    def _bump(self) -> None:
+        self._db.execute("INSERT INTO generations VALUES (?, 1) ON CONFLICT (collection) "
+                         "DO UPDATE SET value = value + 1", (self.collection,))
+
+    def generation(self) -> int:
+        """Changes with every write to the collection, from any process."""
+        rows = self._read("SELECT value FROM generations WHERE collection = ?", [])
+        return int(rows[0][0]) if rows else 0
+
+    # -- chunks ----------------------------------------------------------------------------------
+
+    def count(self) -> tuple[int, int]:
+        """(documents, chunks) in the collection."""
+        docs = self._read("SELECT COUNT(*) FROM documents WHERE collection = ?", [])[0][0]
+        chunks = self._read("SELECT COUNT(*) FROM chunks WHERE collection = ?", [])[0][0]
+        return int(docs), int(chunks)
+
+    def load(self, where: dict[str, Any] | None = None) -> tuple[list[Chunk], np.ndarray]:
+        """The chunks matching `where`, in document order, and their vectors as one float32 matrix."""
+        condition, params = compile_filter(where)
+        rows = self._read("SELECT id, source, text, metadata, vector FROM chunks WHERE collection = ? AND "
+                          f"{condition} ORDER BY source, ord", params)  # noqa: S608 - built from operators only
+        chunks = [Chunk(i, s, t, json.loads(m)) for i, s, t, m, _ in rows]
+        if not rows:
+            return chunks, np.zeros((0, 0), dtype=np.float32)
+        return chunks, np.stack([np.frombuffer(r[4], dtype=np.float32) for r in rows])
+
+    def query(self, vector: np.ndarray, n: int = 10, where: dict[str, Any] | None = None
+              ) -> list[tuple[Chunk, float]]:
+        """The `n` chunks nearest to `vector` by cosine (vectors are L2-normalised), best first."""
+        chunks, matrix = self.load(where)
+        if not chunks:
+            return []
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        order = np.argsort(-sims, kind="stable")[:n]
+        return [(chunks[i], float(sims[i])) for i in order]
+
+    def _read(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, [self.collection, *params]).fetchall()

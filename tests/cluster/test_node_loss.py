@@ -1,0 +1,115 @@
+"""Multi-node behaviour on one machine: a head and two worker nodes (`ray.cluster_utils.Cluster`).
+
+Three equivalent backends whose actors are spread over the nodes; requests keep flowing through the
+router's own wiring (BackendDirectory, RayExecutor, Router) while the worker node hosting one of the
+actors is removed. Only the requests in flight to that node may fail; the actor comes back on a
+surviving node and reconnects to its backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from actors.registry import ensure_backend_actor, ensure_performance_actor, kill_router_actors
+from deployments.directory import BackendDirectory
+from deployments.executor import RayExecutor
+from router.config import RouterSettings
+from router.core import Router
+from router.errors import RouterError
+from router.models import QueryRequest
+from tests.conftest import EXAMPLES, stdio
+
+WORKERS = 4
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if ray.is_initialized():
+        ray.shutdown()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(2):
+        c.add_node(num_cpus=1)
+    ray.init(address=c.address, namespace="mcp-router-cluster-test", log_to_driver=False, logging_level="WARNING")
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+async def _no_embed(texts: list[str]) -> Any:
+    raise AssertionError("this test routes on BM25 only")
+
+
+async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_back(cluster: Cluster) -> None:
+    settings = RouterSettings.model_validate({
+        "backends": [stdio(n, EXAMPLES / "servers" / "faulty.py", "--name", n, "--latency-ms", "20",
+                           health_interval_s=1) for n in ("a", "b", "c")],
+        "server": {"namespace": "mcp-router-cluster-test"},
+    })
+    actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.backends}
+    router = Router(settings, executor=RayExecutor(settings.server.namespace, actors), embed=_no_embed,
+                    stats=None)  # type: ignore[arg-type]
+    directory = BackendDirectory(settings, router, actors, ensure_performance_actor(settings), embedder=None)
+    router.stats = directory
+    await directory.wait_ready(20)
+    statuses = directory.statuses()
+    assert all(s.health == "healthy" for s in statuses.values()), statuses
+    head = cluster.head_node.node_id
+    workers = {n.node_id: n for n in cluster.worker_nodes}
+    victim_name, victim = next((name, workers[s.node_id]) for name, s in statuses.items() if s.node_id in workers)
+    directory.start()
+
+    outcomes: list[tuple[float, bool, str]] = []
+    stop = asyncio.Event()
+
+    async def worker() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                r = await router.query(QueryRequest(question="Answer a general knowledge question: capital of Peru?",
+                                                    deadline_s=20))
+                outcomes.append((started, True, r.backend))
+            except RouterError as exc:
+                outcomes.append((started, False, exc.code))
+
+    tasks = [asyncio.create_task(worker()) for _ in range(WORKERS)]
+    await asyncio.sleep(2)
+    removed_at = time.monotonic()
+    await asyncio.to_thread(cluster.remove_node, victim)
+    removed_done = time.monotonic()
+    await asyncio.sleep(6)
+    stop.set()
+    await asyncio.gather(*tasks)
+
+    failures = [o for o in outcomes if not o[1]]
+    assert len(outcomes) > 50
+    # Only requests that may have been in flight on the lost node can fail: at most one per worker.
+    assert len(failures) <= WORKERS, failures
+    assert all(removed_at - 1 <= t <= removed_done + 1 for t, _, _ in failures)
+    after = [o for o in outcomes if o[0] > removed_done + 1]
+    assert after and all(ok for _, ok, _ in after)
+
+    async def back() -> Any:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                s = await actors[victim_name].get_status.remote()
+                if s.health == "healthy" and s.node_id != victim.node_id:
+                    return s
+            except ray.exceptions.RayError:
+                actors[victim_name] = await asyncio.to_thread(ray.get_actor, f"backend:{victim_name}",
+                                                              namespace=settings.server.namespace)
+            await asyncio.sleep(0.5)
+        pytest.fail(f"backend {victim_name!r} did not come back on a surviving node")
+
+    status = await back()
+    assert status.node_id in (head, *(n for n in workers if n != victim.node_id))
+    await directory.stop()
+    kill_router_actors(settings)
