@@ -157,6 +157,9 @@ class BackendSupervisor:
         try:
             async with self._sem:
                 outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
+        except asyncio.CancelledError:
+            self.detector.abandon(probe)
+            raise
         except RouterError as exc:
             outcome = CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,
                                   latency_ms=(time.perf_counter() - started) * 1000, error_type=exc.code,

@@ -71,13 +71,6 @@ def _tool_error_type(result: Any) -> str:
     return match.group(1) if match else "tool_error"
 
 
-def _unwrap(body: Any) -> Any:
-    """A tool's structured result may wrap the response as {"result": ...}."""
-    if isinstance(body, dict) and "backend" not in body and isinstance(body.get("result"), dict):
-        return body["result"]
-    return body
-
-
 class _Run:
     def __init__(self, url: str, questions: list[str], *, concurrency: int, duration: float | None,
                  requests: int | None, mode: str | None, protocol: str, request_timeout: float,
@@ -101,6 +94,10 @@ class _Run:
         self._issued += 1
         return self._issued - 1
 
+    def _payload(self, i: int) -> dict[str, Any]:
+        question = self.questions[i % len(self.questions)]
+        return {"question": question, "mode": self.mode} if self.mode else {"question": question}
+
     def _add(self, t0: float, *, ok: bool, status: int | None = None, body: Any = None,
              cause: str | None = None) -> None:
         latency_ms = (time.perf_counter() - t0) * 1000
@@ -117,12 +114,9 @@ class _Run:
 
     async def _http_worker(self, client: httpx.AsyncClient) -> None:
         while (i := self._claim()) is not None:
-            payload: dict[str, Any] = {"question": self.questions[i % len(self.questions)]}
-            if self.mode:
-                payload["mode"] = self.mode
             t0 = time.perf_counter()
             try:
-                resp = await client.post(f"{self.url}/v1/query", json=payload)
+                resp = await client.post(f"{self.url}/v1/query", json=self._payload(i))
             except Exception as exc:  # a transport error is a failed request, not the end of the worker
                 self._add(t0, ok=False, cause=_cause_of(exc))
                 continue
@@ -142,10 +136,8 @@ class _Run:
                 async with Client(f"{self.url}/mcp/", read_timeout_seconds=self.request_timeout) as client:
                     while i is not None:
                         t0 = time.perf_counter()
-                        question = self.questions[i % len(self.questions)]
-                        result = await client.call_tool("universal_query", {"question": question})
-                        body = _unwrap(result.structured_content)
-                        self._add(t0, ok=not result.is_error, body=body,
+                        result = await client.call_tool("universal_query", self._payload(i))
+                        self._add(t0, ok=not result.is_error, body=result.structured_content,
                                   cause=_tool_error_type(result) if result.is_error else None)
                         i = self._claim()
             except Exception as exc:  # session setup, transport or protocol failure: count it, reconnect

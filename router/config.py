@@ -268,11 +268,14 @@ class LLMSettings(_Strict):
 
 
 class ToolSelectionSettings(_Strict):
+    # Selection engages only above both thresholds; below them every tool is returned.
     min_tools: int = Field(default=30, ge=0)
     min_servers: int = Field(default=4, ge=0)
-    max_servers: int = Field(default=8, ge=1)
-    # Servers whose best tool scores at least this share of the top server's score are kept.
-    relative_threshold: float = Field(default=0.5, ge=0, le=1)
+    max_servers: int = Field(default=12, ge=1)
+    # Retrieval keeps whole servers, best first, until they hold this share of all tools.
+    max_tool_share: float = Field(default=0.2, gt=0, le=1)
+    # How many of retrieval's best servers an LLM chooses among.
+    llm_candidates: int = Field(default=15, ge=1)
     session_cache_size: int = Field(default=10_000, ge=0)
 
 

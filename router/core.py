@@ -316,8 +316,11 @@ class Router:
         def hedge_delay(backend: str) -> float:
             snap = lookup_perf(perf, backend, d.intent)
             if snap is None or snap.count < 5:
-                return res.hedge_default_delay_ms
-            return min(max(snap.p95_latency_ms, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
+                return min(res.hedge_default_delay_ms, res.hedge_max_delay_ms)
+            # The p95, but no more than three medians: when over 5% of calls are slow the p95 is the slow
+            # tail itself, and hedging only after it would never help.
+            delay = min(snap.p95_latency_ms, 3 * snap.p50_latency_ms) if snap.p50_latency_ms else snap.p95_latency_ms
+            return min(max(delay, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
 
         def on_outcome(call: PlannedCall, outcome: CallOutcome) -> None:
             self.stats.record(call.backend, d.intent, outcome)

@@ -76,6 +76,12 @@ class OutlierDetector:
             return True
         return False
 
+    def abandon(self, probe: bool) -> None:
+        """A call was cancelled before it finished (it lost a parallel or hedged race): it counts for
+        nothing, and if it was the half-open probe the next call probes instead."""
+        if probe and self.state == "half_open":
+            self._probe_in_flight = False
+
     def _should_eject(self) -> bool:
         s = self.settings
         if self.consecutive_failures >= s.consecutive_failures:

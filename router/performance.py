@@ -37,12 +37,13 @@ def summarize(backend: str, intent: str, records: deque[CallRecord] | list[CallR
     def mean(rs: list[CallRecord]) -> float:
         return float(np.mean([r.latency_ms for r in rs])) if rs else 0.0
 
-    def p95(rs: list[CallRecord]) -> float:
-        return float(np.percentile([r.latency_ms for r in rs], 95)) if rs else 0.0
+    def pct(rs: list[CallRecord], q: float) -> float:
+        return float(np.percentile([r.latency_ms for r in rs], q)) if rs else 0.0
 
     return PerfSnapshot(backend=backend, intent=intent, count=len(items), success_rate_10=rate(last),
                         mean_latency_ms_10=mean(last), success_rate=rate(items), mean_latency_ms=mean(items),
-                        p95_latency_ms=p95(items), p95_latency_ms_10=p95(last))
+                        p95_latency_ms=pct(items, 95), p95_latency_ms_10=pct(last, 95),
+                        p50_latency_ms=pct(items, 50))
 
 
 class PerformanceHistory:

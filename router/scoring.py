@@ -34,6 +34,7 @@ class PerfSnapshot:
     mean_latency_ms: float
     p95_latency_ms: float
     p95_latency_ms_10: float
+    p50_latency_ms: float = 0.0
 
     @property
     def score(self) -> float:

@@ -65,3 +65,12 @@ def tokenize(text: str) -> list[str]:
     # Single CJK characters are kept: `words` indexes those scripts one character at a time.
     return [stem(w) for w in words(text)
             if w not in STOP_WORDS and (len(w) > 1 or w.isdigit() or _CJK.match(w) is not None)]
+
+
+_CLAUSE = re.compile(r"(?:[.;!?]\s+|,\s*(?:and\s+|then\s+)?|\s+and\s+then\s+|\s+then\s+|\s+and\s+(?=[a-z]+\b))", re.I)
+
+
+def clauses(text: str) -> list[str]:
+    """The steps of a multi-step request ("find X, then save it to Y"), each with some content."""
+    parts = [p.strip(" ,.;") for p in _CLAUSE.split(text)]
+    return [p for p in parts if len(tokenize(p)) >= 2]

@@ -30,6 +30,7 @@ DB_NAME = "rag.sqlite3"
 _SCALARS = (str, int, float, bool)
 _COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _OPERATORS = ("$eq", "$ne", "$in", "$nin", *_COMPARE)
+_NUMBER = "json_type(metadata, ?) IN ('integer', 'real')"
 
 
 class FilterError(ValueError):
@@ -78,55 +79,44 @@ def _clause(node: Any, params: list[Any], at: str) -> str:
 
 
 def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
-    if not name or '"' in name or "\\" in name:
+    if not isinstance(name, str) or not name or '"' in name or "\\" in name:
         raise FilterError(f"{at}: invalid field name {name!r}")
     path = f'$."{name}"'
     if not isinstance(cond, dict):
         cond = {"$eq": cond}
     if len(cond) != 1:
-        raise FilterError(f"{at}: one operator per field ({', '.join(cond)}); combine with $and")
-    (op, value), = cond.items()
+        raise FilterError(f"{at}: one operator per field, got {', '.join(map(str, cond)) or 'none'}; "
+                          f"combine several with $and")
+    ((op, value),) = cond.items()
     if op not in _OPERATORS:
         raise FilterError(f"{at}: unknown operator {op!r}; supported: {', '.join(_OPERATORS)}")
-    value_sql = "json_extract(metadata, ?)"
     if op in ("$eq", "$ne"):
         _scalar(value, f"{at}.{op}")
-        params.append(path)
-        if isinstance(value, bool):  # JSON true/false, not the numbers 1/0
-            params.append("true" if value else "false")
-            test = f"json_type(metadata, {_mark(params, path)}) = ?"
-            params.remove(path) if False else None
-            return test if op == "$eq" else f"NOT ({test})"
-        params.append(value)
-        return f"{value_sql} = ?" if op == "$eq" else f"{value_sql} IS NOT ?"
-    if op in ("$in", "$nin"):
+        if isinstance(value, bool):  # JSON true/false, not the numbers 1 and 0
+            test, args = "json_type(metadata, ?) = ?", [path, "true" if value else "false"]
+        elif isinstance(value, str):
+            test, args = "json_extract(metadata, ?) = ?", [path, value]
+        else:
+            test, args = f"({_NUMBER} AND json_extract(metadata, ?) = ?)", [path, path, value]
+    elif op in ("$in", "$nin"):
         if not isinstance(value, list) or not value:
             raise FilterError(f"{at}.{op}: expected a non-empty list of values")
         for i, v in enumerate(value):
             _scalar(v, f"{at}.{op}[{i}]")
             if isinstance(v, bool):
                 raise FilterError(f"{at}.{op}[{i}]: booleans are not supported in {op}; use $eq")
-        params.append(path)
-        params.extend(value)
-        marks = ",".join("?" * len(value))
-        if op == "$in":
-            return f"{value_sql} IN ({marks})"
-        return f"({value_sql} IS NULL OR {value_sql.replace('?', '?', 1)} NOT IN ({marks}))".replace(
-            f"{value_sql} IS NULL OR {value_sql}", _nin_prefix(params, path, len(value)))
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise FilterError(f"{at}.{op}: expected a number, got {value!r}")
-    params.extend([path, path, value])
-    return f"(json_type(metadata, ?) IN ('integer', 'real') AND {value_sql} {_COMPARE[op]} ?)"
-
-
-def _mark(params: list[Any], path: str) -> str:
-    return "?"
-
-
-def _nin_prefix(params: list[Any], path: str, n: int) -> str:
-    # "$nin" reads the field twice (missing fields match); the path parameter goes in twice.
-    params.insert(len(params) - n, path)
-    return "json_extract(metadata, ?) IS NULL OR json_extract(metadata, ?)"
+        test = (f"(json_type(metadata, ?) NOT IN ('true', 'false') AND json_extract(metadata, ?) IN "
+                f"({','.join('?' * len(value))}))")
+        args = [path, path, *value]
+    else:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise FilterError(f"{at}.{op}: expected a number, got {value!r}")
+        test, args = f"({_NUMBER} AND json_extract(metadata, ?) {_COMPARE[op]} ?)", [path, path, value]
+    if op in ("$ne", "$nin"):  # like Chroma: only chunks that have the field can match
+        params.extend([path, *args])
+        return f"(json_type(metadata, ?) IS NOT NULL AND NOT {test})"
+    params.extend(args)
+    return test
 
 
 def _scalar(value: Any, at: str) -> None:

@@ -1,12 +1,14 @@
-"""`mcp-router loadtest` against a fake router served by uvicorn on 127.0.0.1 (no Ray).
+"""`mcp-router loadtest` against fakes served by uvicorn on 127.0.0.1 (no Ray).
 
-The fake answers /v1/query by question, so the tallies are exact however the requests interleave:
-each of the six questions below is asked 10 times in a run of 60.
+The fake router answers /v1/query by question, so the tallies are exact however the requests
+interleave: each of the six questions below is asked 10 times in a run of 60. `--protocol mcp` runs
+against the router's own MCP endpoint (deployments.mcp_endpoint) in front of a stub router.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -17,15 +19,19 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from fastapi import FastAPI
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from deployments.cli import build_parser, main
 from deployments.loadtest import run_loadtest, summarize
 from deployments.local import free_port
-from router.models import QueryResponse
+from deployments.mcp_endpoint import McpEndpoint
+from router.config import RouterSettings
+from router.errors import NoHealthyBackend
+from router.models import QueryRequest, QueryResponse
 
 QUESTIONS = [
     "What time is it in Tokyo?",  # time, first try
@@ -57,18 +63,7 @@ def _answer(question: str) -> tuple[int, dict[str, Any]]:
     return 200, QueryResponse.model_validate(body).model_dump(mode="json", exclude_none=True)
 
 
-def build_fake_router() -> Any:
-    """/v1/query over HTTP and the universal_query tool over MCP at /mcp/, on one Starlette app."""
-    server = MCPServer("fake-router")
-
-    @server.tool()
-    def universal_query(question: str) -> dict[str, Any]:
-        status, body = _answer(question)
-        if status != 200:  # as the router's MCP endpoint reports a RouterError
-            raise ToolError(f"{body['error']['type']}: {body['error']['message']}")
-        return body
-
-    @server.custom_route("/v1/query", methods=["POST"])
+def build_fake_router() -> Starlette:
     async def query(request: Request) -> JSONResponse:
         question = (await request.json())["question"]
         if "Never" in question:
@@ -76,13 +71,39 @@ def build_fake_router() -> Any:
         status, body = _answer(question)
         return JSONResponse(body, status_code=status)
 
-    return server.streamable_http_app(streamable_http_path="/mcp/", stateless_http=True, json_response=True)
+    return Starlette(routes=[Route("/v1/query", query, methods=["POST"])])
 
 
-@pytest.fixture(scope="module")
-def fake_router() -> Iterator[str]:
+class StubIngress:
+    """What the router's own MCP endpoint needs from the ingress: settings and `query`."""
+
+    settings = RouterSettings()
+
+    async def query(self, request: QueryRequest) -> QueryResponse:
+        status, body = _answer(request.question)
+        if status != 200:
+            raise NoHealthyBackend(body["error"]["message"])
+        return QueryResponse.model_validate(body)
+
+
+def build_router_mcp_app() -> FastAPI:
+    """deployments.mcp_endpoint as the ingress mounts it, in front of a stub router."""
+    endpoint = McpEndpoint(StubIngress())  # type: ignore[arg-type]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> Any:
+        async with endpoint.lifespan():
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    endpoint.mount(app)
+    return app
+
+
+@contextlib.contextmanager
+def serve(app: Any) -> Iterator[str]:
     port = free_port()
-    config = uvicorn.Config(build_fake_router(), host="127.0.0.1", port=port, log_level="warning",
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -91,9 +112,17 @@ def fake_router() -> Iterator[str]:
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the fake router did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def fake_router() -> Iterator[str]:
+    with serve(build_fake_router()) as url:
+        yield url
 
 
 def test_loadtest_counts_errors_backends_and_fallbacks(fake_router: str, tmp_path: Path,
@@ -138,13 +167,13 @@ def test_duration_bound_run_with_mode(fake_router: str) -> None:
     assert summary["fallback_rate"] == 0.0
 
 
-def test_mcp_protocol_calls_universal_query(fake_router: str) -> None:
-    summary, _ = asyncio.run(run_loadtest(fake_router, QUESTIONS[:4], concurrency=2, requests=8,
-                                          protocol="mcp", progress=False))
+def test_mcp_protocol_against_the_routers_own_mcp_endpoint() -> None:
+    with serve(build_router_mcp_app()) as url:
+        summary, _ = asyncio.run(run_loadtest(url, QUESTIONS[:4], concurrency=2, requests=8,
+                                              protocol="mcp", progress=False))
     assert summary["requests"] == 8 and summary["ok"] == 6, summary
-    assert summary["backends"] == {"calculator": 4, "time": 2}
-    assert summary["errors_by_cause"] == {"backend_unavailable": 2} and summary["errors_by_status"] == {}
-    assert summary["fallbacks"] == 2
+    assert summary["backends"] == {"calculator": 4, "time": 2} and summary["fallbacks"] == 2
+    assert summary["errors_by_cause"] == {"no_healthy_backend": 2}
 
 
 def test_mcp_protocol_counts_a_missing_endpoint_as_errors() -> None:

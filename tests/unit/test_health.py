@@ -186,3 +186,17 @@ def test_remaining_counts_down_with_the_clock() -> None:
     clock.advance(10.0)
     assert d.remaining_s() == 0.0
     assert not d.ejected
+
+
+def test_a_cancelled_probe_lets_the_next_call_probe_instead() -> None:
+    from router.config import EjectionSettings
+    from router.health import OutlierDetector
+
+    now = [0.0]
+    d = OutlierDetector(EjectionSettings(consecutive_failures=1, base_ejection_s=1.0), clock=lambda: now[0])
+    d.record(False)
+    now[0] = 2.0
+    assert d.admit() == (True, True)
+    assert d.admit() == (False, False)  # one probe at a time
+    d.abandon(probe=True)  # the probe lost a race and was cancelled
+    assert d.admit() == (True, True)
