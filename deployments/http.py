@@ -27,6 +27,8 @@ from router.models import (
     QueryResponse,
     RouteRequest,
     RouteResponse,
+    ToolSelectRequest,
+    ToolSelectResponse,
 )
 
 if TYPE_CHECKING:
@@ -150,6 +152,11 @@ def build_http_app(ingress: RouterIngress,
     async def route(body: RouteRequest) -> RouteResponse:
         check_question(body.question)
         return await ingress.route(body)
+
+    @app.post("/v1/tools/select", response_model=ToolSelectResponse,
+              summary="Smart tool selection: the relevant servers' tools in OpenAI function format")
+    async def select_tools(body: ToolSelectRequest) -> ToolSelectResponse:
+        return await ingress.select_tools(body)
 
     @app.get("/v1/backends", response_model=list[BackendInfo], summary="Every configured backend and its state")
     async def backends() -> list[BackendInfo]:

@@ -39,8 +39,11 @@ from router.models import (
     QueryResponse,
     RouteRequest,
     RouteResponse,
+    ToolSelectRequest,
+    ToolSelectResponse,
 )
 from router.telemetry import configure_tracing
+from router.tools import ToolSelector
 
 log = logging.getLogger("mcp_router.ingress")
 
@@ -82,6 +85,7 @@ class RouterIngress:
         await self.directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))
+        self.selector = ToolSelector(settings.tool_selection, remote.embed)
         self.directory.start()
         self.extensions: list[Any] = [McpEndpoint(self)]
         log.info("router ready: %d backends, %d capabilities", len(self.actors),
@@ -112,6 +116,12 @@ class RouterIngress:
 
     async def route(self, request: RouteRequest) -> RouteResponse:
         return await self.router.route(request)
+
+    async def select_tools(self, request: ToolSelectRequest) -> ToolSelectResponse:
+        selection = await self.selector.select(self.router.index, request.messages, session_id=request.session_id,
+                                               max_servers=request.max_servers)
+        return ToolSelectResponse(tools=selection.tools, servers=selection.servers, reasoning=selection.reasoning,
+                                  metrics=selection.metrics)
 
     async def backends(self) -> list[BackendInfo]:
         statuses = self.directory.statuses()

@@ -185,19 +185,14 @@ def summarize(samples: list[Sample], elapsed: float, **info: Any) -> dict[str, A
     failed = [s for s in samples if not s.ok]
     fallbacks = sum(s.fallback for s in ok)
     return {
-        **info,
-        "elapsed_s": elapsed,
-        "requests": len(samples),
-        "ok": len(ok),
-        "errors": len(failed),
+        **info, "elapsed_s": elapsed, "requests": len(samples), "ok": len(ok), "errors": len(failed),
         "throughput_rps": len(samples) / elapsed if elapsed > 0 else 0.0,
         "latency_ms": _percentiles([s.latency_ms for s in samples]),
         "latency_ms_ok": _percentiles([s.latency_ms for s in ok]),
         "errors_by_status": dict(Counter(str(s.status) for s in failed if s.status).most_common()),
         "errors_by_cause": dict(Counter(s.cause or "?" for s in failed).most_common()),
         "backends": dict(Counter(s.backend or "?" for s in ok).most_common()),
-        "fallbacks": fallbacks,
-        "fallback_rate": fallbacks / len(ok) if ok else 0.0,
+        "fallbacks": fallbacks, "fallback_rate": fallbacks / len(ok) if ok else 0.0,
     }
 
 

@@ -1,7 +1,7 @@
 """The router as an MCP server at /mcp (streamable HTTP, stateless, so any replica answers).
 
 Tools: `universal_query` (one tool for everything), `list_backends`, `explain_route` (the
-/v1/route dry run). Routing errors come back as tool errors with the router's message; malformed
+/v1/route dry run) and `select_tools` (smart tool selection). Routing errors come back as tool errors with the router's message; malformed
 protocol messages are answered by the SDK with JSON-RPC errors.
 
     async with mcp.Client("http://127.0.0.1:8000/mcp/") as client:
@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError
 
 from deployments.http import describe_validation
 from router.errors import RouterError
-from router.models import Parameters, QueryRequest, QueryResponse, RouteRequest
+from router.models import Parameters, QueryRequest, QueryResponse, RouteRequest, ToolSelectRequest
 
 if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
@@ -100,7 +100,18 @@ class McpEndpoint:
             req = RouteRequest(question=question, intent=intent, backend=None if backend == "auto" else backend)
             return (await self._run(self.ingress.route(req))).model_dump(mode="json")
 
-        for fn in (universal_query, list_backends, explain_route):
+        async def select_tools(
+            messages: Annotated[list[dict[str, Any]], Field(description="The conversation, OpenAI style.")],
+            session_id: str | None = None, max_servers: int | None = None,
+        ) -> dict[str, Any]:
+            """Smart tool selection: the tools of the servers relevant to a conversation, in OpenAI format."""
+            try:
+                req = ToolSelectRequest(messages=messages, session_id=session_id, max_servers=max_servers)
+            except ValidationError as exc:
+                raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
+            return (await self._run(self.ingress.select_tools(req))).model_dump(mode="json")
+
+        for fn in (universal_query, list_backends, explain_route, select_tools):
             self.server.add_tool(fn)
         self.app = self.server.streamable_http_app(streamable_http_path="/", stateless_http=True,
                                                    json_response=True, host=settings.server.host)

@@ -147,8 +147,29 @@ class RouteRequest(_Model):
     k: int | None = Field(default=None, ge=1, le=100)
 
 
+class ToolSelectRequest(_Model):
+    messages: list[dict[str, Any]] = Field(min_length=1, description="The whole conversation, OpenAI style.")
+    session_id: str | None = Field(default=None, max_length=256)
+    max_servers: int | None = Field(default=None, ge=1, le=1000)
+
+    @field_validator("messages")
+    @classmethod
+    def _roles(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, m in enumerate(messages):
+            if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
+                raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
+        return messages
+
+
 # ---------------------------------------------------------------------------------------------
 # Responses
+
+
+class ToolSelectResponse(_Model):
+    tools: list[dict[str, Any]]
+    servers: list[str]
+    reasoning: str
+    metrics: dict[str, Any]
 
 
 class ScoreBreakdown(_Model):

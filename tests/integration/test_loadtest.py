@@ -42,6 +42,7 @@ QUESTIONS = [
     "Never answer this one",  # no answer before the client's timeout: a transport error
 ]
 CLIENT_TIMEOUT_S = 2.0
+MODES_SEEN: list[str | None] = []  # the `mode` of every request the fakes received
 
 
 def _attempt(backend: str, outcome: str) -> dict[str, Any]:
@@ -65,7 +66,9 @@ def _answer(question: str) -> tuple[int, dict[str, Any]]:
 
 def build_fake_router() -> Starlette:
     async def query(request: Request) -> JSONResponse:
-        question = (await request.json())["question"]
+        body = await request.json()
+        question = body["question"]
+        MODES_SEEN.append(body.get("mode"))
         if "Never" in question:
             await asyncio.sleep(CLIENT_TIMEOUT_S + 0.5)  # answers after the client has given up
         status, body = _answer(question)
@@ -80,6 +83,7 @@ class StubIngress:
     settings = RouterSettings()
 
     async def query(self, request: QueryRequest) -> QueryResponse:
+        MODES_SEEN.append(request.mode)
         status, body = _answer(request.question)
         if status != 200:
             raise NoHealthyBackend(body["error"]["message"])
@@ -160,20 +164,22 @@ def test_loadtest_counts_errors_backends_and_fallbacks(fake_router: str, tmp_pat
 
 
 def test_duration_bound_run_with_mode(fake_router: str) -> None:
+    MODES_SEEN.clear()
     summary, samples = asyncio.run(run_loadtest(fake_router, ["What is 12 times 7?"], concurrency=4,
                                                 duration=0.5, mode="hedged", progress=False))
     assert summary["requests"] == summary["ok"] == len(samples) > 0 and summary["mode"] == "hedged"
     assert summary["elapsed_s"] < 5 and summary["backends"] == {"calculator": len(samples)}
-    assert summary["fallback_rate"] == 0.0
+    assert summary["fallback_rate"] == 0.0 and set(MODES_SEEN) == {"hedged"}
 
 
 def test_mcp_protocol_against_the_routers_own_mcp_endpoint() -> None:
+    MODES_SEEN.clear()
     with serve(build_router_mcp_app()) as url:
-        summary, _ = asyncio.run(run_loadtest(url, QUESTIONS[:4], concurrency=2, requests=8,
+        summary, _ = asyncio.run(run_loadtest(url, QUESTIONS[:4], concurrency=2, requests=8, mode="parallel",
                                               protocol="mcp", progress=False))
     assert summary["requests"] == 8 and summary["ok"] == 6, summary
     assert summary["backends"] == {"calculator": 4, "time": 2} and summary["fallbacks"] == 2
-    assert summary["errors_by_cause"] == {"no_healthy_backend": 2}
+    assert summary["errors_by_cause"] == {"no_healthy_backend": 2} and set(MODES_SEEN) == {"parallel"}
 
 
 def test_mcp_protocol_counts_a_missing_endpoint_as_errors() -> None:

@@ -1,0 +1,111 @@
+"""Smart tool selection: thresholds, retrieval, the LLM path and its fallbacks, session reuse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from router.config import RoutingSettings, ToolSelectionSettings
+from router.errors import InvalidRequest, LLMNotConfigured
+from router.models import Capability, Catalog
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.tools import ToolSelector, unique_tool_names
+from tests.unit.helpers import embed_texts, fake_embed
+
+TOPICS = {
+    "weather": ["forecast rain temperature", "weather alerts storms", "wind speed humidity"],
+    "finance": ["stock price ticker", "company earnings report", "currency exchange rate"],
+    "files": ["read file from disk", "write file to disk", "list directory contents"],
+    "maps": ["geocode address", "route directions driving", "nearby places search"],
+    "music": ["beat tracking audio", "tempo of a song", "chord detection"],
+    "chess": ["best chess move", "analyse chess position", "chess opening name"],
+}
+
+
+def index(catalogs: list[Catalog]) -> CatalogIndex:
+    texts = CatalogTexts.build(catalogs)
+    return CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), RoutingSettings())
+
+
+def catalogs() -> list[Catalog]:
+    out = []
+    for server, descriptions in TOPICS.items():
+        caps = tuple(Capability(backend=server, name=f"{server}_tool_{i}", description=d,
+                                input_schema={"type": "object", "properties": {"q": {"type": "string"}}})
+                     for i, d in enumerate(descriptions))
+        out.append(Catalog(backend=server, version="1", description=f"{server} server", capabilities=caps))
+    return out
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+SMALL = ToolSelectionSettings(min_tools=5, min_servers=3, max_tool_share=0.34)
+
+
+async def test_below_the_thresholds_every_tool_is_returned() -> None:
+    sel = await ToolSelector(ToolSelectionSettings(), fake_embed).select(index(catalogs()), user("rain tomorrow?"))
+    assert sel.path == "below_threshold" and len(sel.tools) == 18 and sel.metrics["reduction_ratio"] == 0.0
+
+
+async def test_above_the_thresholds_retrieval_keeps_the_relevant_servers_tools() -> None:
+    sel = await ToolSelector(SMALL, fake_embed).select(index(catalogs()), user("will it rain, what is the forecast"))
+    assert sel.path == "retrieval" and sel.servers[0] == "weather"
+    assert {t["function"]["name"] for t in sel.tools} >= {"weather__weather_tool_0", "weather__weather_tool_1"}
+    assert sel.metrics["reduction_ratio"] >= 0.6
+    assert sel.tools[0]["type"] == "function" and "parameters" in sel.tools[0]["function"]
+
+
+async def test_each_step_of_a_multi_step_request_gets_its_servers() -> None:
+    sel = await ToolSelector(SMALL.model_copy(update={"max_tool_share": 0.5}), fake_embed).select(
+        index(catalogs()), user("Find the stock price of ACME, then write file to disk with it"))
+    assert {"finance", "files"} <= set(sel.servers)
+
+
+class Chooser:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.seen: list[Any] = []
+
+    async def select_servers(self, conversation: list[dict[str, Any]], candidates: list[Any]) -> tuple[list[str], str]:
+        self.seen.append(candidates)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer, "because"
+
+
+async def test_the_llm_chooses_among_retrievals_best_servers() -> None:
+    chooser = Chooser(["maps", "weather"])
+    sel = await ToolSelector(SMALL, fake_embed, chooser).select(index(catalogs()), user("rain on my route"))
+    assert sel.path == "llm" and sel.servers == ["maps", "weather"] and sel.reasoning == "because"
+    assert {c[0] for c in chooser.seen[0]} >= {"maps", "weather"}
+
+
+@pytest.mark.parametrize("answer", [["atlantis"], LLMNotConfigured("no model")])
+async def test_an_llm_failure_or_unknown_server_keeps_retrievals_choice(answer: Any) -> None:
+    sel = await ToolSelector(SMALL, fake_embed, Chooser(answer)).select(index(catalogs()), user("forecast rain"))
+    assert sel.path == "llm_fallback" and sel.servers[0] == "weather"
+
+
+async def test_a_sessions_selection_is_reused_on_later_turns() -> None:
+    selector = ToolSelector(SMALL, fake_embed)
+    first = await selector.select(index(catalogs()), user("forecast rain"), session_id="s1")
+    later = await selector.select(index(catalogs()), user("forecast rain") + [
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "and chess moves?"}], session_id="s1")
+    assert later.path == "session_cache" and later.servers == first.servers
+
+
+async def test_a_conversation_without_user_text_is_rejected() -> None:
+    with pytest.raises(InvalidRequest, match="no user message"):
+        await ToolSelector(SMALL, fake_embed).select(index(catalogs()), [{"role": "system", "content": "x"}])
+
+
+def test_tool_names_are_unique_valid_and_map_back() -> None:
+    caps = [Capability(backend="a b", name="read.file"), Capability(backend="a_b", name="read_file"),
+            Capability(backend="x" * 40, name="y" * 40)]
+    names = unique_tool_names(caps)
+    assert len(names) == 3 and all(len(n) <= 64 for n in names)
+    assert all(n.replace("_", "").replace("-", "").isalnum() for n in names)
+    assert list(names.values()) == caps
