@@ -136,7 +136,7 @@ class RoutingSettings(_Strict):
     # Two different tools whose composite scores are this close are ambiguous.
     ambiguity_margin: float = Field(default=0.0, ge=0, le=1)
     # A runner-up this close to a best match that needs unknown arguments is called instead of a 422.
-    callable_margin: float = Field(default=0.1, ge=0, le=1)
+    callable_margin: float = Field(default=0.15, ge=0, le=1)
     # Retrieval score a candidate needs, relative to the best one, to be tried in fallback.
     min_relative_match: float = Field(default=0.5, ge=0, le=1)
     query_cache_size: int = Field(default=4096, ge=0)

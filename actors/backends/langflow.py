@@ -35,7 +35,7 @@ from urllib.parse import quote
 import httpx
 
 from actors.backends.base import make_catalog
-from actors.backends.flowise import FlowUnauthorized, HttpFlowBackend, iter_frames
+from actors.backends.http_flow import FlowUnauthorized, HttpFlowBackend, iter_frames
 from router.config import LangflowSpec
 from router.errors import BackendFailed, BackendUnavailable
 from router.models import CallOutcome, Capability, Catalog

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from actors.backends import BACKENDS, build_backend
-from actors.backends.flowise import FlowiseBackend, FlowUnauthorized
+from actors.backends.flowise import FlowiseBackend
+from actors.backends.http_flow import FlowUnauthorized
 from actors.backends.langflow import LangflowBackend
 from router.config import FlowiseSpec, LangflowSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError

@@ -1,0 +1,133 @@
+"""The RAG knowledge-base MCP server: one tool, `rag_query_with_chunks`, and ``GET /health``.
+
+    python -m deployments.rag.server --docs examples/docs                     # ingest, then serve on stdio
+    python -m deployments.rag.server --docs examples/docs --http 8765         # http://127.0.0.1:8765/mcp
+    python -m deployments.rag.server --docs DIR --store .state/rag --chunk-size 600 --chunk-overlap 80 --alpha 0.4
+
+At start-up the folder is ingested into the store (unchanged files cost nothing), then the server
+answers questions with the ranked chunks, every score component, the chunk ids the answer used and
+the retrieval settings. An OpenAI-compatible LLM is used for the answer when ``--llm-model`` (or
+``RAG_LLM_MODEL``) is set together with ``--llm-base-url`` (``RAG_LLM_BASE_URL``) or an API key in
+``$OPENAI_API_KEY``; otherwise the answer is extractive. Logs go to stderr (stdout is the stdio
+transport).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from deployments.rag.engine import EngineSettings, QueryError, RagEngine
+from deployments.rag.ingest import Chunking
+from deployments.rag.store import ChunkStore, FilterError
+from router.config import EmbeddingSettings, LLMSettings
+
+log = logging.getLogger("deployments.rag")
+
+TOOL_DESCRIPTION = """Answer a question from the mcp-router project documentation and knowledge base (retrieval-augmented).
+
+Searches the document chunks (dense recall, BM25, alpha fusion) and answers only from them. Returns
+data.answer (answer_mode "llm" or "extractive"), the ranked chunks with their scores, the ids of the
+chunks the answer used, and the retrieval settings with any warnings.
+
+Optional: k (chunks to return, 1-100, capped at 20), alpha (0 = BM25 only, 1 = dense only), filters
+on chunk metadata, e.g. {"source": "faq.md"}, {"topic": {"$in": ["routing", "resilience"]}},
+{"$and": [{"doc_type": "jsonl"}, {"topic": "operations"}]} (operators $eq $ne $in $nin $gt $gte
+$lt $lte $and $or; fields: source, heading, doc_type, chunk_index and any JSONL field)."""
+
+
+def build_rag_server(engine: RagEngine) -> MCPServer:
+    server = MCPServer(
+        "knowledge-base",
+        instructions="Documentation and knowledge base of the mcp-router project: configuration, routing, "
+                     "resilience, operations, embeddings and the FAQ. Answers questions from the documents, "
+                     "with the chunks it used.",
+    )
+
+    @server.tool(description=TOOL_DESCRIPTION)
+    async def rag_query_with_chunks(question: str, request_id: str | None = None, session_id: str | None = None,
+                                    k: int | None = None, alpha: float | None = None,
+                                    filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            result = await engine.query(question, k=k, alpha=alpha, filters=filters)
+        except (QueryError, FilterError) as exc:
+            raise ToolError(f"invalid arguments: {exc}") from None
+        extra = {key: value for key, value in (("request_id", request_id), ("session_id", session_id))
+                 if value is not None}
+        return {**result, **extra}
+
+    @server.custom_route("/health", methods=["GET"])
+    async def health(request: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(engine.health))
+
+    return server
+
+
+def build_engine(args: argparse.Namespace) -> RagEngine:
+    from router.embeddings import build_embedder
+
+    llm = LLMSettings(base_url=args.llm_base_url or None, model=args.llm_model or None,
+                      api_key_env=args.llm_api_key_env)
+    return RagEngine(ChunkStore(args.store, collection=args.collection),
+                     build_embedder(EmbeddingSettings()),
+                     chunking=Chunking(size=args.chunk_size, overlap=args.chunk_overlap, unit=args.chunk_unit),
+                     settings=EngineSettings(alpha=args.alpha), llm=llm)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m deployments.rag.server",
+                                     description="RAG knowledge-base MCP server (stdio or streamable HTTP).")
+    parser.add_argument("--docs", required=True, help="folder of .md, .txt and .jsonl documents to ingest")
+    parser.add_argument("--store", default=".state/rag", help="directory of the persistent store")
+    parser.add_argument("--collection", default="knowledge-base")
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--chunk-size", type=int, default=800)
+    parser.add_argument("--chunk-overlap", type=int, default=120)
+    parser.add_argument("--chunk-unit", choices=["chars", "words"], default="chars")
+    parser.add_argument("--alpha", type=float, default=0.5, help="default dense weight of the fusion, 0 to 1")
+    parser.add_argument("--llm-base-url", default=os.environ.get("RAG_LLM_BASE_URL"))
+    parser.add_argument("--llm-model", default=os.environ.get("RAG_LLM_MODEL"))
+    parser.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
+    args = parser.parse_args(argv)
+    if not 0 <= args.alpha <= 1:
+        parser.error(f"--alpha must be between 0 and 1, got {args.alpha}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        engine = build_engine(args)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    docs = Path(args.docs)
+    if not docs.is_dir():
+        raise SystemExit(f"error: --docs {docs} is not a folder")
+    report = asyncio.run(engine.ingest(docs))
+    log.info("ingested %s: %s", docs, json.dumps(report.as_dict()))
+    server = build_rag_server(engine)
+    if args.http is None:
+        server.run()
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                                     host=args.host)
+    uvicorn.run(app, host=args.host, port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
