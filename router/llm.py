@@ -23,7 +23,14 @@ import openai
 from openai import AsyncOpenAI
 
 from router.config import LLMSettings
-from router.errors import ArgumentsRequired, BackendFailed, BackendTimeout, LLMNotConfigured, RouterError
+from router.errors import (
+    ArgumentsRequired,
+    BackendFailed,
+    BackendTimeout,
+    InvalidRequest,
+    LLMNotConfigured,
+    RouterError,
+)
 from router.models import CallOutcome, Capability
 from router.strategies.base import CallContext, Executor
 
@@ -162,8 +169,7 @@ class LLMClient:
                                f"got {text[:200]!r}", schema=schema_name) from None
         if not isinstance(value, dict):
             raise LLMBadOutput(f"the LLM's answer for {schema_name} is not a JSON object", schema=schema_name)
-        errors = schema_errors(value, schema) if validate else []
-        if errors:
+        if validate and (errors := schema_errors(value, schema)):
             raise LLMBadOutput(f"the LLM's answer for {schema_name} does not match its schema: "
                                + "; ".join(errors[:5]), schema=schema_name)
         return value
@@ -171,14 +177,14 @@ class LLMClient:
     async def rewrite_query(self, messages: Sequence[Message]) -> str:
         """A standalone routing query for the latest user turn; a lone user message is returned as it is."""
         turns = [m for m in messages if m.get("role") in ("user", "assistant")]
-        if len(turns) == 1 and turns[0]["role"] == "user":
+        if not any(m["role"] == "user" for m in turns):
+            raise InvalidRequest("the conversation has no user message")
+        if len(turns) == 1:
             return _text(turns[0].get("content"))
-        if not turns:
-            raise LLMBadOutput("the conversation has no user message to rewrite")
         out = await self.complete_json(_ask(_REWRITE, _transcript(turns)), "routing_query",
                                        _object({"query": {"type": "string"}}), max_tokens=200)
-        query = out["query"].strip()
-        return query or _text(turns[-1].get("content"))
+        last = next(m for m in reversed(turns) if m["role"] == "user")
+        return out["query"].strip() or _text(last.get("content"))
 
     async def choose_server(self, question: str, candidates: Sequence[ServerCandidate]) -> Choice:
         """One of the candidate servers for `question`, "none relevant", or an ambiguity question."""
@@ -193,15 +199,12 @@ class LLMClient:
         })
         prompt = f"Question: {question}\n\nCandidates:\n{_describe(candidates)}"
         out = await self.complete_json(_ask(_CHOOSE, prompt), "server_choice", schema, max_tokens=300)
-        kind, reasoning = out["decision"], out["reasoning"]
-        if kind == "server":
-            if not out["server"]:
-                raise LLMBadOutput("the LLM chose a server but did not name it", schema="server_choice")
-            return Choice("server", server=out["server"], reasoning=reasoning)
-        if kind == "ambiguous":
-            ask = out["clarifying_question"] or f"Which of these should answer: {', '.join(names)}?"
-            return Choice("ambiguous", question=ask, reasoning=reasoning)
-        return Choice("none", reasoning=reasoning)
+        kind = out["decision"]
+        if kind == "server" and not out["server"]:
+            raise LLMBadOutput("the LLM chose a server but did not name it", schema="server_choice")
+        ask = out["clarifying_question"] or f"Which of these should answer: {', '.join(names)}?"
+        return Choice(kind, server=out["server"] if kind == "server" else None,
+                      question=ask if kind == "ambiguous" else None, reasoning=out["reasoning"])
 
     async def fill_arguments(self, question: str, capability: Capability) -> dict[str, Any]:
         """Arguments for `capability` from the question; ArgumentsRequired when required ones are missing."""
@@ -218,8 +221,7 @@ class LLMClient:
             raise ArgumentsRequired(f"tool {where} needs {', '.join(missing)}, which the question does not "
                                     "give", backend=capability.backend, tool=capability.name, missing=missing,
                                     input_schema=schema)
-        errors = schema_errors(args, schema)
-        if errors:
+        if errors := schema_errors(args, schema):
             raise LLMBadOutput(f"the LLM's arguments for {where} do not match its schema: "
                                + "; ".join(errors[:5]), tool=capability.name)
         return args
@@ -271,8 +273,7 @@ class LLMClient:
 async def _run_call(call: Any, name_map: Mapping[str, Capability], executor: Executor, context: CallContext,
                     timeout_s: float) -> tuple[ToolCallRecord, str]:
     """Execute one tool call; every failure becomes an error text for the model, never an exception."""
-    name = call.function.name
-    cap = name_map.get(name)
+    name, cap = call.function.name, name_map.get(call.function.name)
     try:
         args = json.loads(call.function.arguments or "{}")
     except ValueError:
@@ -288,9 +289,9 @@ async def _run_call(call: Any, name_map: Mapping[str, Capability], executor: Exe
         outcome = await asyncio.wait_for(executor.call(cap, args, timeout_s=timeout_s, context=context),
                                          timeout_s + 1.0)
     except (TimeoutError, RouterError) as exc:
-        error = exc.message if isinstance(exc, RouterError) else f"no answer within {timeout_s:g} s"
-        outcome = CallOutcome(backend=cap.backend, capability=cap.name, ok=False, error=error,
-                              latency_ms=(time.monotonic() - started) * 1000, error_type="backend_failed")
+        err = exc if isinstance(exc, RouterError) else BackendTimeout(f"no answer within {timeout_s:g} s")
+        outcome = CallOutcome(backend=cap.backend, capability=cap.name, ok=False, error=err.message,
+                              latency_ms=(time.monotonic() - started) * 1000, error_type=err.code)
     record = ToolCallRecord(call.id, name, cap.backend, cap.name, args, outcome.ok,
                             round(outcome.latency_ms, 2), None if outcome.ok else outcome.error)
     if outcome.ok:

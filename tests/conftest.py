@@ -41,8 +41,9 @@ def ray_local() -> Iterator[dict[str, Any]]:
     os.environ.update(ingress_environment(settings, "127.0.0.1", port))
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, namespace="mcp-router-test", log_to_driver=False,
-             logging_level="WARNING")
+    os.environ.pop("RAY_ADDRESS", None)  # never join a cluster an earlier test left behind
+    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="mcp-router-test",
+             log_to_driver=False, logging_level="WARNING")
     yield {"port": port, "url": f"http://127.0.0.1:{port}"}
     ray.shutdown()
 

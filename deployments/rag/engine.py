@@ -80,7 +80,7 @@ class RagEngine:
         self._build_lock = asyncio.Lock()
         self.index_builds = 0
 
-    async def ingest(self, folder: str | Path, *, batch_size: int = 32) -> IngestReport:
+    async def ingest(self, folder: str | Path, *, batch_size: int = 16) -> IngestReport:
         report = await ingest_folder(folder, self.store, self.embedder, self.chunking, batch_size=batch_size)
         self._slices.clear()
         return report
@@ -139,7 +139,7 @@ class RagEngine:
         if chunks and self.llm is not None:
             try:
                 mode, answer, used = "llm", *await self._llm_answer(question, chunks)
-            except Exception as exc:  # noqa: BLE001 - any LLM failure falls back to the extractive answer
+            except Exception as exc:  # any LLM failure falls back to the extractive answer
                 warnings.append(f"LLM call failed ({type(exc).__name__}: {exc}); answered extractively")
                 mode = "extractive"
         if mode == "extractive" and chunks:
@@ -179,7 +179,8 @@ class RagEngine:
         if self._client is None:
             from openai import AsyncOpenAI
 
-            self._client = AsyncOpenAI(base_url=self.llm.base_url, api_key=self.llm.resolved_api_key() or "unused",
+            self._client = AsyncOpenAI(base_url=self.llm.base_url,
+                                       api_key=self.llm.resolved_api_key() or "unused",
                                        timeout=self.llm.timeout_s, max_retries=self.llm.max_retries)
         context = "\n\n".join(f"[{c['rank']}] ({c['source']})\n{c['text']}" for c in chunks)
         resp = await self._client.chat.completions.create(
@@ -208,7 +209,8 @@ def extractive_answer(question: str, chunks: list[dict[str, Any]], top_chunks: i
         return NO_EVIDENCE, []
     scored.sort()
     need = (-scored[0][0] + 2) // 2  # more than half the best sentence's overlap (1 when the best has 1)
-    picked, seen = [], set()
+    picked: list[tuple[int, int, int, str, str]] = []
+    seen: set[str] = set()
     for item in scored:  # overlapping chunks repeat sentences: quote each once
         if -item[0] >= need and item[3] not in seen and len(picked) < max_sentences:
             picked.append(item)

@@ -18,6 +18,7 @@ chunks are removed. Chunks are embedded in batches with the project's embedder.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -87,7 +88,7 @@ def index_text(chunk: Chunk) -> str:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of `text`; list items and lines ending without punctuation count as sentences too."""
-    out = []
+    out: list[str] = []
     for line in text.splitlines():
         line = re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", line).strip()
         out.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
@@ -112,7 +113,8 @@ def chunk_text(text: str, chunking: Chunking) -> list[str]:
             continue
         sep = "\n\n"
         for sentence in _SENTENCE_END.split(para):
-            for part in ([sentence] if chunking.length(sentence) <= chunking.size else _windows(sentence, chunking)):
+            fits = chunking.length(sentence) <= chunking.size
+            for part in [sentence] if fits else _windows(sentence, chunking):
                 pieces.append((sep, part))
                 sep = " "
     chunks: list[str] = []
@@ -154,12 +156,14 @@ def _tail(text: str, amount: int, chunking: Chunking) -> str:
         words = words[1:]  # the first word was cut
     tail = " ".join(words)
     start = _SENTENCE_END.search(tail)
-    return tail[start.end():] if start and start.end() < len(tail) else tail  # start at a sentence if one does
+    # Start at a sentence boundary when the tail contains one.
+    return tail[start.end():] if start and start.end() < len(tail) else tail
 
 
 def sections(text: str) -> Iterator[tuple[str, str]]:
     """(heading, body) of each Markdown section; headings inside fenced code blocks are ignored."""
-    heading, lines, fenced = "", [], False
+    heading, fenced = "", False
+    lines: list[str] = []
     for line in text.splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
@@ -192,14 +196,16 @@ def parse_document(path: Path, source: str, raw: str, chunking: Chunking,
             except json.JSONDecodeError as exc:
                 warnings.append(f"{source}:{n}: not valid JSON ({exc.msg}); line skipped")
                 continue
-            if not isinstance(record, dict) or not isinstance(record.get("text"), str) or not record["text"].strip():
-                warnings.append(f"{source}:{n}: expected an object with a non-empty 'text' string; line skipped")
+            text = record.get("text") if isinstance(record, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                warnings.append(f"{source}:{n}: expected an object with a non-empty 'text' string; "
+                                "line skipped")
                 continue
             extra = {k: _meta_value(v) for k, v in record.items()
                      if k != "text" and k not in RESERVED and v is not None}
             heading = str(record.get("title") or record.get("question") or record.get("heading") or "")
-            parts.append((heading, record["text"], {**extra, "line": n}))
-    chunks = []
+            parts.append((heading, text, {**extra, "line": n}))
+    chunks: list[Chunk] = []
     for heading, body, extra in parts:
         for text in chunk_text(body, chunking):
             meta = {**extra, "source": source, "heading": heading, "doc_type": doc_type,
@@ -212,16 +218,12 @@ def _meta_value(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool) else json.dumps(value, ensure_ascii=False)
 
 
-async def ingest_folder(folder: str | Path, store: ChunkStore, embedder: Embedder, chunking: Chunking, *,
-                        batch_size: int = 32, remove_missing: bool = True) -> IngestReport:
-    """Bring the store up to date with `folder`; returns what was done."""
-    started = time.perf_counter()
-    root = Path(folder).expanduser().resolve()
+def scan_folder(root: Path, known: dict[str, tuple[str, str]], fingerprint: str, chunking: Chunking,
+                report: IngestReport) -> tuple[list[tuple[str, str, list[Chunk]]], set[str]]:
+    """Read the folder: the new and changed documents, chunked, and every source present."""
+    root = root.expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"document folder not found: {root}")
-    report = IngestReport()
-    known = store.document_hashes()
-    fingerprint = chunking.fingerprint(embedder.model_id)
     pending: list[tuple[str, str, list[Chunk]]] = []
     seen: set[str] = set()
     for path in discover(root):
@@ -243,6 +245,20 @@ async def ingest_folder(folder: str | Path, store: ChunkStore, embedder: Embedde
         else:
             report.added += 1
         pending.append((source, digest, parse_document(path, source, raw, chunking, report.warnings)))
+    return pending, seen
+
+
+async def ingest_folder(folder: str | Path, store: ChunkStore, embedder: Embedder, chunking: Chunking, *,
+                        batch_size: int = 16, remove_missing: bool = True) -> IngestReport:
+    """Bring the store up to date with `folder`; returns what was done."""
+    started = time.perf_counter()
+    report = IngestReport()
+    fingerprint = chunking.fingerprint(embedder.model_id)
+    known = store.document_hashes()
+    changed, seen = await asyncio.to_thread(scan_folder, Path(folder), known, fingerprint, chunking, report)
+    pending: list[tuple[str, str, list[Chunk]]] = []
+    for doc in changed:  # embedded in batches; each group of documents is written once embedded
+        pending.append(doc)
         if sum(len(c) for _, _, c in pending) >= batch_size * 4:
             await _flush(pending, store, embedder, fingerprint, batch_size, report)
     await _flush(pending, store, embedder, fingerprint, batch_size, report)

@@ -2,7 +2,7 @@
 
     python -m deployments.rag.server --docs examples/docs                     # ingest, then serve on stdio
     python -m deployments.rag.server --docs examples/docs --http 8765         # http://127.0.0.1:8765/mcp
-    python -m deployments.rag.server --docs DIR --store .state/rag --chunk-size 600 --chunk-overlap 80 --alpha 0.4
+    python -m deployments.rag.server --docs DIR --store .state/rag --chunk-size 600 --alpha 0.4
 
 At start-up the folder is ingested into the store (unchanged files cost nothing), then the server
 answers questions with the ranked chunks, every score component, the chunk ids the answer used and
@@ -35,7 +35,8 @@ from router.config import EmbeddingSettings, LLMSettings
 
 log = logging.getLogger("deployments.rag")
 
-TOOL_DESCRIPTION = """Answer a question from the mcp-router project documentation and knowledge base (retrieval-augmented).
+TOOL_DESCRIPTION = """\
+Answer a question from the mcp-router project documentation and knowledge base (retrieval-augmented).
 
 Searches the document chunks (dense recall, BM25, alpha fusion) and answers only from them. Returns
 data.answer (answer_mode "llm" or "extractive"), the ranked chunks with their scores, the ids of the
@@ -56,8 +57,9 @@ def build_rag_server(engine: RagEngine) -> MCPServer:
     )
 
     @server.tool(description=TOOL_DESCRIPTION)
-    async def rag_query_with_chunks(question: str, request_id: str | None = None, session_id: str | None = None,
-                                    k: int | None = None, alpha: float | None = None,
+    async def rag_query_with_chunks(question: str, request_id: str | None = None,
+                                    session_id: str | None = None, k: int | None = None,
+                                    alpha: float | None = None,
                                     filters: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
             result = await engine.query(question, k=k, alpha=alpha, filters=filters)
@@ -79,10 +81,9 @@ def build_engine(args: argparse.Namespace) -> RagEngine:
 
     llm = LLMSettings(base_url=args.llm_base_url or None, model=args.llm_model or None,
                       api_key_env=args.llm_api_key_env)
-    return RagEngine(ChunkStore(args.store, collection=args.collection),
-                     build_embedder(EmbeddingSettings()),
-                     chunking=Chunking(size=args.chunk_size, overlap=args.chunk_overlap, unit=args.chunk_unit),
-                     settings=EngineSettings(alpha=args.alpha), llm=llm)
+    chunking = Chunking(size=args.chunk_size, overlap=args.chunk_overlap, unit=args.chunk_unit)
+    return RagEngine(ChunkStore(args.store, collection=args.collection), build_embedder(EmbeddingSettings()),
+                     chunking=chunking, settings=EngineSettings(alpha=args.alpha), llm=llm)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -91,7 +92,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--docs", required=True, help="folder of .md, .txt and .jsonl documents to ingest")
     parser.add_argument("--store", default=".state/rag", help="directory of the persistent store")
     parser.add_argument("--collection", default="knowledge-base")
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument("--http", type=int, metavar="PORT",
+                        help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--chunk-size", type=int, default=800)
     parser.add_argument("--chunk-overlap", type=int, default=120)
@@ -109,13 +111,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    docs = Path(args.docs)
+    if not docs.is_dir():
+        raise SystemExit(f"error: --docs {docs} is not a folder")
     try:
         engine = build_engine(args)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
-    docs = Path(args.docs)
-    if not docs.is_dir():
-        raise SystemExit(f"error: --docs {docs} is not a folder")
     report = asyncio.run(engine.ingest(docs))
     log.info("ingested %s: %s", docs, json.dumps(report.as_dict()))
     server = build_rag_server(engine)

@@ -30,6 +30,7 @@ DB_NAME = "rag.sqlite3"
 _SCALARS = (str, int, float, bool)
 _COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _OPERATORS = ("$eq", "$ne", "$in", "$nin", *_COMPARE)
+_DELETE_CHUNKS = "DELETE FROM chunks WHERE collection = ? AND source = ?"
 _NUMBER = "json_type(metadata, ?) IN ('integer', 'real')"
 
 
@@ -88,6 +89,7 @@ def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
         raise FilterError(f"{at}: one operator per field, got {', '.join(map(str, cond)) or 'none'}; "
                           f"combine several with $and")
     ((op, value),) = cond.items()
+    args: list[Any]
     if op not in _OPERATORS:
         raise FilterError(f"{at}: unknown operator {op!r}; supported: {', '.join(_OPERATORS)}")
     if op in ("$eq", "$ne"):
@@ -138,10 +140,10 @@ class ChunkStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript("""
-                CREATE TABLE IF NOT EXISTS documents (collection TEXT, source TEXT, hash TEXT, fingerprint TEXT,
-                    chunks INTEGER, PRIMARY KEY (collection, source));
-                CREATE TABLE IF NOT EXISTS chunks (collection TEXT, id TEXT, source TEXT, ord INTEGER, text TEXT,
-                    metadata TEXT, vector BLOB, PRIMARY KEY (collection, id));
+                CREATE TABLE IF NOT EXISTS documents (collection TEXT, source TEXT, hash TEXT,
+                    fingerprint TEXT, chunks INTEGER, PRIMARY KEY (collection, source));
+                CREATE TABLE IF NOT EXISTS chunks (collection TEXT, id TEXT, source TEXT, ord INTEGER,
+                    text TEXT, metadata TEXT, vector BLOB, PRIMARY KEY (collection, id));
                 CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks (collection, source);
                 CREATE TABLE IF NOT EXISTS generations (collection TEXT PRIMARY KEY, value INTEGER);
             """)
@@ -168,7 +170,7 @@ class ChunkStore:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute("DELETE FROM chunks WHERE collection = ? AND source = ?", (self.collection, source))
+                self._db.execute(_DELETE_CHUNKS, (self.collection, source))
                 self._db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
                 self._db.execute("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)",
                                  (self.collection, source, content_hash, fingerprint, len(rows)))
@@ -181,8 +183,8 @@ class ChunkStore:
     def delete_document(self, source: str) -> None:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("DELETE FROM chunks WHERE collection = ? AND source = ?", (self.collection, source))
-            self._db.execute("DELETE FROM documents WHERE collection = ? AND source = ?", (self.collection, source))
+            self._db.execute(_DELETE_CHUNKS, (self.collection, source))
+            self._db.execute(_DELETE_CHUNKS.replace("chunks", "documents"), (self.collection, source))
             self._bump()
             self._db.execute("COMMIT")
 
@@ -207,7 +209,7 @@ class ChunkStore:
         """The chunks matching `where`, in document order, and their vectors as one float32 matrix."""
         condition, params = compile_filter(where)
         rows = self._read("SELECT id, source, text, metadata, vector FROM chunks WHERE collection = ? AND "
-                          f"{condition} ORDER BY source, ord", params)  # noqa: S608 - built from operators only
+                          f"{condition} ORDER BY source, ord", params)  # the condition holds only operators
         chunks = [Chunk(i, s, t, json.loads(m)) for i, s, t, m, _ in rows]
         if not rows:
             return chunks, np.zeros((0, 0), dtype=np.float32)

@@ -9,6 +9,7 @@ surviving node and reconnects to its backend.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,9 +39,12 @@ def cluster() -> Iterator[Cluster]:
         c.add_node(num_cpus=1)
     ray.init(address=c.address, namespace="mcp-router-cluster-test", log_to_driver=False, logging_level="WARNING")
     c.wait_for_nodes()
-    yield c
-    ray.shutdown()
-    c.shutdown()
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        os.environ.pop("RAY_ADDRESS", None)
 
 
 async def _no_embed(texts: list[str]) -> Any:
@@ -90,9 +94,10 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
 
     failures = [o for o in outcomes if not o[1]]
     assert len(outcomes) > 50
-    # Only requests that may have been in flight on the lost node can fail: at most one per worker.
+    # Only requests that may have been in flight on the lost node can fail: at most one per worker,
+    # and none that started after the node was gone.
     assert len(failures) <= WORKERS, failures
-    assert all(removed_at - 1 <= t <= removed_done + 1 for t, _, _ in failures)
+    assert all(t <= removed_done + 1 for t, _, _ in failures), (removed_at, removed_done, failures)
     after = [o for o in outcomes if o[0] > removed_done + 1]
     assert after and all(ok for _, ok, _ in after)
 
@@ -109,7 +114,9 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
             await asyncio.sleep(0.5)
         pytest.fail(f"backend {victim_name!r} did not come back on a surviving node")
 
-    status = await back()
-    assert status.node_id in (head, *(n for n in workers if n != victim.node_id))
-    await directory.stop()
-    kill_router_actors(settings)
+    try:
+        status = await back()
+        assert status.node_id in (head, *(n for n in workers if n != victim.node_id))
+    finally:
+        await directory.stop()
+        kill_router_actors(settings)

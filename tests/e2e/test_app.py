@@ -28,8 +28,9 @@ from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, wait_for
 
 
 @pytest.fixture(scope="module")
-def app(ray_local: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     kb_port = free_port()
+    kb_store = tmp_path_factory.mktemp("rag-store")
     settings = RouterSettings.model_validate({
         "backends": [
             stdio("calculator", EXAMPLES / "servers" / "calculator.py", intents=["technical-analysis"]),
@@ -37,8 +38,8 @@ def app(ray_local: dict[str, Any]) -> Iterator[dict[str, Any]]:
              "description": "Current time in any IANA time zone, and conversion between zones."},
             {"name": "kb", "kind": "mcp_http", "url": f"http://127.0.0.1:{kb_port}/mcp", "intents": ["document-qa"],
              "launch": {"command": sys.executable,
-                        "args": [str(EXAMPLES / "servers" / "knowledge_base.py"), "--docs", str(EXAMPLES / "docs"),
-                                 "--port", str(kb_port)]}},
+                        "args": ["-m", "deployments.rag.server", "--docs", str(EXAMPLES / "docs"), "--store",
+                                 str(kb_store), "--http", str(kb_port)]}},
             stdio("dyn", TEST_SERVERS / "dynamic.py", timeout_s=1.5),
             {"name": "broken", "kind": "mcp_stdio", "command": sys.executable, "args": ["-c", "raise SystemExit(3)"],
              "connect_timeout_s": 5},
@@ -83,7 +84,8 @@ def test_documentation_question_goes_to_the_http_knowledge_base(app: dict[str, A
     body = post(app, "/v1/query", {"question": "According to the documentation, how is the composite score "
                                                 "computed?"}).json()
     assert body["backend"] == "kb", body
-    assert "0.5 * match" in body["answer"]
+    assert body["capability"] == "rag_query_with_chunks"
+    assert "0.5 * match" in body["structured"]["data"]["answer"] and "0.5 * match" in body["answer"]
 
 
 def test_backends_lists_every_backend_with_kind_transport_health_and_tools(app: dict[str, Any]) -> None:
@@ -193,3 +195,17 @@ async def test_concurrent_queries_all_succeed(app: dict[str, Any]) -> None:
     assert [r.status_code for r in rs] == [200] * 40
     assert rs[9].json()["answer"].endswith("= 10")
     assert ray.is_initialized()
+
+
+def test_tool_selection_below_the_thresholds_offers_every_tool_in_openai_format(app: dict[str, Any]) -> None:
+    r = post(app, "/v1/tools/select", {"messages": [{"role": "user", "content": "what is 2 plus 2?"}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["metrics"]["path"] == "below_threshold" and body["metrics"]["reduction_ratio"] == 0.0
+    names = {t["function"]["name"] for t in body["tools"]}
+    assert {"calculator__calculate", "time__get_current_time", "dyn__sleep_for"} <= names
+    listed = httpx.get(f"{app['url']}/v1/backends").json()
+    assert len(names) == sum(b["tool_count"] for b in listed)
+    assert all(t["type"] == "function" and "parameters" in t["function"] for t in body["tools"])
+    bad = post(app, "/v1/tools/select", {"messages": [{"role": "robot", "content": "x"}]})
+    assert bad.status_code == 400 and "role" in bad.json()["error"]["message"]

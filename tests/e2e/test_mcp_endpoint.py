@@ -97,3 +97,11 @@ def test_mcp_inspector_cli_lists_and_calls_tools(url: str) -> None:
     called = subprocess.run([*base, "--method", "tools/call", "--tool-name", "universal_query", "--tool-arg",
                              "question=What is 2 plus 2?"], capture_output=True, text=True, timeout=180)
     assert "= 4" in called.stdout, called.stderr
+
+
+async def test_select_tools_returns_openai_function_tools(url: str) -> None:
+    async with Client(f"{url}/mcp/") as client:
+        result = await client.call_tool("select_tools", {"messages": [{"role": "user", "content": "time in Oslo?"}]})
+    body = result.structured_content
+    assert not result.is_error and body["metrics"]["path"] == "below_threshold"
+    assert {t["function"]["name"] for t in body["tools"]} >= {"time__get_current_time", "calculator__calculate"}

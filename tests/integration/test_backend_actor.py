@@ -6,6 +6,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,10 +127,10 @@ def test_health_goes_down_when_the_server_process_dies_and_comes_back_after_reco
 
 
 @pytest.fixture
-def http_kb() -> Iterator[str]:
+def http_kb(tmp_path: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(EXAMPLES / "servers" / "knowledge_base.py"), "--docs",
-                             str(EXAMPLES / "docs"), "--port", str(port)])
+    proc = subprocess.Popen([sys.executable, "-m", "deployments.rag.server", "--docs", str(EXAMPLES / "docs"),
+                             "--store", str(tmp_path / "rag"), "--http", str(port)])
     import socket
 
     def listening() -> bool:
@@ -152,8 +153,11 @@ def test_http_backend_answers_over_streamable_http(http_kb: str, cleanup: list[A
     cleanup.append(actor)
     status = ray.get(actor.get_status.remote())
     assert status.health == "healthy" and status.transport == "streamable-http" and status.tool_count == 1
-    outcome = call(actor, "kb", "search_docs", {"query": "composite score weights"})
-    assert outcome.ok and "composite" in outcome.text.lower()
+    question = "What are the composite score weights?"
+    outcome = call(actor, "kb", "rag_query_with_chunks", {"question": question})
+    assert outcome.ok and outcome.structured is not None
+    assert "0.5 * match + 0.3 * health + 0.2 * perf" in outcome.structured["data"]["answer"]
+    assert outcome.structured["chunks"][0]["source"] == "routing.md"
 
 
 def test_http_backend_refusing_connections_is_down_with_its_error(cleanup: list[Any]) -> None:

@@ -4,6 +4,7 @@ loopback, against the fake OpenAI-compatible server in tests/fakes/openai_server
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -16,7 +17,7 @@ import pytest
 
 from router.config import EmbeddingSettings, LLMSettings
 from router.embeddings import OpenAIEmbedder
-from router.errors import ArgumentsRequired, LLMNotConfigured
+from router.errors import ArgumentsRequired, InvalidRequest, LLMNotConfigured
 from router.llm import (
     REROUTE_SENTINEL,
     Choice,
@@ -170,7 +171,9 @@ async def test_rewrite_query_resolves_a_multi_turn_conversation(llm: LLMClient, 
 
 async def test_rewrite_query_returns_a_lone_user_message_without_a_call(llm: LLMClient,
                                                                         fake: FakeOpenAI) -> None:
-    assert await llm.rewrite_query([{"role": "user", "content": "What time is it?"}]) == "What time is it?"
+    assert await llm.rewrite_query(user("What time is it?")) == "What time is it?"
+    with pytest.raises(InvalidRequest, match="no user message"):
+        await llm.rewrite_query([{"role": "system", "content": "Be brief."}])
     assert fake.requests == []
 
 
@@ -344,6 +347,23 @@ async def test_tool_loop_reports_unknown_tools_and_bad_arguments_to_the_model(ll
     assert [m["content"] for m in tool_messages] == [
         "error: unknown tool 'nope__missing'", "error: the arguments are not a JSON object"]
     assert result.answer == "Sorry."
+
+
+async def test_tool_loop_turns_a_hung_executor_into_a_tool_error(llm: LLMClient, fake: FakeOpenAI) -> None:
+    class HungExecutor(RecordingExecutor):
+        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                       context: CallContext, force: bool = False) -> CallOutcome:
+            await asyncio.sleep(30)  # ignores its timeout
+            raise AssertionError("unreachable")
+
+    name_map = unique_tool_names([CLOCK])
+    fake.push(Reply(tool_calls=[(next(iter(name_map)), {"timezone": "UTC"})]), Reply("The clock is down."))
+    result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, HungExecutor(), CONTEXT,
+                                     tool_timeout_s=0.05)
+    assert result.answer == "The clock is down."
+    assert [(r.ok, r.error) for r in result.tool_calls] == [(False, "no answer within 0.05 s")]
+    tool_message = next(m for m in fake.chat_requests[1]["messages"] if m["role"] == "tool")
+    assert tool_message["content"] == "error (backend_timeout): no answer within 0.05 s"
 
 
 async def test_tool_loop_without_tools_sends_none(llm: LLMClient, fake: FakeOpenAI) -> None:
