@@ -22,6 +22,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from router.errors import InvalidRequest, PayloadTooLarge, RouterError
 from router.models import (
     BackendInfo,
+    ChatRequest,
+    ChatResponse,
     HealthResponse,
     QueryRequest,
     QueryResponse,
@@ -157,6 +159,11 @@ def build_http_app(ingress: RouterIngress,
               summary="Smart tool selection: the relevant servers' tools in OpenAI function format")
     async def select_tools(body: ToolSelectRequest) -> ToolSelectResponse:
         return await ingress.select_tools(body)
+
+    @app.post("/v1/chat", response_model=ChatResponse,
+              summary="An LLM tool-calling conversation over the relevant servers' tools (needs llm settings)")
+    async def chat(body: ChatRequest) -> ChatResponse:
+        return await ingress.chat(body)
 
     @app.get("/v1/backends", response_model=list[BackendInfo], summary="Every configured backend and its state")
     async def backends() -> list[BackendInfo]:

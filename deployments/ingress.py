@@ -28,12 +28,17 @@ from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
 from router.config import RouterSettings
+from router.chat import ChatService
 from router.core import Router
+from router.errors import LLMNotConfigured
+from router.llm import LLMClient
 from router.embeddings import CachedEmbedder, EmbeddingCache
 from router.intent import IntentClassifier
 from router.models import (
     BackendInfo,
     BackendStatus,
+    ChatRequest,
+    ChatResponse,
     HealthResponse,
     QueryRequest,
     QueryResponse,
@@ -46,6 +51,14 @@ from router.telemetry import configure_tracing
 from router.tools import ToolSelector
 
 log = logging.getLogger("mcp_router.ingress")
+
+
+def _llm_client(settings: RouterSettings) -> tuple[LLMClient | None, LLMNotConfigured | None]:
+    """The LLM client when one is configured; otherwise the error naming the missing setting."""
+    try:
+        return LLMClient(settings.llm), None
+    except LLMNotConfigured as exc:
+        return None, exc
 
 
 class _HandleEmbedder:
@@ -74,18 +87,20 @@ class RouterIngress:
         self.perf_actor = ensure_performance_actor(settings)
         self.actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.enabled_backends}
         self.executor = RayExecutor(settings.server.namespace, self.actors)
+        self.llm, llm_error = _llm_client(settings)
         prototypes = IntentClassifier.prototype_texts(settings.intents)
         proto_vecs = {n: await self.embedder.embed(t) for n, t in prototypes.items()}
         self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor), embed=remote.embed,
                              stats=None,  # type: ignore[arg-type]  # set just below
-                             classifier=IntentClassifier(settings.intents, proto_vecs))
+                             classifier=IntentClassifier(settings.intents, proto_vecs), llm=self.llm)
         self.directory = BackendDirectory(settings, self.router, self.actors, self.perf_actor, self.embedder,
                                           on_status=self.metrics.observe_health)
         self.router.stats = self.directory
         await self.directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))
-        self.selector = ToolSelector(settings.tool_selection, remote.embed)
+        self.selector = ToolSelector(settings.tool_selection, remote.embed, chooser=self.llm)
+        self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error)
         self.directory.start()
         self.extensions: list[Any] = [McpEndpoint(self)]
         log.info("router ready: %d backends, %d capabilities", len(self.actors),
@@ -122,6 +137,9 @@ class RouterIngress:
                                                max_servers=request.max_servers)
         return ToolSelectResponse(tools=selection.tools, servers=selection.servers, reasoning=selection.reasoning,
                                   metrics=selection.metrics)
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return await self.chat_service.chat(request, self.router.index)
 
     async def backends(self) -> list[BackendInfo]:
         statuses = self.directory.statuses()

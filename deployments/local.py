@@ -38,8 +38,10 @@ def ingress_environment(settings: RouterSettings, host: str, port: int) -> dict[
             "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
             "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
             "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + settings.server.replicas + 1),
-            # A local replica being replaced frees its port after this long (Ray's default is 30 s).
+            # A local replica being replaced frees its port after this long (Ray's default is 30 s), and
+            # its successor takes the same port at once (Ray would quarantine it for 150 s and move on).
             "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+            "RAY_SERVE_PORT_QUARANTINE_S": "0",
         })
     return env
 

@@ -36,6 +36,7 @@ from router.errors import (
     UnknownCapability,
 )
 from router.intent import IntentClassifier
+from router.llm import LLMClient
 from router.models import (
     BackendStatus,
     CallOutcome,
@@ -74,14 +75,15 @@ class Decision:
     verdict: str  # route | no_match | ambiguous
     message: str
     decision_ms: float = 0.0
-    kind: str = "route"  # route | override | session
+    kind: str = "route"  # route | override | session | llm
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Router:
     def __init__(self, settings: RouterSettings, *, executor: Executor, embed: EmbedFn, stats: StatsView,
-                 classifier: IntentClassifier | None = None) -> None:
+                 classifier: IntentClassifier | None = None, llm: LLMClient | None = None) -> None:
         self.settings = settings
+        self.llm = llm
         self.executor = executor
         self.stats = stats
         self._embed = embed
@@ -235,8 +237,15 @@ class Router:
             routed = await self.decide(req.question, intent=d.intent, session_id=req.session_id)
             d.candidates = d.candidates[:1] + [c for c in routed.candidates
                                                if c.capability.backend != req.backend and c.relevant]
+        if d.verdict == "ambiguous" and self.llm is not None:
+            await self._resolve_with_llm(d, req)
         self._raise_for_verdict(d, req)
-        calls = self._plan(d, req)
+        try:
+            calls = self._plan(d, req)
+        except ArgumentsRequired:
+            if self.llm is None or req.arguments is not None:
+                raise
+            calls = await self._plan_with_llm(d, req)
         mode = req.mode or self.settings.resilience.default_mode
         backends = frozenset(c.backend for c in calls)
         cache_key = (" ".join(req.question.lower().split()), d.intent, backends)
@@ -278,9 +287,36 @@ class Router:
                     + (f" ({status.last_error})" if status.last_error else "")
                     + "; set fallback_on_override to let the router pick another", backend=req.backend)
 
-    def _plan(self, d: Decision, req: QueryRequest) -> list[PlannedCall]:
-        eligible = [c for c in d.candidates if c.relevant]
-        if not eligible and req.backend:
+    async def _resolve_with_llm(self, d: Decision, req: QueryRequest) -> None:
+        """Too close to call: the model picks a server, says none fits, or asks the user to choose."""
+        assert self.llm is not None
+        servers: dict[str, list[str]] = {}
+        for c in d.candidates:
+            if c.relevant:
+                servers.setdefault(c.capability.backend, []).append(c.capability.name)
+        described = [(b, self.catalogs[b].description if b in self.catalogs else "", tools)
+                     for b, tools in servers.items()]
+        choice = await self.llm.choose_server(req.question, described)
+        if choice.kind == "none":
+            d.verdict, d.message = "no_match", f"the model found nothing relevant: {choice.reasoning}"
+        elif choice.kind == "ambiguous":
+            d.message = choice.question or d.message
+        else:
+            d.candidates.sort(key=lambda c: c.capability.backend != choice.server)  # stable: its tools first
+            d.verdict, d.kind = "route", "llm"
+
+    async def _plan_with_llm(self, d: Decision, req: QueryRequest) -> list[PlannedCall]:
+        """The best match needs structured arguments: the model fills them from the question and schema."""
+        assert self.llm is not None
+        top = next(c for c in d.candidates if c.relevant or req.backend)
+        args = await self.llm.fill_arguments(req.question, top.capability)
+        first = PlannedCall(candidate=top, arguments=args, arguments_source="llm")
+        rest = self._plan(d, req, skip=top)
+        return [first, *rest]
+
+    def _plan(self, d: Decision, req: QueryRequest, skip: Candidate | None = None) -> list[PlannedCall]:
+        eligible = [c for c in d.candidates if c.relevant and c is not skip]
+        if not eligible and req.backend and skip is None:
             eligible = d.candidates[:1]  # the caller chose the backend: its best match, even if weak
         statuses = self.stats.statuses()
         up = [c for c in eligible if c.capability.backend not in statuses
@@ -296,7 +332,7 @@ class Router:
             try:
                 args, source = derive_arguments(cand.capability, req.question, req.arguments)
             except ArgumentsRequired as exc:
-                if i == 0:
+                if i == 0 and skip is None:
                     first_error = exc
                 continue  # a candidate that cannot take the question is skipped, never guessed at
             calls.append(PlannedCall(candidate=cand, arguments=args, arguments_source=source, force=force))

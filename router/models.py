@@ -147,22 +147,43 @@ class RouteRequest(_Model):
     k: int | None = Field(default=None, ge=1, le=100)
 
 
+def _check_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for i, m in enumerate(messages):
+        if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
+            raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
+    return messages
+
+
+# An OpenAI-style conversation, all of it (never truncated).
+Conversation = Annotated[list[dict[str, Any]], Field(min_length=1), AfterValidator(_check_roles)]
+
+
 class ToolSelectRequest(_Model):
-    messages: list[dict[str, Any]] = Field(min_length=1, description="The whole conversation, OpenAI style.")
+    messages: Conversation
     session_id: str | None = Field(default=None, max_length=256)
     max_servers: int | None = Field(default=None, ge=1, le=1000)
-
-    @field_validator("messages")
-    @classmethod
-    def _roles(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for i, m in enumerate(messages):
-            if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
-                raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
-        return messages
 
 
 # ---------------------------------------------------------------------------------------------
 # Responses
+
+
+class ChatRequest(_Model):
+    messages: Conversation
+    session_id: str | None = Field(default=None, max_length=256)
+    max_turns: int | None = Field(default=None, ge=1, le=50)
+
+
+class ChatResponse(_Model):
+    answer: str
+    session_id: str | None = None
+    servers: list[str]
+    tool_calls: list[dict[str, Any]]
+    turns: int
+    max_turns_reached: bool
+    reroute: bool
+    selection: dict[str, Any]
+    usage: dict[str, int] = Field(default_factory=dict)
 
 
 class ToolSelectResponse(_Model):
@@ -219,7 +240,7 @@ class RoutingMetadata(_Model):
     intent_scores: dict[str, float] = Field(default_factory=dict)
     method: str
     mode: Mode
-    decision: Literal["route", "override", "session"] = "route"
+    decision: Literal["route", "override", "session", "llm"] = "route"
     chosen: CandidateInfo | None = None
     candidates: list[CandidateInfo] = Field(default_factory=list)
     attempts: list[AttemptInfo] = Field(default_factory=list)

@@ -15,7 +15,6 @@ returned. A conversation's selection is made once per session and reused on its 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,38 +25,18 @@ import numpy as np
 from router.cache import LRU
 from router.config import ToolSelectionSettings
 from router.errors import InvalidRequest, RouterError
+from router.llm import openai_tools, unique_tool_names
 from router.models import Capability
 from router.retrieval import CatalogIndex
 from router.telemetry import event
 from router.text import clauses
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
-_INVALID = re.compile(r"[^a-zA-Z0-9_-]+")
 
 
 class ServerChooser(Protocol):
     async def select_servers(self, conversation: list[dict[str, Any]],
                              candidates: list[tuple[str, str, list[str]]]) -> tuple[list[str], str]: ...
-
-
-def unique_tool_names(capabilities: Sequence[Capability]) -> dict[str, Capability]:
-    """OpenAI-valid function names (``server__tool``, at most 64 characters), unique, mapped back."""
-    out: dict[str, Capability] = {}
-    for cap in capabilities:
-        base = _INVALID.sub("_", f"{cap.backend}__{cap.name}").strip("_")[:64] or "tool"
-        name, n = base, 2
-        while name in out:
-            suffix = f"_{n}"
-            name, n = base[: 64 - len(suffix)] + suffix, n + 1
-        out[name] = cap
-    return out
-
-
-def openai_tool(name: str, cap: Capability) -> dict[str, Any]:
-    params = cap.input_schema if cap.input_schema.get("type") == "object" else {"type": "object", "properties": {}}
-    return {"type": "function",
-            "function": {"name": name, "description": (cap.description or cap.title or cap.name)[:1024],
-                         "parameters": params}}
 
 
 def conversation_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -102,6 +81,10 @@ class ToolSelector:
         self._embed = embed
         self._chooser = chooser
         self._sessions: LRU[str, Selection] = LRU(settings.session_cache_size)
+
+    def forget(self, session_id: str) -> None:
+        """The conversation moved on: its next turn selects again."""
+        self._sessions.pop(session_id)
 
     async def select(self, index: CatalogIndex | None, messages: list[dict[str, Any]], *,
                      session_id: str | None = None, max_servers: int | None = None) -> Selection:
@@ -194,5 +177,5 @@ class ToolSelector:
     @staticmethod
     def _build(tools: list[Capability], servers: list[str], path: str, total: int, reasoning: str) -> Selection:
         names = unique_tool_names(tools)
-        return Selection(tools=[openai_tool(n, c) for n, c in names.items()], name_map=names, servers=servers,
+        return Selection(tools=openai_tools(names), name_map=names, servers=servers,
                          reasoning=reasoning, path=path, total_tools=total)

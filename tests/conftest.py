@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -50,3 +51,38 @@ def ray_local() -> Iterator[dict[str, Any]]:
 
 def stdio(name: str, script: Path, *args: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "mcp_stdio", "command": sys.executable, "args": [str(script), *args], **extra}
+
+
+def port_closed(url: str) -> bool:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.socket() as s:
+        return s.connect_ex((parts.hostname or "127.0.0.1", parts.port or 80)) != 0
+
+
+@contextlib.contextmanager
+def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
+    """The router application under Serve on the session's Ray; removed, port freed, actors gone after."""
+    from ray import serve
+    from ray.serve.config import HTTPOptions
+
+    from actors.registry import kill_router_actors
+    from deployments.app import build_application
+    from deployments.local import free_port, wait_until_serving
+
+    wait_for(lambda: port_closed(url), timeout=60)  # a previous app's replica may still be draining
+    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=free_port()))
+    serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
+    try:
+        wait_until_serving(url, 120)
+        if healthy:
+            import httpx
+
+            wait_for(lambda: httpx.get(f"{url}/health").json()["status"] == "ok", timeout=30)
+        yield url
+    finally:
+        serve.delete(settings.server.app_name)
+        kill_router_actors(settings)
+        wait_for(lambda: port_closed(url), timeout=60)

@@ -17,6 +17,7 @@ in other processes notice changes. Why not Chroma: see README, "RAG knowledge-ba
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -113,6 +114,7 @@ def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
     else:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise FilterError(f"{at}.{op}: expected a number, got {value!r}")
+        _scalar(value, f"{at}.{op}")
         test, args = f"({_NUMBER} AND json_extract(metadata, ?) {_COMPARE[op]} ?)", [path, path, value]
     if op in ("$ne", "$nin"):  # like Chroma: only chunks that have the field can match
         params.extend([path, *args])
@@ -124,6 +126,8 @@ def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
 def _scalar(value: Any, at: str) -> None:
     if not isinstance(value, _SCALARS):
         raise FilterError(f"{at}: expected a string, number or boolean, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FilterError(f"{at}: expected a finite number, got {value!r}")
 
 
 class ChunkStore:

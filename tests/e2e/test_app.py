@@ -16,15 +16,12 @@ import httpx
 import pytest
 import ray
 from ray import serve
-from ray.serve.config import HTTPOptions
 
-from actors.registry import kill_router_actors
-from deployments.app import build_application
-from deployments.local import free_port, wait_until_serving
+from deployments.local import free_port
 from router.config import RouterSettings
 from router.errors import UnknownIntent
 from router.models import QueryRequest, QueryResponse
-from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, wait_for
+from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +44,9 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
         "state_dir": str(EXAMPLES / ".state"),
     })
-    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=free_port()))
-    serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
-    url = ray_local["url"]
-    wait_until_serving(url, 180)
-    wait_for(lambda: httpx.get(f"{url}/v1/backends").json()[2]["health"] == "healthy", timeout=30)
-    yield {"url": url, "settings": settings}
-    serve.delete(settings.server.app_name)
-    kill_router_actors(settings)
+    with running_app(settings, ray_local["url"], healthy=False) as url:  # "broken" never comes up
+        wait_for(lambda: httpx.get(f"{url}/v1/backends").json()[2]["health"] == "healthy", timeout=30)
+        yield {"url": url, "settings": settings}
 
 
 def post(app: dict[str, Any], path: str, body: Any, **kw: Any) -> httpx.Response:
@@ -209,3 +201,9 @@ def test_tool_selection_below_the_thresholds_offers_every_tool_in_openai_format(
     assert all(t["type"] == "function" and "parameters" in t["function"] for t in body["tools"])
     bad = post(app, "/v1/tools/select", {"messages": [{"role": "robot", "content": "x"}]})
     assert bad.status_code == 400 and "role" in bad.json()["error"]["message"]
+
+
+def test_chat_without_an_llm_answers_503_naming_the_missing_setting(app: dict[str, Any]) -> None:
+    r = post(app, "/v1/chat", {"messages": [{"role": "user", "content": "hello"}]})
+    assert r.status_code == 503
+    assert r.json()["error"]["type"] == "llm_not_configured" and "llm.model" in r.json()["error"]["message"]

@@ -12,14 +12,9 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
-from ray import serve
-from ray.serve.config import HTTPOptions
 
-from actors.registry import kill_router_actors
-from deployments.app import build_application
-from deployments.local import free_port, wait_until_serving
 from router.config import RouterSettings
-from tests.conftest import EXAMPLES, stdio, wait_for
+from tests.conftest import EXAMPLES, running_app, stdio
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +25,8 @@ def url(ray_local: dict[str, Any]) -> Iterator[str]:
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
         "state_dir": str(EXAMPLES / ".state"),
     })
-    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=free_port()))
-    serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
-    wait_until_serving(ray_local["url"], 180)
-    wait_for(lambda: httpx.get(f"{ray_local['url']}/health").json()["status"] == "ok", timeout=30)
-    yield ray_local["url"]
-    serve.delete(settings.server.app_name)
-    kill_router_actors(settings)
+    with running_app(settings, ray_local["url"]) as url:
+        yield url
 
 
 async def test_tools_list_offers_universal_query_with_enums(url: str) -> None:

@@ -12,14 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-from ray import serve
-from ray.serve.config import HTTPOptions
 
-from actors.registry import kill_router_actors
-from deployments.app import build_application
-from deployments.local import free_port, wait_until_serving
 from router.config import RouterSettings
-from tests.conftest import EXAMPLES, stdio, wait_for
+from tests.conftest import EXAMPLES, running_app, stdio, wait_for
 
 QUESTION = "What is the capital of France?"
 FAULTY = EXAMPLES / "servers" / "faulty.py"
@@ -35,14 +30,8 @@ def app(ray_local: dict[str, Any]) -> Iterator[str]:
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
         "state_dir": str(EXAMPLES / ".state"),
     })
-    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=free_port()))
-    serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
-    url = ray_local["url"]
-    wait_until_serving(url, 180)
-    wait_for(lambda: httpx.get(f"{url}/health").json()["status"] == "ok", timeout=30)
-    yield url
-    serve.delete(settings.server.app_name)
-    kill_router_actors(settings)
+    with running_app(settings, ray_local["url"]) as url:
+        yield url
 
 
 def admin(url: str, backend: str, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -96,6 +85,7 @@ def test_all_backends_failing_answers_502_with_the_chain(app: str) -> None:
 def test_parallel_returns_the_fast_answer_and_cancels_the_slow_calls_on_the_server(app: str) -> None:
     admin(app, "a", "configure", latency_ms=1500)
     admin(app, "c", "configure", latency_ms=1500)
+    admin(app, "b", "configure", latency_ms=300)  # long enough for every call to reach its server
     before = {b: admin(app, b, "stats")["cancelled"] for b in "ac"}
     started = time.monotonic()
     r = ask(app, mode="parallel")

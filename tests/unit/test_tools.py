@@ -8,9 +8,10 @@ import pytest
 
 from router.config import RoutingSettings, ToolSelectionSettings
 from router.errors import InvalidRequest, LLMNotConfigured
+from router.llm import unique_tool_names
 from router.models import Capability, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
-from router.tools import ToolSelector, unique_tool_names
+from router.tools import ToolSelector
 from tests.unit.helpers import embed_texts, fake_embed
 
 TOPICS = {

@@ -1,0 +1,50 @@
+"""The conversation behind POST /v1/chat: smart tool selection, then the LLM's tool-calling loop.
+
+    service = ChatService(llm, selector, executor)
+    response = await service.chat(ChatRequest(messages=[...], session_id="s1"), index)
+
+A session keeps its selected servers across turns (the selector caches it); when the model says
+the current servers cannot help, the session forgets them and the next turn re-routes.
+"""
+
+from __future__ import annotations
+
+from router.errors import LLMNotConfigured, RouterError
+from router.llm import LLMClient
+from router.models import ChatRequest, ChatResponse
+from router.retrieval import CatalogIndex
+from router.strategies import CallContext, Executor
+from router.tools import ToolSelector, conversation_text
+
+
+class ChatService:
+    def __init__(self, llm: LLMClient | None, selector: ToolSelector, executor: Executor,
+                 not_configured: RouterError | None = None) -> None:
+        self.llm = llm
+        self.selector = selector
+        self.executor = executor
+        self._not_configured = not_configured or LLMNotConfigured("no LLM is configured: set llm.model")
+
+    async def chat(self, request: ChatRequest, index: CatalogIndex | None) -> ChatResponse:
+        if self.llm is None:
+            raise self._not_configured
+        messages = list(request.messages)
+        selection_input = messages
+        if sum(m.get("role") == "user" for m in messages) > 1:
+            # A standalone query for routing, from the whole conversation.
+            rewritten = await self.llm.rewrite_query(messages)
+            selection_input = [*messages, {"role": "user", "content": rewritten}]
+        selection = await self.selector.select(index, selection_input, session_id=request.session_id)
+        context = CallContext(question=conversation_text(messages).split("\n")[0], intent="general",
+                              session_id=request.session_id)
+        result = await self.llm.run_tool_loop(messages, selection.tools, selection.name_map, self.executor, context,
+                                              request.max_turns)
+        if result.reroute and request.session_id:
+            self.selector.forget(request.session_id)
+        return ChatResponse(
+            answer=result.answer, session_id=request.session_id, servers=selection.servers,
+            tool_calls=[{"name": c.name, "backend": c.backend, "capability": c.capability, "arguments": c.arguments,
+                         "ok": c.ok, "latency_ms": round(c.latency_ms, 2), "error": c.error}
+                        for c in result.tool_calls],
+            turns=result.turns, max_turns_reached=result.max_turns_reached, reroute=result.reroute,
+            selection=selection.metrics, usage=dict(result.usage))
