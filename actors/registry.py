@@ -41,7 +41,7 @@ async def ensure_backend_actor(spec: BackendSpec, settings: RouterSettings) -> A
         pass  # not created yet
     except ray.exceptions.RayActorError:
         pass  # died for good; a new one takes the name
-    return BackendActor.options(  # type: ignore[attr-defined]
+    return BackendActor.options(
         name=name, namespace=ns, lifetime="detached", get_if_exists=True, num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=spec.max_concurrency + _HEADROOM,
         scheduling_strategy="SPREAD",
@@ -50,7 +50,7 @@ async def ensure_backend_actor(spec: BackendSpec, settings: RouterSettings) -> A
 
 def ensure_performance_actor(settings: RouterSettings) -> Any:
     ns = settings.server.namespace
-    return PerformanceActor.options(  # type: ignore[attr-defined]
+    return PerformanceActor.options(
         name=PERF_ACTOR_NAME, namespace=ns, lifetime="detached", get_if_exists=True, num_cpus=0,
         max_restarts=-1, max_task_retries=-1, max_concurrency=64,
     ).remote(settings.resilience, f"{ns}:performance-history")

@@ -35,7 +35,7 @@ BODY = json.dumps({"question": QUESTION, "include_routing_metadata": False})
 
 def pct(values: list[float], p: float) -> float:
     v = sorted(values)
-    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+    return v[min(len(v) - 1, round(p / 100 * (len(v) - 1)))]
 
 
 async def direct_mcp(n: int) -> list[float]:

@@ -24,11 +24,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from router.config import RoutingSettings  # noqa: E402
-from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM  # noqa: E402
-from router.index import InMemoryVectorStore  # noqa: E402
-from router.models import Capability, Catalog  # noqa: E402
-from router.retrieval import CatalogIndex, CatalogTexts  # noqa: E402
+from router.config import RoutingSettings
+from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.index import InMemoryVectorStore
+from router.models import Capability, Catalog
+from router.retrieval import CatalogIndex, CatalogTexts
 
 COPY = "~copy"
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.routing_accuracy import build, load  # noqa: E402
-from router.config import RoutingSettings, ToolSelectionSettings  # noqa: E402
-from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM  # noqa: E402
-from router.tools import ToolSelector  # noqa: E402
+from benchmarks.routing_accuracy import build, load
+from router.config import RoutingSettings, ToolSelectionSettings
+from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.tools import ToolSelector
 
 
 async def run(args: argparse.Namespace) -> dict:

@@ -19,8 +19,9 @@ EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml
 
 
 def build_application(settings: RouterSettings) -> Application:
-    embedder = Embedder.bind(settings.embeddings)
-    return RouterIngress.options(num_replicas=settings.server.replicas).bind(settings, embedder)
+    embedder = Embedder.bind(settings.embeddings)  # type: ignore[attr-defined]
+    return RouterIngress.options(num_replicas=settings.server.replicas).bind(  # type: ignore[attr-defined]
+        settings, embedder)
 
 
 def app(args: dict[str, str] | None = None) -> Application:

@@ -79,7 +79,7 @@ class BackendDirectory:
             await asyncio.sleep(every)
             try:
                 await step()
-            except (ray.exceptions.RayError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, ray.exceptions.RayError, OSError) as exc:
                 log.warning("background refresh failed: %s", exc)
 
     async def flush(self) -> None:

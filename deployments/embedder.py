@@ -18,8 +18,8 @@ class Embedder:
     def __init__(self, settings: EmbeddingSettings) -> None:
         self._model = build_embedder(settings)
         self._batch_size = settings.batch_size
-        self.embed_one.set_max_batch_size(settings.batch_size)
-        self.embed_one.set_batch_wait_timeout_s(settings.max_batch_wait_s)
+        self.embed_one.set_max_batch_size(settings.batch_size)  # type: ignore[attr-defined]
+        self.embed_one.set_batch_wait_timeout_s(settings.max_batch_wait_s)  # type: ignore[attr-defined]
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005)
     async def embed_one(self, texts: list[str]) -> list[np.ndarray]:

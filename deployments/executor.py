@@ -20,6 +20,7 @@ from opentelemetry.propagate import inject
 from actors.registry import get_backend_actor
 from router.models import CallOutcome, Capability
 from router.strategies import CallContext
+
 _RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError, ray.exceptions.RayActorError)
 
 

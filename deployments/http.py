@@ -13,10 +13,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from opentelemetry import context as otel_context
-from opentelemetry.propagate import extract
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from opentelemetry import context as otel_context
+from opentelemetry.propagate import extract
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from router.errors import InvalidRequest, PayloadTooLarge, RouterError

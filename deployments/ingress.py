@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,13 +27,13 @@ from deployments.executor import RayExecutor
 from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
-from router.config import RouterSettings
 from router.chat import ChatService
+from router.config import RouterSettings
 from router.core import Router
-from router.errors import LLMNotConfigured
-from router.llm import LLMClient
 from router.embeddings import CachedEmbedder, EmbeddingCache
+from router.errors import LLMNotConfigured
 from router.intent import IntentClassifier
+from router.llm import LLMClient
 from router.models import (
     BackendInfo,
     BackendStatus,
@@ -68,7 +68,7 @@ class _HandleEmbedder:
         self._handle = handle
         self.model_id = model_id
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) == 1:
             return np.asarray([await self._handle.embed_one.remote(texts[0])])
         return np.asarray(await self._handle.embed.remote(list(texts)))
@@ -77,7 +77,7 @@ class _HandleEmbedder:
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
 @serve.ingress()
 class RouterIngress:
-    async def __init__(self, settings: RouterSettings, embedder: Any) -> None:
+    async def __init__(self, settings: RouterSettings, embedder: Any) -> None:  # type: ignore[misc]
         self.settings = settings
         configure_tracing(settings.telemetry.service_name)
         self.metrics = RouterMetrics(settings.telemetry.metrics)
@@ -146,7 +146,7 @@ class RouterIngress:
         out = []
         for spec in self.settings.backends:
             status = statuses.get(spec.name) or BackendStatus(
-                name=spec.name, kind=spec.kind, transport="-", health="down" if spec.enabled else "down",
+                name=spec.name, kind=spec.kind, transport="-", health="down",
                 last_error=None if spec.enabled else "disabled in the configuration")
             out.append(BackendInfo.from_status(status))
         return out

@@ -8,6 +8,7 @@ its token authentication, which Ray 2.60 turns on by default and sets up by itse
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -62,7 +63,8 @@ def start_local(settings: RouterSettings, *, num_cpus: int | None = None, wait_s
     os.environ.update(ingress_environment(settings, host, port))
     if not ray.is_initialized():
         ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=settings.server.namespace,
-                 log_to_driver=not quiet, configure_logging=True, logging_level="WARNING" if quiet else "INFO")
+                 log_to_driver=not quiet, configure_logging=True,
+                 logging_level=logging.WARNING if quiet else logging.INFO)
     serve.start(http_options=HTTPOptions(host=host, port=proxy_port),
                 logging_config=LoggingConfig(log_level="WARNING" if quiet else "INFO", enable_access_log=not quiet))
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)

@@ -1,8 +1,9 @@
 """The router as an MCP server at /mcp (streamable HTTP, stateless, so any replica answers).
 
 Tools: `universal_query` (one tool for everything), `list_backends`, `explain_route` (the
-/v1/route dry run) and `select_tools` (smart tool selection). Routing errors come back as tool errors with the router's message; malformed
-protocol messages are answered by the SDK with JSON-RPC errors.
+/v1/route dry run) and `select_tools` (smart tool selection). Routing errors come back as tool
+errors with the router's message; malformed protocol messages are answered by the SDK with
+JSON-RPC errors.
 
     async with mcp.Client("http://127.0.0.1:8000/mcp/") as client:
         result = await client.call_tool("universal_query", {"question": "What time is it in Tokyo?"})
@@ -40,11 +41,13 @@ def routing_info(response: QueryResponse) -> str:
     if meta.chosen is not None:
         s = meta.chosen.scores
         lines.append(f"- selection: {meta.method} ({meta.decision}), score {s.composite:.3f} (match {s.match:.3f}, "
-                     f"health {s.health:.2f}, perf {s.perf:.2f}); intent {meta.intent} ({meta.intent_source})")
+                     f"health {s.health:.2f}, perf {s.perf:.2f}); intent {meta.intent} "
+                     f"({meta.intent_source})")
     elif meta.cached:
         lines.append("- selection: cached answer (every candidate backend was unavailable)")
-    lines += [f"- execution: {meta.execution_ms:.1f} ms (decision {meta.decision_ms:.1f} ms, total {meta.total_ms:.1f} ms)",
-              f"- mode: {meta.mode}", f"- session: {meta.session_id or '-'}", f"- fallbacks used: {meta.fallbacks_used}"]
+    lines += [f"- execution: {meta.execution_ms:.1f} ms (decision {meta.decision_ms:.1f} ms, "
+              f"total {meta.total_ms:.1f} ms)", f"- mode: {meta.mode}", f"- session: {meta.session_id or '-'}",
+              f"- fallbacks used: {meta.fallbacks_used}"]
     if meta.agreement is not None:
         lines.append(f"- agreement: {meta.agreement:.2f}" + (f"; disagreed: {', '.join(meta.disagreed)}"
                                                             if meta.disagreed else ""))

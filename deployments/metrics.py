@@ -15,7 +15,7 @@ from router.models import BackendStatus, CallOutcome, Capability, QueryRequest, 
 from router.strategies import CallContext, Executor
 
 _HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
-_BOUNDARIES = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000]
+_BOUNDARIES: list[float] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000]
 
 
 class RouterMetrics:

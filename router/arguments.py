@@ -97,7 +97,7 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     if not found:
         return None
     found.sort()
-    start, span, value = found[0]
+    _, span, value = found[0]
     used.append(span)
     return value
 

@@ -61,7 +61,7 @@ class LocalMiniLM:
         tokenizer_file = _tokenizer_path()
         self._tok = Tokenizer.from_file(str(tokenizer_file))
         self._tok.enable_truncation(max_length=_MAX_TOKENS)
-        self._tok.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a password
+        self._tok.enable_padding(pad_id=0, pad_token="[PAD]")
         opts = ort.SessionOptions()
         # One intra-op thread: on a small machine a second thread fights the neighbours (FACTS).
         opts.intra_op_num_threads = threads
@@ -162,7 +162,7 @@ class EmbeddingCache:
                 part = keys[start:start + 500]
                 marks = ",".join("?" * len(part))
                 rows = self._db.execute(
-                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({marks})",  # noqa: S608
+                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({marks})",
                     [model, *part]).fetchall()
                 for h, blob in rows:
                     found[h] = np.frombuffer(blob, dtype=np.float32)

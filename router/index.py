@@ -65,6 +65,9 @@ class InMemoryVectorStore:
         return self._m[ids] @ query
 
 
+_MAX_QUERY_TERMS = 64
+
+
 class _BM25(BM25Okapi):
     """Okapi BM25 with Lucene's IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, which stays positive.
 
@@ -126,7 +129,17 @@ class HybridIndex:
     def bm25_scores(self, tokens: list[str], ids: np.ndarray) -> np.ndarray:
         if self._bm25 is None or not tokens or ids.size == 0:
             return np.zeros(ids.size)
-        return np.asarray(self._bm25.get_batch_scores(tokens, ids.tolist()), dtype=np.float64)
+        return np.asarray(self._bm25.get_batch_scores(self._query_terms(tokens), ids.tolist()), dtype=np.float64)
+
+    def _query_terms(self, tokens: list[str]) -> list[str]:
+        """A long question (a pasted document) keeps its most informative distinct terms, once each, so
+        that BM25's cost stays bounded; a short question is scored as it is."""
+        assert self._bm25 is not None
+        unique = set(tokens)
+        if len(unique) <= _MAX_QUERY_TERMS:
+            return tokens
+        idf = self._bm25.idf
+        return sorted(unique, key=lambda t: (-idf.get(t, 0.0), t))[:_MAX_QUERY_TERMS]
 
     def search(
         self,

@@ -86,3 +86,15 @@ def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
         serve.delete(settings.server.app_name)
         kill_router_actors(settings)
         wait_for(lambda: port_closed(url), timeout=60)
+
+
+def stop_process(proc: Any) -> None:
+    """Terminate a server subprocess, killing it if it does not exit within 5 s."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

@@ -133,7 +133,7 @@ class McpBackend:
                     tg.cancel_scope.cancel()
         # The owner task is the top of its own stack: whatever ends the session is recorded here so that
         # health reports it and the actor reconnects, instead of an unobserved task exception.
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._error = _describe(exc)
             log.warning("backend %s: session ended: %s", self.name, self._error)
         finally:

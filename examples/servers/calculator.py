@@ -24,10 +24,11 @@ server = MCPServer(
 
 _WORDS = [
     (r"(\d),(\d{3})", r"\1\2"), (r"(\d+(?:\.\d+)?)\s*(?:%|percent)\s*of\b", r"(\1/100)*"),
-    (r"\bsquare root of\s*(-?\d+(?:\.\d+)?)", r"sqrt(\1)"), (r"\bto the power of\b", "**"), (r"\bsquared\b", "**2"), (r"\bcubed\b", "**3"), (r"\btimes\b", "*"),
+    (r"\bsquare root of\s*(-?\d+(?:\.\d+)?)", r"sqrt(\1)"), (r"\bto the power of\b", "**"),
+    (r"\bsquared\b", "**2"), (r"\bcubed\b", "**3"), (r"\btimes\b", "*"),
     (r"\bmultiplied by\b", "*"), (r"\bdivided by\b", "/"), (r"\bover\b", "/"), (r"\bplus\b", "+"),
     (r"\bminus\b", "-"), (r"\bmod(?:ulo)?\b", "%"), (r"\bsquare root of\b", "sqrt"), (r"\^", "**"),
-    (r"(\d)\s*x\s*(\d)", r"\1*\2"), (r"×", "*"), (r"÷", "/"),
+    (r"(\d)\s*x\s*(\d)", r"\1*\2"), (r"\u00d7", "*"), (r"\u00f7", "/"),
 ]
 _FUNCS = {"sqrt": math.sqrt, "sin": math.sin, "cos": math.cos, "tan": math.tan, "log": math.log10,
           "ln": math.log, "exp": math.exp, "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil}

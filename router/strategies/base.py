@@ -180,7 +180,7 @@ def distinct_backends(calls: Sequence[PlannedCall], k: int) -> list[PlannedCall]
     return out
 
 
-async def cancel_all(tasks: Sequence[asyncio.Task[Any]]) -> None:
+async def cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> None:
     """Cancel the losers and wait for them, so their cancellation reaches the backends."""
     for t in tasks:
         if not t.done():

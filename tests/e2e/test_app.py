@@ -126,7 +126,8 @@ def test_tool_needing_arguments_answers_422_with_the_schema(app: dict[str, Any])
 
 
 def test_tool_call_past_its_timeout_answers_504_naming_backend_and_tool(app: dict[str, Any]) -> None:
-    r = post(app, "/v1/query", {"question": "sleep", "backend": "dyn", "tool": "sleep_for", "arguments": {"seconds": 5}})
+    r = post(app, "/v1/query", {"question": "sleep", "backend": "dyn", "tool": "sleep_for",
+                                "arguments": {"seconds": 5}})
     assert r.status_code == 504, r.text
     msg = r.json()["error"]["message"]
     assert "dyn" in msg and "sleep_for" in msg

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -75,3 +76,14 @@ def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 1
 
 
 __all__ = ["Recorded", "serve_app", "slow_down"]
+
+
+async def record_request(request: Any) -> Recorded:
+    """What a fake server received: method, path, query, headers (lower-cased) and the JSON body (or text)."""
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = raw.decode(errors="replace")
+    return Recorded(request.method, request.url.path, dict(request.query_params),
+                    {k.lower(): v for k, v in request.headers.items()}, body)

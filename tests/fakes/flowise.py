@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes import Recorded, slow_down
+from tests.fakes import Recorded, record_request, slow_down
 
 
 @dataclass
@@ -73,13 +73,7 @@ class FakeFlowise:
         return next(r for r in reversed(self.requests) if r.path.endswith(path_suffix))
 
     async def _record(self, request: Request) -> Recorded:
-        raw = await request.body()
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode(errors="replace")
-        rec = Recorded(request.method, request.url.path, dict(request.query_params),
-                       {k.lower(): v for k, v in request.headers.items()}, body)
+        rec = await record_request(request)
         self.requests.append(rec)
         return rec
 

@@ -47,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes import Recorded, slow_down
+from tests.fakes import Recorded, record_request, slow_down
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
@@ -128,19 +128,13 @@ class FakeOpenAI:
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _receive(self, request: Request) -> tuple[Recorded, Response | None]:
-        raw = await request.body()
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode(errors="replace")
-        rec = Recorded(request.method, request.url.path, dict(request.query_params),
-                       {k.lower(): v for k, v in request.headers.items()}, body)
+        rec = await record_request(request)
         self.requests.append(rec)
         auth = rec.headers.get("authorization", "")
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             return rec, _error(ApiError(401, "Incorrect API key provided.", "invalid_request_error",
                                         "invalid_api_key"))
-        if not isinstance(body, dict):
+        if not isinstance(rec.body, dict):
             return rec, _error(ApiError(400, "We could not parse the JSON body of your request.",
                                         "invalid_request_error"))
         return rec, None

@@ -17,7 +17,7 @@ from deployments.local import free_port
 from router.config import RouterSettings
 from router.models import Capability
 from router.strategies import CallContext
-from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, wait_for
+from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for
 
 CTX = CallContext(question="test", intent="general")
 
@@ -139,12 +139,7 @@ def http_kb(tmp_path: Path) -> Iterator[str]:
 
     wait_for(listening, timeout=20)
     yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    stop_process(proc)
 
 
 def test_http_backend_answers_over_streamable_http(http_kb: str, cleanup: list[Any]) -> None:

@@ -26,7 +26,7 @@ from deployments.rag.server import build_rag_server
 from deployments.rag.store import ChunkStore, FilterError
 from router.config import LLMSettings
 from router.embeddings import LocalMiniLM
-from tests.conftest import wait_for
+from tests.conftest import stop_process, wait_for
 
 TOOL = "rag_query_with_chunks"
 RESULT_KEYS = {"data", "chunks", "used_chunk_ids", "retrieval"}
@@ -314,12 +314,7 @@ def http_server(tmp_path: Path, docs: Path) -> Iterator[str]:
         wait_for(up, timeout=30, interval=0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)
 
 
 async def test_http_mode_health_and_tool(http_server: str) -> None:

@@ -93,8 +93,9 @@ async def test_an_llm_failure_or_unknown_server_keeps_retrievals_choice(answer: 
 async def test_a_sessions_selection_is_reused_on_later_turns() -> None:
     selector = ToolSelector(SMALL, fake_embed)
     first = await selector.select(index(catalogs()), user("forecast rain"), session_id="s1")
-    later = await selector.select(index(catalogs()), user("forecast rain") + [
-        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "and chess moves?"}], session_id="s1")
+    later = await selector.select(index(catalogs()), [
+        *user("forecast rain"), {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "and chess moves?"}], session_id="s1")
     assert later.path == "session_cache" and later.servers == first.servers
 
 
