@@ -19,9 +19,11 @@ EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml
 
 
 def build_application(settings: RouterSettings) -> Application:
-    embedder = Embedder.bind(settings.embeddings)  # type: ignore[attr-defined]
-    return RouterIngress.options(num_replicas=settings.server.replicas).bind(  # type: ignore[attr-defined]
-        settings, embedder)
+    # Per-request access lines cost a write per call on the hot path; they are opt-in.
+    logs = {"enable_access_log": settings.server.access_log}
+    embedder = Embedder.options(logging_config=logs).bind(settings.embeddings)  # type: ignore[attr-defined]
+    return RouterIngress.options(  # type: ignore[attr-defined]
+        num_replicas=settings.server.replicas, logging_config=logs).bind(settings, embedder)
 
 
 def app(args: dict[str, str] | None = None) -> Application:

@@ -33,7 +33,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def ingress_environment(settings: RouterSettings, host: str, port: int) -> dict[str, str]:
     """Environment Ray must see before it starts (its processes read these at import)."""
-    env = {"RAY_SERVE_DEFAULT_HTTP_HOST": host, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {"RAY_SERVE_DEFAULT_HTTP_HOST": host, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           # The router's code is all async: running it on the replica's own event loop (and the handle
+           # router on the same loop) saves the cross-thread hops, about 1 ms a request here.
+           "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0", "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
     if settings.server.ingress == "direct":
         env.update({
             "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",

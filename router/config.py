@@ -244,6 +244,7 @@ class ServerSettings(_Strict):
     replicas: int = Field(default=1, ge=1)
     max_question_bytes: int = Field(default=32 * 1024, ge=16)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    access_log: bool = False  # Serve's per-request access log lines
     app_name: str = "mcp-router"
     namespace: str = "mcp-router"
 

@@ -130,9 +130,9 @@ async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
     timeout = min(ctx.timeout_for(call.backend), remaining)
     try:
         # The executor enforces `timeout` itself; the extra second only guards the hop to it.
-        outcome = await asyncio.wait_for(
-            ctx.executor.call(call.capability, call.arguments, timeout_s=timeout, context=ctx.call,
-                              force=call.force), timeout + 1.0)
+        async with asyncio.timeout(timeout + 1.0):
+            outcome = await ctx.executor.call(call.capability, call.arguments, timeout_s=timeout, context=ctx.call,
+                                              force=call.force)
     except TimeoutError:
         elapsed = (time.monotonic() - started) * 1000
         kind = "deadline_exceeded" if timeout < ctx.timeout_for(call.backend) else "backend_timeout"
