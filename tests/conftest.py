@@ -45,7 +45,12 @@ def ray_local() -> Iterator[dict[str, Any]]:
     os.environ.pop("RAY_ADDRESS", None)  # never join a cluster an earlier test left behind
     ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="mcp-router-test",
              log_to_driver=False, logging_level="WARNING")
-    yield {"port": port, "url": f"http://127.0.0.1:{port}"}
+    from ray import serve
+    from ray.serve.config import HTTPOptions
+
+    proxy_port = free_port()
+    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=proxy_port))
+    yield {"port": port, "url": f"http://127.0.0.1:{port}", "proxy_url": f"http://127.0.0.1:{proxy_port}"}
     ray.shutdown()
 
 
@@ -66,14 +71,12 @@ def port_closed(url: str) -> bool:
 def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
     """The router application under Serve on the session's Ray; removed, port freed, actors gone after."""
     from ray import serve
-    from ray.serve.config import HTTPOptions
 
     from actors.registry import kill_router_actors
     from deployments.app import build_application
-    from deployments.local import free_port, wait_until_serving
+    from deployments.local import wait_until_serving
 
     wait_for(lambda: port_closed(url), timeout=60)  # a previous app's replica may still be draining
-    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=free_port()))
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
     try:
         wait_until_serving(url, 120)

@@ -40,7 +40,7 @@ def prepared_cluster() -> dict[str, Any]:
 
 def serve_app() -> ServeApplicationSchema:
     schema = ServeDeploySchema.model_validate(yaml.safe_load(SERVE_YAML.read_text()))
-    assert len(schema.applications) == 1
+    assert [a.name for a in schema.applications] == ["mcp-router", "knowledge-base"]
     return schema.applications[0]
 
 
@@ -155,3 +155,13 @@ def test_serve_config_points_at_the_checkout_cluster_yaml_puts_on_every_node() -
     settings = load_settings(ROOT / relative)
     assert settings.enabled_backends
     assert (ROOT / "serve_config.yaml").is_file()
+
+
+def test_serve_config_deploys_the_knowledge_base_next_to_the_router() -> None:
+    schema = ServeDeploySchema.model_validate(yaml.safe_load(SERVE_YAML.read_text()))
+    kb = schema.applications[1]
+    assert kb.route_prefix == "/rag" and callable(import_attr(kb.import_path))
+    from deployments.rag.deployment import KnowledgeBase
+
+    assert [d.name for d in kb.deployments] == [KnowledgeBase.name]
+    assert kb.args["docs"].startswith("/home/ray/mcp-router/")
