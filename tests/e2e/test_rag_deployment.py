@@ -27,7 +27,8 @@ def rag_url(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory)
 
 
 async def test_rag_server_answers_over_mcp_through_serve(rag_url: str) -> None:
-    health = httpx.get(f"{rag_url}/health").json()
+    async with httpx.AsyncClient() as http:
+        health = (await http.get(f"{rag_url}/health")).json()
     assert health["chunks"] > 0 and health["collection"] == "knowledge-base"
     async with Client(f"{rag_url}/mcp") as client:
         result = await client.call_tool("rag_query_with_chunks",
