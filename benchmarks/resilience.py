@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.inprocess import InProcessRouter  # noqa: E402
-from router.config import ResilienceSettings, RouterSettings, load_settings  # noqa: E402
+from router.config import ResilienceSettings, RouterSettings  # noqa: E402
+from router.config_file import load_settings  # noqa: E402
 from router.errors import RouterError  # noqa: E402
 from router.models import QueryRequest  # noqa: E402
 from router.strategies import CallContext  # noqa: E402

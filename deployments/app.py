@@ -13,7 +13,8 @@ from ray.serve import Application
 
 from deployments.embedder import Embedder
 from deployments.ingress import RouterIngress
-from router.config import RouterSettings, load_settings
+from router.config import RouterSettings
+from router.config_file import load_settings
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from router.config import load_settings
+from router.config_file import load_settings
 from router.errors import ConfigError
 
 DEFAULT_URL = "http://127.0.0.1:8000"

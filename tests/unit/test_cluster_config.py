@@ -22,7 +22,8 @@ from ray.serve.schema import ServeApplicationSchema, ServeDeploySchema
 
 from deployments.embedder import Embedder
 from deployments.ingress import RouterIngress
-from router.config import RouterSettings, load_settings
+from router.config import RouterSettings
+from router.config_file import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_YAML = ROOT / "cluster.yaml"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from router.config import FlowiseSpec, McpHttpSpec, McpStdioSpec, RouterSettings, load_settings
+from router.config import FlowiseSpec, McpHttpSpec, McpStdioSpec, RouterSettings
+from router.config_file import load_settings
 from router.errors import ConfigError
 
 NO_ENV: dict[str, str] = {}
