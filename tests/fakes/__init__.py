@@ -48,14 +48,15 @@ async def slow_down(request: Any, seconds: float) -> None:
 
 
 @contextmanager
-def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 10.0) -> Iterator[str]:
+def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 10.0,
+              lifespan: str = "off") -> Iterator[str]:
     """Run an ASGI app with uvicorn on a free port in a daemon thread; yields its base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
     # A short graceful shutdown: handlers still sleeping for a timeout test are cancelled at exit.
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan,
                             timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
@@ -75,7 +76,7 @@ def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout_s: float = 1
         sock.close()
 
 
-__all__ = ["Recorded", "serve_app", "slow_down"]
+__all__ = ["Recorded", "RecordingFake", "record_request", "serve_app", "slow_down"]
 
 
 async def record_request(request: Any) -> Recorded:
@@ -87,3 +88,18 @@ async def record_request(request: Any) -> Recorded:
         body = raw.decode(errors="replace")
     return Recorded(request.method, request.url.path, dict(request.query_params),
                     {k.lower(): v for k, v in request.headers.items()}, body)
+
+
+class RecordingFake:
+    """Base of the fake servers: every request is recorded; `last` finds the newest by path."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+
+    def last(self, path_suffix: str = "") -> Recorded:
+        return next(r for r in reversed(self.requests) if r.path.endswith(path_suffix))
+
+    async def _record(self, request: Any) -> Recorded:
+        rec = await record_request(request)
+        self.requests.append(rec)
+        return rec

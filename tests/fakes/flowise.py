@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes import Recorded, record_request, slow_down
+from tests.fakes import Recorded, RecordingFake, slow_down
 
 
 @dataclass
@@ -58,24 +58,16 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"statusCode": status, "success": False, "message": message, "stack": {}}, status)
 
 
-class FakeFlowise:
+class FakeFlowise(RecordingFake):
     def __init__(self, flows: list[Chatflow], *, api_key: str | None = "flowise-admin-key") -> None:
         self.flows = {f.id: f for f in flows}
         self.api_key = api_key
-        self.requests: list[Recorded] = []
+        super().__init__()
         self.app = Starlette(routes=[
             Route("/api/v1/ping", self.ping, methods=["GET"]),
             Route("/api/v1/chatflows", self.chatflows, methods=["GET"]),
             Route("/api/v1/prediction/{id}", self.prediction, methods=["POST"]),
         ])
-
-    def last(self, path_suffix: str = "") -> Recorded:
-        return next(r for r in reversed(self.requests) if r.path.endswith(path_suffix))
-
-    async def _record(self, request: Request) -> Recorded:
-        rec = await record_request(request)
-        self.requests.append(rec)
-        return rec
 
     @staticmethod
     def _bearer(rec: Recorded) -> str | None:

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes import Recorded, record_request, slow_down
+from tests.fakes import Recorded, RecordingFake, slow_down
 
 _COMPONENT = "ChatOutput-x7Kq2"
 
@@ -88,27 +88,19 @@ def run_result(flow: LangflowFlow, sid: str, value: str) -> dict[str, Any]:
     return {"session_id": sid, "outputs": [{"inputs": {"input_value": value}, "outputs": [out]}]}
 
 
-class FakeLangflow:
+class FakeLangflow(RecordingFake):
     def __init__(self, flows: list[LangflowFlow], *, api_keys: tuple[str, ...] = ("sk-langflow-key",),
                  health: str = "ok") -> None:
         self.flows = flows
         self.api_keys = set(api_keys)
         self.health = health
-        self.requests: list[Recorded] = []
+        super().__init__()
         self.app = Starlette(routes=[
             Route("/health", self.health_endpoint, methods=["GET"]),
             Route("/health_check", self.health_check, methods=["GET"]),
             Route("/api/v1/flows/", self.list_flows, methods=["GET"]),
             Route("/api/v1/run/{flow}", self.run, methods=["POST"]),
         ])
-
-    def last(self, path_suffix: str = "") -> Recorded:
-        return next(r for r in reversed(self.requests) if r.path.endswith(path_suffix))
-
-    async def _record(self, request: Request) -> Recorded:
-        rec = await record_request(request)
-        self.requests.append(rec)
-        return rec
 
     def _refused(self, rec: Recorded) -> Response | None:
         key = rec.headers.get("x-api-key") or rec.query.get("x-api-key")

@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,6 +29,7 @@ from deployments.mcp_endpoint import McpEndpoint
 from router.config import RouterSettings
 from router.errors import NoHealthyBackend
 from router.models import QueryRequest, QueryResponse
+from tests.fakes import serve_app
 
 QUESTIONS = [
     "What time is it in Tokyo?",  # time, first try
@@ -104,28 +102,9 @@ def build_router_mcp_app() -> FastAPI:
     return app
 
 
-@contextlib.contextmanager
-def serve(app: Any) -> Iterator[str]:
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the fake router did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def fake_router() -> Iterator[str]:
-    with serve(build_fake_router()) as url:
+    with serve_app(lifespan="on", app=build_fake_router()) as url:
         yield url
 
 
@@ -174,7 +153,7 @@ def test_duration_bound_run_with_mode(fake_router: str) -> None:
 
 def test_mcp_protocol_against_the_routers_own_mcp_endpoint() -> None:
     MODES_SEEN.clear()
-    with serve(build_router_mcp_app()) as url:
+    with serve_app(lifespan="on", app=build_router_mcp_app()) as url:
         summary, _ = asyncio.run(run_loadtest(url, QUESTIONS[:4], concurrency=2, requests=8, mode="parallel",
                                               protocol="mcp", progress=False))
     assert summary["requests"] == 8 and summary["ok"] == 6, summary
