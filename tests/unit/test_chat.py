@@ -1,0 +1,69 @@
+"""The /v1/chat service and the smart-routing events, with a scripted stand-in for the LLM client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from router.chat import ChatService
+from router.errors import LLMNotConfigured
+from router.llm import LoopResult
+from router.models import ChatRequest
+from router.tools import ToolSelector
+from tests.unit.helpers import fake_embed
+from tests.unit.test_tools import SMALL, catalogs, index
+from tests.unit.test_tracing import spans  # noqa: F401 - the in-memory span exporter fixture
+
+
+class ScriptedLLM:
+    def __init__(self, reroute: bool) -> None:
+        self.reroute = reroute
+        self.offered: list[set[str]] = []
+
+    async def rewrite_query(self, messages: list[dict[str, Any]]) -> str:
+        return str(messages[-1]["content"])
+
+    async def run_tool_loop(self, messages: Any, tools: Any, name_map: Any, executor: Any, context: Any,
+                            max_turns: Any) -> LoopResult:
+        self.offered.append(set(name_map))
+        return LoopResult(answer="done", messages=list(messages), reroute=self.reroute, turns=1)
+
+
+def turn(text: str) -> ChatRequest:
+    return ChatRequest(messages=[{"role": "user", "content": text}], session_id="chat-1")
+
+
+async def test_a_reroute_makes_the_next_turn_select_again_and_a_normal_turn_keeps_the_selection() -> None:
+    selector = ToolSelector(SMALL, fake_embed)
+    llm = ScriptedLLM(reroute=False)
+    service = ChatService(llm, selector, executor=None)  # type: ignore[arg-type]
+    first = await service.chat(turn("forecast rain"), index(catalogs()))
+    second = await service.chat(turn("best chess move"), index(catalogs()))
+    assert second.selection["path"] == "session_cache" and second.servers == first.servers
+    llm.reroute = True
+    rerouted = await service.chat(turn("best chess move"), index(catalogs()))
+    assert rerouted.reroute
+    after = await service.chat(turn("best chess move"), index(catalogs()))
+    assert after.selection["path"] == "retrieval" and after.servers[0] == "chess"
+
+
+async def test_chat_without_an_llm_raises_the_configured_error() -> None:
+    service = ChatService(None, ToolSelector(SMALL, fake_embed), executor=None,  # type: ignore[arg-type]
+                          not_configured=LLMNotConfigured("set llm.model", missing="llm.model"))
+    with pytest.raises(LLMNotConfigured, match=r"llm\.model"):
+        await service.chat(turn("hi"), index(catalogs()))
+
+
+async def test_selection_emits_smart_routing_start_and_end_events(spans: InMemorySpanExporter) -> None:  # noqa: F811
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("request"):
+        await ToolSelector(SMALL, fake_embed).select(index(catalogs()), [{"role": "user", "content": "rain"}])
+    span = next(s for s in spans.get_finished_spans() if s.name == "request")
+    names = [e.name for e in span.events]
+    assert names == ["smart_routing_start", "smart_routing_end"]
+    end = span.events[1].attributes
+    assert end["success"] is True and end["path"] == "retrieval" and end["total_tools"] == 18
+    assert end["selected_tools"] < 18 and "weather" in end["servers"]
