@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from opentelemetry import trace
@@ -23,15 +22,11 @@ from router.arguments import derive_arguments
 from router.cache import LRU
 from router.config import RouterSettings
 from router.errors import (
-    AllBackendsFailed,
     AmbiguousRoute,
     ArgumentsRequired,
-    BackendFailed,
-    BackendTimeout,
     BackendUnavailable,
     NoRelevantBackend,
     RouterError,
-    ToolFailed,
     UnknownBackend,
     UnknownCapability,
 )
@@ -45,11 +40,11 @@ from router.models import (
     QueryResponse,
     RouteRequest,
     RouteResponse,
-    RoutingMetadata,
 )
+from router.outcome import Decision, build_response, cached_response, failure_error
 from router.retrieval import CatalogIndex
 from router.scoring import Candidate, PerfSnapshot, lookup_perf, score_candidates
-from router.strategies import STRATEGIES, CallContext, Executor, PlannedCall, StrategyContext, StrategyResult
+from router.strategies import STRATEGIES, CallContext, Executor, PlannedCall, StrategyContext
 from router.telemetry import TRACER, record_step
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
@@ -63,20 +58,6 @@ class StatsView(Protocol):
     def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]: ...
 
     def record(self, backend: str, intent: str, outcome: CallOutcome) -> None: ...
-
-
-@dataclass(slots=True, kw_only=True)
-class Decision:
-    intent: str
-    intent_source: str
-    intent_scores: dict[str, float]
-    method: str
-    candidates: list[Candidate]
-    verdict: str  # route | no_match | ambiguous
-    message: str
-    decision_ms: float = 0.0
-    kind: str = "route"  # route | override | session | llm
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Router:
@@ -253,7 +234,7 @@ class Router:
         if all(b in statuses and not statuses[b].available for b in backends):
             cached = self._responses.get(cache_key)
             if cached is not None:
-                return self._from_cache(cached, d, mode, started, req)
+                return cached_response(cached, d, mode, started, req)
         # The caller may lower the deadline, never raise it.
         default = self.settings.resilience.deadline_s
         deadline = started + min(req.deadline_s or default, default)
@@ -263,8 +244,8 @@ class Router:
             result = await STRATEGIES[mode](calls, ctx)
             span.set_attribute("router.attempts", len(result.attempts))
         if result.outcome is None or result.call is None:
-            raise self._failure(result, req, d)
-        response = self._response(result, d, mode, started, req)
+            raise failure_error(result)
+        response = build_response(result, d, mode, started, req)
         self._responses.put(cache_key, response)
         if req.session_id:
             self._sessions.put(req.session_id, result.call.backend)
@@ -366,59 +347,3 @@ class Router:
         return StrategyContext(executor=self.executor, settings=res, call=call_ctx, deadline=deadline,
                                timeout_for=lambda b: self._timeouts.get(b, 30.0), hedge_delay_ms=hedge_delay,
                                on_outcome=on_outcome, embed=self._embed, on_step=record_step)
-
-    def _failure(self, result: StrategyResult, req: QueryRequest, d: Decision) -> RouterError:
-        chain = [a.model_dump() for a in result.attempts]
-        if len(result.attempts) == 1:
-            a = result.attempts[0]
-            where = f"backend {a.backend!r}, tool {a.capability!r}"
-            if a.outcome == "timeout":
-                return BackendTimeout(f"{where} timed out: {a.error}", backend=a.backend, tool=a.capability,
-                                      attempts=chain)
-            if a.outcome == "unavailable":
-                return BackendUnavailable(f"{where} is unavailable: {a.error}", backend=a.backend,
-                                          tool=a.capability, attempts=chain)
-            if a.error_type == "tool_failed":
-                return ToolFailed(f"{where} reported an error: {a.error}", backend=a.backend,
-                                  tool=a.capability, attempts=chain)
-            return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
-                                 attempts=chain)
-        if not result.attempts:
-            return AllBackendsFailed("no candidate could be tried before the deadline", attempts=chain)
-        names = ", ".join(f"{a.backend}/{a.capability} ({a.outcome})" for a in result.attempts)
-        return AllBackendsFailed(f"every attempt failed: {names}", attempts=chain)
-
-    def _metadata(self, d: Decision, mode: str, started: float, result: StrategyResult | None,
-                  req: QueryRequest, call: PlannedCall | None) -> RoutingMetadata:
-        chosen = None
-        if call is not None:
-            chosen = next((c.info(i + 1) for i, c in enumerate(d.candidates) if c is call.candidate), None)
-        attempts = result.attempts if result else []
-        return RoutingMetadata(
-            intent=d.intent, intent_source=d.intent_source, intent_scores=d.intent_scores,  # type: ignore[arg-type]
-            method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
-            candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
-            fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
-            arguments=call.arguments if call else None, arguments_source=call.arguments_source if call else None,
-            decision_ms=d.decision_ms,
-            execution_ms=round(result.outcome.latency_ms, 2) if result and result.outcome else 0.0,
-            total_ms=round((time.monotonic() - started) * 1000, 2), session_id=req.session_id,
-            agreement=result.agreement if result else None, answers=result.answers if result else None,
-            disagreed=result.disagreed if result else None,
-        )
-
-    def _response(self, result: StrategyResult, d: Decision, mode: str, started: float,
-                  req: QueryRequest) -> QueryResponse:
-        assert result.outcome is not None and result.call is not None
-        o, call = result.outcome, result.call
-        meta = self._metadata(d, mode, started, result, req, call)
-        return QueryResponse(answer=o.text, backend=o.backend, capability=o.capability, kind=call.capability.kind,
-                             content=list(o.content), structured=o.structured,
-                             session_id=o.session_id or req.session_id,
-                             routing=meta if req.include_routing_metadata else None)
-
-    def _from_cache(self, cached: QueryResponse, d: Decision, mode: str, started: float,
-                    req: QueryRequest) -> QueryResponse:
-        meta = self._metadata(d, mode, started, None, req, None).model_copy(
-            update={"cached": True, "chosen": cached.routing.chosen if cached.routing else None})
-        return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})

@@ -1,0 +1,97 @@
+"""What a routing decision is, and what a request answers with: the response and its metadata, or
+the error that names what failed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from router.errors import (
+    AllBackendsFailed,
+    BackendFailed,
+    BackendTimeout,
+    BackendUnavailable,
+    RouterError,
+    ToolFailed,
+)
+from router.models import QueryRequest, QueryResponse, RoutingMetadata
+from router.scoring import Candidate
+from router.strategies import PlannedCall, StrategyResult
+
+
+@dataclass(slots=True, kw_only=True)
+class Decision:
+    intent: str
+    intent_source: str
+    intent_scores: dict[str, float]
+    method: str
+    candidates: list[Candidate]
+    verdict: str  # route | no_match | ambiguous
+    message: str
+    decision_ms: float = 0.0
+    kind: str = "route"  # route | override | session | llm
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def failure_error(result: StrategyResult) -> RouterError:
+    """The error a request whose every attempt failed answers with: specific for one attempt."""
+    chain = [a.model_dump() for a in result.attempts]
+    if len(result.attempts) == 1:
+        a = result.attempts[0]
+        where = f"backend {a.backend!r}, tool {a.capability!r}"
+        if a.outcome == "timeout":
+            return BackendTimeout(f"{where} timed out: {a.error}", backend=a.backend, tool=a.capability,
+                                  attempts=chain)
+        if a.outcome == "unavailable":
+            return BackendUnavailable(f"{where} is unavailable: {a.error}", backend=a.backend,
+                                      tool=a.capability, attempts=chain)
+        if a.error_type == "tool_failed":
+            return ToolFailed(f"{where} reported an error: {a.error}", backend=a.backend,
+                              tool=a.capability, attempts=chain)
+        return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
+                             attempts=chain)
+    if not result.attempts:
+        return AllBackendsFailed("no candidate could be tried before the deadline", attempts=chain)
+    names = ", ".join(f"{a.backend}/{a.capability} ({a.outcome})" for a in result.attempts)
+    return AllBackendsFailed(f"every attempt failed: {names}", attempts=chain)
+
+
+def routing_metadata(d: Decision, mode: str, started: float, result: StrategyResult | None,
+                     req: QueryRequest, call: PlannedCall | None) -> RoutingMetadata:
+    chosen = None
+    if call is not None:
+        chosen = next((c.info(i + 1) for i, c in enumerate(d.candidates) if c is call.candidate), None)
+    attempts = result.attempts if result else []
+    return RoutingMetadata(
+        intent=d.intent, intent_source=d.intent_source, intent_scores=d.intent_scores,  # type: ignore[arg-type]
+        method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
+        candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
+        fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
+        arguments=call.arguments if call else None, arguments_source=call.arguments_source if call else None,
+        decision_ms=d.decision_ms,
+        execution_ms=round(result.outcome.latency_ms, 2) if result and result.outcome else 0.0,
+        total_ms=round((time.monotonic() - started) * 1000, 2), session_id=req.session_id,
+        agreement=result.agreement if result else None, answers=result.answers if result else None,
+        disagreed=result.disagreed if result else None,
+    )
+
+
+def build_response(result: StrategyResult, d: Decision, mode: str, started: float,
+                   req: QueryRequest) -> QueryResponse:
+    assert result.outcome is not None and result.call is not None
+    o, call = result.outcome, result.call
+    meta = routing_metadata(d, mode, started, result, req, call)
+    return QueryResponse(answer=o.text, backend=o.backend, capability=o.capability, kind=call.capability.kind,
+                         content=list(o.content), structured=o.structured,
+                         session_id=o.session_id or req.session_id,
+                         routing=meta if req.include_routing_metadata else None)
+
+
+def cached_response(cached: QueryResponse, d: Decision, mode: str, started: float,
+                    req: QueryRequest) -> QueryResponse:
+    """A cached answer served because every candidate backend is down, marked as cached."""
+    meta = routing_metadata(d, mode, started, None, req, None).model_copy(
+        update={"cached": True, "chosen": cached.routing.chosen if cached.routing else None})
+    return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})
