@@ -20,7 +20,6 @@ import numpy as np
 import ray
 
 from router.config import RouterSettings
-from router.core import Router
 from router.embeddings import CachedEmbedder
 from router.models import BackendStatus, CallOutcome, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
@@ -31,11 +30,12 @@ _FLUSH_S = 0.2
 
 
 class BackendDirectory:
-    def __init__(self, settings: RouterSettings, router: Router, actors: dict[str, Any], perf_actor: Any,
+    def __init__(self, settings: RouterSettings, actors: dict[str, Any], perf_actor: Any,
                  embedder: CachedEmbedder | None,
+                 on_index: Callable[[list[Catalog], CatalogIndex], None],
                  on_status: Callable[[Mapping[str, BackendStatus]], None] | None = None) -> None:
         self.settings = settings
-        self.router = router
+        self._on_index = on_index  # the router's set_catalogs: a new index replaces the old one
         self.actors = actors
         self.perf_actor = perf_actor
         self.embedder = embedder
@@ -137,7 +137,7 @@ class BackendDirectory:
             texts = CatalogTexts.build(catalogs)
             tool_vecs, server_vecs = await self._vectors(texts)
             index = CatalogIndex(texts, tool_vecs, server_vecs, self.settings.routing)
-            self.router.set_catalogs(catalogs, index)
+            self._on_index(catalogs, index)
             self.index_built_at = time.time()
             log.info("index rebuilt: %d backends, %d capabilities, dense=%s", len(catalogs), len(index),
                      tool_vecs is not None)

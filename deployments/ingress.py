@@ -90,12 +90,12 @@ class RouterIngress:
         self.llm, llm_error = _llm_client(settings)
         prototypes = IntentClassifier.prototype_texts(settings.intents)
         proto_vecs = {n: await self.embedder.embed(t) for n, t in prototypes.items()}
-        self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor), embed=remote.embed,
-                             stats=None,  # type: ignore[arg-type]  # set just below
-                             classifier=IntentClassifier(settings.intents, proto_vecs), llm=self.llm)
-        self.directory = BackendDirectory(settings, self.router, self.actors, self.perf_actor, self.embedder,
+        self.directory = BackendDirectory(settings, self.actors, self.perf_actor, self.embedder,
+                                          on_index=lambda cats, index: self.router.set_catalogs(cats, index),
                                           on_status=self.metrics.observe_health)
-        self.router.stats = self.directory
+        self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor), embed=remote.embed,
+                             stats=self.directory, classifier=IntentClassifier(settings.intents, proto_vecs),
+                             llm=self.llm)
         await self.directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))

@@ -6,6 +6,7 @@ HTTP, MCP and the Serve deployment handle all speak these same models, so a Pyth
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -93,6 +94,9 @@ class BackendStatus:
 
     @property
     def available(self) -> bool:
+        if self.health == "ejected" and self.ejected_until is not None:
+            # A snapshot can outlive the ejection it reports: once it is over, the next call is the probe.
+            return self.ejected_until <= time.time()
         return self.health in ("healthy", "degraded")
 
 

@@ -58,10 +58,10 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
         "server": {"namespace": "mcp-router-cluster-test"},
     })
     actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.backends}
+    directory = BackendDirectory(settings, actors, ensure_performance_actor(settings), embedder=None,
+                                 on_index=lambda cats, index: router.set_catalogs(cats, index))
     router = Router(settings, executor=RayExecutor(settings.server.namespace, actors), embed=_no_embed,
-                    stats=None)  # type: ignore[arg-type]
-    directory = BackendDirectory(settings, router, actors, ensure_performance_actor(settings), embedder=None)
-    router.stats = directory
+                    stats=directory)
     await directory.wait_ready(20)
     statuses = directory.statuses()
     assert all(s.health == "healthy" for s in statuses.values()), statuses

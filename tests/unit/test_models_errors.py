@@ -97,3 +97,15 @@ def test_backend_info_copies_the_public_fields_of_a_status() -> None:
     info = BackendInfo.from_status(status)
     assert (info.name, info.health, info.last_error, info.tool_count) == ("a", "down", "refused", 3)
     assert "inflight" not in info.model_dump()
+
+
+def test_an_ejection_that_is_over_makes_the_backend_available_for_its_probe() -> None:
+    import time
+
+    from router.models import BackendStatus
+
+    over = BackendStatus(name="a", kind="mcp_stdio", transport="stdio", health="ejected",
+                         ejected_until=time.time() - 0.1)
+    running = BackendStatus(name="a", kind="mcp_stdio", transport="stdio", health="ejected",
+                            ejected_until=time.time() + 60)
+    assert over.available and not running.available
