@@ -16,11 +16,12 @@ in other processes notice changes. Why not Chroma: see README, "RAG knowledge-ba
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,26 +172,31 @@ class ChunkStore:
         rows = [(self.collection, c.id, source, i, c.text, json.dumps(c.metadata, ensure_ascii=False),
                  np.asarray(v, dtype=np.float32).tobytes()) for i, (c, v) in enumerate(zip(chunks, vectors,
                                                                                            strict=True))]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(_DELETE_CHUNKS, (self.collection, source))
-                self._db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-                self._db.execute("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)",
-                                 (self.collection, source, content_hash, fingerprint, len(rows)))
-                self._bump()
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._write():
+            self._db.execute(_DELETE_CHUNKS, (self.collection, source))
+            self._db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._db.execute("INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)",
+                             (self.collection, source, content_hash, fingerprint, len(rows)))
 
     def delete_document(self, source: str) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._write():
             self._db.execute(_DELETE_CHUNKS, (self.collection, source))
             self._db.execute(_DELETE_CHUNKS.replace("chunks", "documents"), (self.collection, source))
-            self._bump()
-            self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """One transaction that bumps the generation: committed whole, or rolled back on any failure."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            committed = False
+            try:
+                yield
+                self._bump()
+                self._db.execute("COMMIT")
+                committed = True
+            finally:
+                if not committed:
+                    self._db.execute("ROLLBACK")
 
     def _bump(self) -> None:
         self._db.execute("INSERT INTO generations VALUES (?, 1) ON CONFLICT (collection) "

@@ -1,14 +1,9 @@
+"""Router.query: the decision executed by a strategy, its errors, its metadata and caches."""
+
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 import pytest
 
-from router.config import RouterSettings
-from router.core import Router
 from router.errors import (
     AllBackendsFailed,
     AmbiguousRoute,
@@ -19,146 +14,12 @@ from router.errors import (
     ToolFailed,
     UnknownBackend,
     UnknownCapability,
-    UnknownIntent,
 )
-from router.models import BackendStatus, CallOutcome, Capability, Catalog, QueryRequest, RouteRequest
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.models import Capability, Catalog, QueryRequest, RouteRequest
 from router.scoring import PerfSnapshot
-from tests.unit.fake_executor import Behaviour, ScriptedExecutor, fail, ok, timeout
-from tests.unit.helpers import catalog, embed_texts, small_catalogs
-
-BACKENDS = ("time", "clock", "calc", "echo")
-# Both time tools are relevant to this one; only `time/get_current_time` to the next.
-BOTH_CLOCKS = "What is the current local time in Tokyo?"
-ONLY_TIME = "What time is it in Tokyo?"
-UNRELATED = "bake a sourdough bread recipe"
-
-
-@dataclass
-class Stats:
-    """A StatsView over plain dicts; every backend starts healthy."""
-
-    health: dict[str, str] = field(default_factory=lambda: dict.fromkeys(BACKENDS, "healthy"))
-    snapshots: dict[tuple[str, str], PerfSnapshot] = field(default_factory=dict)
-    recorded: list[tuple[str, str, CallOutcome]] = field(default_factory=list)
-
-    def statuses(self) -> Mapping[str, BackendStatus]:
-        return {
-            name: BackendStatus(
-                name=name,
-                kind="mcp_stdio",
-                transport="stdio",
-                health=h,  # type: ignore[arg-type]
-                last_error="connection refused" if h == "down" else None,
-            )
-            for name, h in self.health.items()
-        }
-
-    def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]:
-        return self.snapshots
-
-    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
-        self.recorded.append((backend, intent, outcome))
-
-
-@dataclass
-class World:
-    router: Router
-    executor: ScriptedExecutor
-    stats: Stats
-    embedded: list[list[str]]
-
-
-def answers(**overrides: Behaviour) -> dict[str, Behaviour]:
-    script: dict[str, Behaviour] = {name: ok(f"answer from {name}") for name in BACKENDS}
-    script.update(overrides)
-    return script
-
-
-def world(
-    script: dict[str, Behaviour] | None = None,
-    *,
-    settings: dict[str, Any] | None = None,
-    backend_options: dict[str, dict[str, Any]] | None = None,
-    catalogs: list[Catalog] | None = None,
-) -> World:
-    opts = backend_options or {}
-    config = {
-        "backends": [{"name": n, "kind": "mcp_stdio", "command": "srv", **opts.get(n, {})} for n in BACKENDS]
-    }
-    config.update(settings or {})
-    s = RouterSettings.model_validate(config)
-    embedded: list[list[str]] = []
-
-    async def embed(texts: list[str]) -> np.ndarray:
-        embedded.append(list(texts))
-        return embed_texts(texts)
-
-    executor = ScriptedExecutor(script or answers())
-    stats = Stats()
-    router = Router(s, executor=executor, embed=embed, stats=stats)
-    catalogs = catalogs or small_catalogs()
-    texts = CatalogTexts.build(catalogs)
-    router.set_catalogs(
-        catalogs,
-        CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), s.routing),
-    )
-    return World(router, executor, stats, embedded)
-
-
-# --- /route: the decision alone ---------------------------------------------------------------
-
-
-async def test_route_is_a_dry_run_that_explains_candidates_and_calls_nothing() -> None:
-    w = world()
-    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS))
-    assert resp.decision == "route"
-    assert resp.method == "hybrid"
-    assert [(c.rank, c.backend) for c in resp.candidates[:2]] == [(1, "time"), (2, "clock")]
-    top = resp.candidates[0].scores
-    assert top.dense > 0 and top.bm25 > 0 and top.hybrid == 1.0
-    assert top.health == 1.0 and top.perf == 0.5
-    assert top.composite == pytest.approx(0.5 * top.match + 0.3 * top.health + 0.2 * top.perf, abs=1e-4)
-    assert w.executor.calls == []
-    assert w.stats.recorded == []
-
-
-async def test_route_reports_no_match_without_raising() -> None:
-    resp = await (world()).router.route(RouteRequest(question=UNRELATED))
-    assert resp.decision == "no_match"
-    assert resp.candidates  # the closest ones are still listed
-
-
-async def test_route_k_bounds_are_at_least_the_fanout() -> None:
-    resp = await world().router.route(RouteRequest(question=BOTH_CLOCKS, k=1))
-    # fallback, parallel and consensus may use 3 candidates, so the decision keeps at least 3
-    assert len(resp.candidates) == 3
-
-
-async def test_intent_override_is_reported_and_an_unknown_one_rejected() -> None:
-    w = world()
-    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS, intent="technical-analysis"))
-    assert (resp.intent, resp.intent_source) == ("technical-analysis", "override")
-    with pytest.raises(UnknownIntent):
-        await w.router.route(RouteRequest(question=BOTH_CLOCKS, intent="astrology"))
-
-
-async def test_backend_intent_bonus_lifts_the_declaring_backend() -> None:
-    w = world(
-        settings={"routing": {"intent_bonus": 1.0}},
-        backend_options={"clock": {"intents": ["technical-analysis"]}},
-    )
-    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS, intent="technical-analysis"))
-    assert resp.candidates[0].backend == "clock"
-    assert resp.candidates[0].scores.intent_bonus == 1.0
-
-
-async def test_query_vectors_are_embedded_once_per_question() -> None:
-    w = world()
-    await w.router.route(RouteRequest(question=ONLY_TIME))
-    await w.router.route(RouteRequest(question=ONLY_TIME))
-    assert w.embedded == [[ONLY_TIME]]
-
+from tests.unit.fake_executor import fail, ok, timeout
+from tests.unit.helpers import catalog, small_catalogs
+from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, UNRELATED, answers, world
 
 # --- /query: decision and execution -----------------------------------------------------------
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from router.models import QueryRequest
 from tests.unit.fake_executor import fail
-from tests.unit.test_core import BOTH_CLOCKS, answers, world
+from tests.unit.router_world import BOTH_CLOCKS, answers, world
 
 _EXPORTER = InMemorySpanExporter()
 

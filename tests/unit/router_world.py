@@ -1,0 +1,95 @@
+"""A Router wired to scripted fakes, shared by the router tests: catalog, stats, executor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from router.config import RouterSettings
+from router.core import Router
+from router.models import BackendStatus, CallOutcome, Catalog
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.scoring import PerfSnapshot
+from tests.unit.fake_executor import Behaviour, ScriptedExecutor, ok
+from tests.unit.helpers import embed_texts, small_catalogs
+
+BACKENDS = ("time", "clock", "calc", "echo")
+# Both time tools are relevant to this one; only `time/get_current_time` to the next.
+BOTH_CLOCKS = "What is the current local time in Tokyo?"
+ONLY_TIME = "What time is it in Tokyo?"
+UNRELATED = "bake a sourdough bread recipe"
+
+
+@dataclass
+class Stats:
+    """A StatsView over plain dicts; every backend starts healthy."""
+
+    health: dict[str, str] = field(default_factory=lambda: dict.fromkeys(BACKENDS, "healthy"))
+    snapshots: dict[tuple[str, str], PerfSnapshot] = field(default_factory=dict)
+    recorded: list[tuple[str, str, CallOutcome]] = field(default_factory=list)
+
+    def statuses(self) -> Mapping[str, BackendStatus]:
+        return {
+            name: BackendStatus(
+                name=name,
+                kind="mcp_stdio",
+                transport="stdio",
+                health=h,  # type: ignore[arg-type]
+                last_error="connection refused" if h == "down" else None,
+            )
+            for name, h in self.health.items()
+        }
+
+    def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]:
+        return self.snapshots
+
+    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+        self.recorded.append((backend, intent, outcome))
+
+
+@dataclass
+class World:
+    router: Router
+    executor: ScriptedExecutor
+    stats: Stats
+    embedded: list[list[str]]
+
+
+def answers(**overrides: Behaviour) -> dict[str, Behaviour]:
+    script: dict[str, Behaviour] = {name: ok(f"answer from {name}") for name in BACKENDS}
+    script.update(overrides)
+    return script
+
+
+def world(
+    script: dict[str, Behaviour] | None = None,
+    *,
+    settings: dict[str, Any] | None = None,
+    backend_options: dict[str, dict[str, Any]] | None = None,
+    catalogs: list[Catalog] | None = None,
+) -> World:
+    opts = backend_options or {}
+    config = {
+        "backends": [{"name": n, "kind": "mcp_stdio", "command": "srv", **opts.get(n, {})} for n in BACKENDS]
+    }
+    config.update(settings or {})
+    s = RouterSettings.model_validate(config)
+    embedded: list[list[str]] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        embedded.append(list(texts))
+        return embed_texts(texts)
+
+    executor = ScriptedExecutor(script or answers())
+    stats = Stats()
+    router = Router(s, executor=executor, embed=embed, stats=stats)
+    catalogs = catalogs or small_catalogs()
+    texts = CatalogTexts.build(catalogs)
+    router.set_catalogs(
+        catalogs,
+        CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), s.routing),
+    )
+    return World(router, executor, stats, embedded)
