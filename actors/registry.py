@@ -44,7 +44,7 @@ async def ensure_backend_actor(spec: BackendSpec, settings: RouterSettings) -> A
     return BackendActor.options(
         name=name, namespace=ns, lifetime="detached", get_if_exists=True, num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=spec.max_concurrency + _HEADROOM,
-        scheduling_strategy="SPREAD",
+        scheduling_strategy="SPREAD", enable_task_events=False,
     ).remote(spec, settings.resilience)
 
 
@@ -52,7 +52,7 @@ def ensure_performance_actor(settings: RouterSettings) -> Any:
     ns = settings.server.namespace
     return PerformanceActor.options(
         name=PERF_ACTOR_NAME, namespace=ns, lifetime="detached", get_if_exists=True, num_cpus=0,
-        max_restarts=-1, max_task_retries=-1, max_concurrency=64,
+        max_restarts=-1, max_task_retries=-1, max_concurrency=64, enable_task_events=False,
     ).remote(settings.resilience, f"{ns}:performance-history")
 
 

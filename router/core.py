@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -42,7 +43,7 @@ from router.models import (
     RouteResponse,
 )
 from router.outcome import Decision, build_response, cached_response, failure_error
-from router.retrieval import CatalogIndex
+from router.retrieval import CatalogIndex, Ranked
 from router.scoring import Candidate, PerfSnapshot, lookup_perf, score_candidates
 from router.strategies import STRATEGIES, CallContext, Executor, PlannedCall, StrategyContext
 from router.telemetry import TRACER, record_step
@@ -60,6 +61,18 @@ class StatsView(Protocol):
     def record(self, backend: str, intent: str, outcome: CallOutcome) -> None: ...
 
 
+@dataclass(slots=True)
+class _QueryAnalysis:
+    """What a question yields before live state (health, performance) enters: its vector, its
+    classified intent and its retrieval results. Agents repeat questions, so this is cached; the
+    results are dropped whenever the index is replaced."""
+
+    vector: np.ndarray | None
+    intent: tuple[str, str, dict[str, float]] | None = None
+    index: CatalogIndex | None = None
+    ranked: dict[tuple[int, str | None], list[Ranked]] = field(default_factory=dict)
+
+
 class Router:
     def __init__(self, settings: RouterSettings, *, executor: Executor, embed: EmbedFn, stats: StatsView,
                  classifier: IntentClassifier | None = None, llm: LLMClient | None = None) -> None:
@@ -71,7 +84,7 @@ class Router:
         self.classifier = classifier or IntentClassifier(settings.intents, {})
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
-        self._qvecs: LRU[str, np.ndarray] = LRU(settings.routing.query_cache_size)
+        self._analyses: LRU[str, _QueryAnalysis] = LRU(settings.routing.query_cache_size)
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
         res = settings.resilience
         self._responses: LRU[tuple[str, str, frozenset[str]], QueryResponse] = LRU(
@@ -85,12 +98,26 @@ class Router:
         self.catalogs = {c.backend: c for c in catalogs}
         self.index = index
 
-    async def embed_query(self, text: str) -> np.ndarray:
-        vec = self._qvecs.get(text)
-        if vec is None:
-            vec = (await self._embed([text]))[0]
-            self._qvecs.put(text, vec)
-        return vec
+    async def _analyse(self, question: str) -> _QueryAnalysis:
+        analysis = self._analyses.get(question)
+        if analysis is None:
+            vector = (await self._embed([question]))[0] if self._dense_enabled() else None
+            analysis = _QueryAnalysis(vector)
+            self._analyses.put(question, analysis)
+        elif analysis.vector is None and self._dense_enabled():
+            analysis = _QueryAnalysis((await self._embed([question]))[0])
+            self._analyses.put(question, analysis)
+        return analysis
+
+    def _search(self, analysis: _QueryAnalysis, question: str, k: int, backend: str | None) -> list[Ranked]:
+        assert self.index is not None
+        if analysis.index is not self.index:
+            analysis.index, analysis.ranked = self.index, {}
+        ranked = analysis.ranked.get((k, backend))
+        if ranked is None:
+            ranked = self.index.search(question, analysis.vector, k, backends={backend} if backend else None)
+            analysis.ranked[(k, backend)] = ranked
+        return ranked
 
     # -- decision ----------------------------------------------------------------------------
 
@@ -102,13 +129,16 @@ class Router:
                 raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(sorted(self._timeouts))}",
                                      backend=backend)
             chosen_intent = self.classifier.resolve(intent) if intent else None
-            qvec = await self.embed_query(question) if self._dense_enabled() else None
+            analysis = await self._analyse(question)
             if chosen_intent is None:
-                chosen_intent, source, intent_scores = self.classifier.classify(question, qvec)
+                if analysis.intent is None:
+                    analysis.intent = self.classifier.classify(question, analysis.vector)
+                chosen_intent, source, intent_scores = analysis.intent
+                intent_scores = dict(intent_scores)
             else:
                 source, intent_scores = "override", {}
             want = max(k or self.settings.routing.candidates, self._fanout())
-            candidates = self._candidates(question, qvec, chosen_intent, want * 2, backend, tool)
+            candidates = self._candidates(question, analysis, chosen_intent, want * 2, backend, tool)
             kind = "override" if backend else "route"
             sticky = self._sessions.get(session_id) if session_id and not backend else None
             if sticky is not None:
@@ -141,12 +171,11 @@ class Router:
         base = "hybrid" if self._dense_enabled() else "bm25"
         return f"{base}_two_level" if r.method == "two_level" else base
 
-    def _candidates(self, question: str, qvec: np.ndarray | None, intent: str, k: int, backend: str | None,
+    def _candidates(self, question: str, analysis: _QueryAnalysis, intent: str, k: int, backend: str | None,
                     tool: str | None) -> list[Candidate]:
         if self.index is None:
             return []
-        restrict = {backend} if backend else None
-        ranked = self.index.search(question, qvec, k, backends=restrict)
+        ranked = self._search(analysis, question, k, backend)
         if tool is not None:
             ranked = [r for r in ranked if r.capability.name == tool]
             if not ranked:
@@ -155,7 +184,8 @@ class Router:
                 if cap is None:
                     raise UnknownCapability(f"backend {backend!r} has no tool, prompt, resource or flow named "
                                             f"{tool!r}", backend=backend, tool=tool)
-                ranked = self.index.search(question, qvec, len(self.index), backends=restrict)
+                ranked = self.index.search(question, analysis.vector, len(self.index),
+                                           backends={backend} if backend else None)
                 ranked = [r for r in ranked if r.capability.name == tool]
         return score_candidates(ranked, intent, self.stats.statuses(), self.stats.perf(), self.settings.routing,
                                 self._backend_intents)

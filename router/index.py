@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from rank_bm25 import BM25Okapi
 
 from router.text import tokenize
 
@@ -68,15 +67,40 @@ class InMemoryVectorStore:
 _MAX_QUERY_TERMS = 64
 
 
-class _BM25(BM25Okapi):
-    """Okapi BM25 with Lucene's IDF, ``log(1 + (N - df + 0.5) / (df + 0.5))``, which stays positive.
+class BM25:
+    """Okapi BM25 (k1 1.5, b 0.75) over postings, with Lucene's IDF ``log(1 + (N - df + 0.5) / (df + 0.5))``.
 
-    rank_bm25's classic IDF goes negative for terms in more than half the documents, so in a small
-    catalog (two time tools both mentioning "time") a matching word would lower a tool's score.
+    Lucene's IDF stays positive: the classic one goes negative for terms in more than half the
+    documents, so in a small catalog (two time tools both mentioning "time") a matching word would
+    lower a tool's score. Each term keeps its documents and their precomputed term weights as numpy
+    arrays, so scoring a query costs one vector addition per query term, not a loop over documents.
     """
 
-    def _calc_idf(self, nd: dict[str, int]) -> None:
-        self.idf = {w: math.log(1 + (self.corpus_size - df + 0.5) / (df + 0.5)) for w, df in nd.items()}
+    def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75) -> None:
+        self.size = len(corpus)
+        lengths = np.array([len(doc) for doc in corpus], dtype=np.float64)
+        norm = k1 * (1 - b + b * lengths / max(float(lengths.mean()) if self.size else 1.0, 1e-9))
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for i, doc in enumerate(corpus):
+            counts: dict[str, int] = {}
+            for term in doc:
+                counts[term] = counts.get(term, 0) + 1
+            for term, tf in counts.items():
+                docs, weights = postings.setdefault(term, ([], []))
+                docs.append(i)
+                weights.append(tf * (k1 + 1) / (tf + norm[i]))
+        self.idf = {t: math.log(1 + (self.size - len(d) + 0.5) / (len(d) + 0.5)) for t, (d, _) in postings.items()}
+        self._postings = {t: (np.array(d, dtype=np.int64), self.idf[t] * np.array(w))
+                          for t, (d, w) in postings.items()}
+
+    def scores(self, query_terms: Sequence[str]) -> np.ndarray:
+        """The score of every document; a term repeated in the query counts each time."""
+        out = np.zeros(self.size)
+        for term in query_terms:
+            posting = self._postings.get(term)
+            if posting is not None:
+                out[posting[0]] += posting[1]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +139,7 @@ class HybridIndex:
         self.alpha = alpha if (vectors is not None or store is not None) else 0.0
         self.dense_top_n = dense_top_n
         corpus = [tokenize(t) or ["<empty>"] for t in texts]
-        self._bm25 = _BM25(corpus) if corpus else None
+        self._bm25 = BM25(corpus) if corpus else None
         if store is None and vectors is not None:
             if len(vectors) != self.size:
                 raise ValueError(f"{len(vectors)} vectors for {self.size} documents")
@@ -129,7 +153,7 @@ class HybridIndex:
     def bm25_scores(self, tokens: list[str], ids: np.ndarray) -> np.ndarray:
         if self._bm25 is None or not tokens or ids.size == 0:
             return np.zeros(ids.size)
-        return np.asarray(self._bm25.get_batch_scores(self._query_terms(tokens), ids.tolist()), dtype=np.float64)
+        return self._bm25.scores(self._query_terms(tokens))[ids]
 
     def _query_terms(self, tokens: list[str]) -> list[str]:
         """A long question (a pasted document) keeps its most informative distinct terms, once each, so
@@ -150,8 +174,11 @@ class HybridIndex:
         alpha: float | None = None,
         within: np.ndarray | None = None,
         tokens: list[str] | None = None,
+        prior: np.ndarray | None = None,
+        prior_weight: float = 0.0,
     ) -> list[Hit]:
-        """Rank documents for `query`; `within` restricts the search to some document ids."""
+        """Rank documents for `query`; `within` restricts the search to some document ids. With a
+        `prior` (a score per document), the order is ``(1 - prior_weight) * hybrid + prior_weight * prior``."""
         if self.size == 0:
             return []
         a = self.alpha if alpha is None else alpha
@@ -167,7 +194,8 @@ class HybridIndex:
         dense_norm = minmax(dense) if a > 0 else np.zeros(ids.size)
         bm25_norm = minmax(bm25) if bm25.max(initial=0.0) > 0 else np.zeros(ids.size)
         hybrid = a * dense_norm + (1 - a) * bm25_norm
-        order = np.argsort(-hybrid, kind="stable")[:k]
+        ranking = hybrid if prior is None else (1 - prior_weight) * hybrid + prior_weight * prior[ids]
+        order = np.argsort(-ranking, kind="stable")[:k]
         return [
             Hit(int(ids[i]), float(dense[i]), float(bm25[i]), float(dense_norm[i]), float(bm25_norm[i]),
                 float(hybrid[i]))

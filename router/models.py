@@ -203,6 +203,7 @@ class ScoreBreakdown(_Model):
     dense_norm: float = 0.0
     bm25_norm: float = 0.0
     hybrid: float = 0.0
+    server: float = 0.0  # the fused score of the capability's server document, when the ranking uses it
     intent_bonus: float = 0.0
     match: float = 0.0
     health: float = 0.0

@@ -141,8 +141,23 @@ class CatalogIndex:
             return []
         if method == "two_level" and backends is None:
             return self._two_level(query, query_vector, k, alpha)
-        hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within)
-        return [Ranked(self.texts.capabilities[h.doc], h, h.hybrid) for h in hits]
+        w = self.settings.server_weight
+        if w <= 0 or len(self.texts.catalogs) < 2:
+            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within)
+            return [Ranked(self.texts.capabilities[h.doc], h, h.hybrid) for h in hits]
+        # Each tool's score takes in its server's own document: what a server is for tells which of two
+        # similar tools belongs to the task, and keeps a task's tools on its server.
+        server_score = self._server_scores(query, query_vector, alpha)
+        hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within,
+                                 prior=server_score[self._server_of], prior_weight=w)
+        return [Ranked(self.texts.capabilities[h.doc], h, (1 - w) * h.hybrid + w * s, s)
+                for h in hits for s in (float(server_score[self._server_of[h.doc]]),)]
+
+    def _server_scores(self, query: str, query_vector: np.ndarray | None, alpha: float | None) -> np.ndarray:
+        scores = np.zeros(len(self.texts.catalogs))
+        for h in self.servers.search(query, query_vector, len(self.texts.catalogs), alpha=alpha):
+            scores[h.doc] = h.hybrid
+        return scores
 
     def rank_servers(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
                      alpha: float | None = None) -> list[RankedServer]:

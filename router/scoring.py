@@ -1,6 +1,7 @@
 """The composite score: ``w_match * match + w_health * health + w_perf * perf`` per candidate.
 
-- match: the fused retrieval score, plus `intent_bonus` when the backend (or the capability)
+- match: the retrieval score (the capability's fused dense + BM25 score, blended with its server
+  document's by `server_weight`), plus `intent_bonus` when the backend (or the capability)
   declares the request's intent;
 - health: 1 healthy, 0.5 degraded or starting, 0 down or ejected;
 - perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
@@ -95,7 +96,8 @@ def score_candidates(
         h = r.hit
         scores = ScoreBreakdown(
             dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
-            bm25_norm=round(h.bm25_norm, 4), hybrid=round(r.score, 4), intent_bonus=bonus,
+            bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
+            intent_bonus=bonus,
             match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
         )
         absolute = h.dense >= settings.min_similarity or h.bm25 > 0

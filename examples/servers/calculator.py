@@ -3,7 +3,9 @@
     python examples/servers/calculator.py            # speaks MCP over stdin/stdout
 
 Both tools take the question as it is ("what is 12 times 7?", "convert 5 km to miles") and find
-the arithmetic or the quantity in it, so the router can pass a question straight through.
+the arithmetic or the quantity in it, so the router can pass a question straight through. They
+are `async` although they never wait: the SDK runs a plain function in a worker thread, a thread
+hop per call for work that takes microseconds.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def evaluate(text: str) -> tuple[str, float]:
 
 
 @server.tool()
-def calculate(query: str) -> str:
+async def calculate(query: str) -> str:
     """Evaluate arithmetic: + - * / ^, sqrt, sin, log, pi... The query may be a question such as
     'what is 12 times (3 + 4)?' or a bare expression like '2^10 / 4'."""
     expr, value = evaluate(query)
@@ -139,7 +141,7 @@ def _temperature(value: float, src: str, dst: str) -> float:
 
 
 @server.tool()
-def convert_units(query: str) -> str:
+async def convert_units(query: str) -> str:
     """Convert a quantity between units of length, mass, volume, temperature, speed, time or digital
     storage, e.g. 'convert 5 km to miles', 'how many pounds is 3 kg', '100 F in celsius'."""
     m = _CONVERSION.search(query)

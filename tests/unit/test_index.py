@@ -7,6 +7,7 @@ import pytest
 
 from router.config import RoutingSettings
 from router.index import HybridIndex, InMemoryVectorStore, minmax
+from router.models import Capability, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.text import tokenize
 from tests.unit.helpers import embed_texts, small_catalogs
@@ -206,12 +207,43 @@ def test_catalog_texts_put_name_words_params_and_server_in_the_documents() -> No
     assert texts.tool_sparse[0].count("get current time") == 3
 
 
-def test_flat_search_ranks_capabilities_with_their_hybrid_score() -> None:
-    index = _catalog_index(method="flat")
+def test_flat_search_without_server_weight_ranks_by_the_hybrid_score_alone() -> None:
+    index = _catalog_index(method="flat", server_weight=0.0)
     q = "multiply two numbers"
     ranked = index.search(q, embed_texts([q])[0], k=3)
     assert ranked[0].capability.name == "multiply"
     assert all(r.score == r.hit.hybrid and r.server_score is None for r in ranked)
+
+
+def test_flat_search_blends_each_tool_with_its_server_document() -> None:
+    index = _catalog_index(method="flat", server_weight=0.4)
+    q = "multiply two numbers"
+    ranked = index.search(q, embed_texts([q])[0], k=5)
+    assert ranked[0].capability.name == "multiply"
+    servers = {h.doc: h.hybrid for h in index.servers.search(q, embed_texts([q])[0], 10)}
+    names = [c.backend for c in index.texts.catalogs]
+    for r in ranked:
+        assert r.server_score == pytest.approx(servers[names.index(r.capability.backend)])
+        assert r.score == pytest.approx(0.6 * r.hit.hybrid + 0.4 * r.server_score)
+    assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
+
+
+def test_the_server_document_decides_between_two_equally_matching_tools() -> None:
+    """Two servers offer a tool with the same name and description; the one whose server is about the
+    question wins, and its server score says why."""
+    tool = {"name": "search", "description": "Search for items"}
+    catalogs = [
+        Catalog(backend="papers", version="1", description="academic papers, arxiv preprints and citations",
+                capabilities=(Capability(backend="papers", **tool),)),
+        Catalog(backend="shop", version="1", description="online store products, prices and orders",
+                capabilities=(Capability(backend="shop", **tool),)),
+    ]
+    texts = CatalogTexts.build(catalogs)
+    index = CatalogIndex(texts, None, None, RoutingSettings())  # BM25 alone: deterministic
+    for question, server in (("search arxiv papers on retrieval", "papers"), ("search products and prices", "shop")):
+        first, second = index.search(question, None, k=2)
+        assert first.capability.backend == server
+        assert first.server_score == 1.0 and second.server_score == 0.0
 
 
 def test_backend_restriction_only_returns_that_backends_capabilities() -> None:
@@ -240,7 +272,8 @@ def test_two_level_is_not_used_when_the_search_is_restricted_to_backends() -> No
     q = "add numbers calculator"
     ranked = index.search(q, embed_texts([q])[0], k=5, backends={"echo", "time"})
     assert {r.capability.backend for r in ranked} == {"echo", "time"}
-    assert all(r.server_score is None for r in ranked)
+    # the flat ranking's blend, not MCP-Zero's product
+    assert all(r.score == pytest.approx(0.65 * r.hit.hybrid + 0.35 * (r.server_score or 0)) for r in ranked)
 
 
 def test_rank_servers_lists_each_backend_once_best_first() -> None:
