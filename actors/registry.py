@@ -41,6 +41,8 @@ async def ensure_backend_actor(spec: BackendSpec, settings: RouterSettings) -> A
         pass  # not created yet
     except ray.exceptions.RayActorError:
         pass  # died for good; a new one takes the name
+    # No task events: Ray would otherwise report every call to the GCS (for its state API), which on
+    # the request path costs CPU the router needs (Serve turns them off for its replicas too).
     return BackendActor.options(
         name=name, namespace=ns, lifetime="detached", get_if_exists=True, num_cpus=0,
         max_restarts=-1, max_task_retries=0, max_concurrency=spec.max_concurrency + _HEADROOM,

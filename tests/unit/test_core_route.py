@@ -8,6 +8,8 @@ from router.errors import (
     UnknownIntent,
 )
 from router.models import RouteRequest
+from router.retrieval import CatalogIndex, CatalogTexts
+from tests.unit.helpers import embed_texts
 from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, UNRELATED, world
 
 # --- /route: the decision alone ---------------------------------------------------------------
@@ -61,4 +63,25 @@ async def test_query_vectors_are_embedded_once_per_question() -> None:
     w = world()
     await w.router.route(RouteRequest(question=ONLY_TIME))
     await w.router.route(RouteRequest(question=ONLY_TIME))
+    assert w.embedded == [[ONLY_TIME]]
+
+
+async def test_a_repeated_question_reuses_its_retrieval_until_the_index_changes() -> None:
+    w = world()
+    first = await w.router.route(RouteRequest(question=ONLY_TIME))
+    again = await w.router.route(RouteRequest(question=ONLY_TIME))
+    assert [c.capability for c in again.candidates] == [c.capability for c in first.candidates]
+    # Health still counts on a cache hit: it is live state, not part of the cached analysis.
+    w.stats.health["time"] = "down"
+    down = await w.router.route(RouteRequest(question=ONLY_TIME))
+    assert next(c for c in down.candidates if c.backend == "time").scores.health == 0.0
+    # A new index (here: without the time server) drops the cached results.
+    index = w.router.index
+    assert index is not None
+    catalogs = [c for c in index.texts.catalogs if c.backend != "time"]
+    texts = CatalogTexts.build(catalogs)
+    w.router.set_catalogs(catalogs, CatalogIndex(texts, embed_texts(texts.tool_dense),
+                                                 embed_texts(texts.server_dense), w.router.settings.routing))
+    after = await w.router.route(RouteRequest(question=ONLY_TIME))
+    assert "time" not in {c.backend for c in after.candidates}
     assert w.embedded == [[ONLY_TIME]]

@@ -161,6 +161,13 @@ def test_score_breakdown_reports_the_retrieval_components() -> None:
     assert (info.rank, info.backend, info.capability, info.kind) == (1, "a", "t", "tool")
 
 
+def test_match_is_the_blended_retrieval_score_and_the_breakdown_keeps_both_parts() -> None:
+    # hybrid 0.8 on a server scoring 0.4, blended 0.65 / 0.35 -> 0.66
+    r = Ranked(Capability(backend="a", name="t"), Hit(0, 0.7, 2.0, 1.0, 0.6, 0.8), 0.66, 0.4)
+    [c] = score_candidates([r], "general", {}, {}, RoutingSettings())
+    assert (c.scores.hybrid, c.scores.server, c.scores.match) == (0.8, 0.4, 0.66)
+
+
 def test_relevance_needs_similarity_or_keyword_overlap() -> None:
     settings = RoutingSettings(min_similarity=0.3, min_relative_match=0.0)
     out = score_candidates(
