@@ -7,7 +7,8 @@
 
 Below the thresholds (by default 30 tools and 4 servers) every tool is returned. Above them,
 retrieval ranks servers for the whole conversation and for each step of the latest request, merges
-those rankings, and keeps whole servers until they hold `max_tool_share` of all tools. With an LLM
+those rankings, and keeps whole servers, best first, until they hold `max_tool_share` of all tools
+(a server too big for what is left is passed over for smaller ones below it). With an LLM
 configured, one small call chooses among retrieval's best servers (erring towards more); if it
 fails or names unknown servers, retrieval's choice stands; if retrieval fails, every tool is
 returned. A conversation's selection is made once per session and reused on its later turns.
@@ -164,8 +165,10 @@ class ToolSelector:
         chosen: list[str] = []
         held = 0
         for b in ranked:
-            if chosen and (held + sizes.get(b, 0) > budget or len(chosen) >= max_servers):
+            if chosen and len(chosen) >= max_servers:
                 break
+            if chosen and held + sizes.get(b, 0) > budget:
+                continue  # too big for what is left: a smaller server further down may still fit
             chosen.append(b)
             held += sizes.get(b, 0)
         return chosen

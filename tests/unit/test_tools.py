@@ -59,6 +59,15 @@ async def test_above_the_thresholds_retrieval_keeps_the_relevant_servers_tools()
     assert sel.tools[0]["type"] == "function" and "parameters" in sel.tools[0]["function"]
 
 
+def test_a_server_too_big_for_the_budget_is_passed_over_for_smaller_ones() -> None:
+    tools = [Capability(backend=b, name=f"{b}_{i}") for b, n in (("a", 2), ("big", 6), ("c", 2), ("d", 2))
+             for i in range(n)]
+    selector = ToolSelector(ToolSelectionSettings(max_tool_share=0.5), fake_embed)  # 6 of 12 tools
+    assert selector._budget(["a", "big", "c", "d"], tools, max_servers=10) == ["a", "c", "d"]
+    assert selector._budget(["a", "big", "c", "d"], tools, max_servers=2) == ["a", "c"]
+    assert selector._budget(["big", "a", "c"], tools, max_servers=10) == ["big"]  # the best one always
+
+
 async def test_each_step_of_a_multi_step_request_gets_its_servers() -> None:
     sel = await ToolSelector(SMALL.model_copy(update={"max_tool_share": 0.5}), fake_embed).select(
         index(catalogs()), user("Find the stock price of ACME, then write file to disk with it"))
