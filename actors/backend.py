@@ -53,6 +53,7 @@ class BackendSupervisor:
         self._last_error_at: float | None = None
         self._last_check_at: float | None = None
         self._inflight = 0
+        self._calls: dict[str, asyncio.Future[CallOutcome]] = {}  # running `call_many` calls by id
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._first_attempt = asyncio.Event()
@@ -174,6 +175,31 @@ class BackendSupervisor:
         if not outcome.ok:
             self._last_error, self._last_error_at = outcome.error, time.time()
         return outcome
+
+    async def call_many(self, calls: list[tuple[str, tuple[Any, ...]]]) -> list[CallOutcome]:
+        """Calls that travelled together (see `deployments.executor`), each `(call id, call arguments)`.
+        Each runs as its own task, so `cancel_calls` stops one without the others."""
+        tasks = {call_id: asyncio.ensure_future(self.call(*args)) for call_id, args in calls}
+        self._calls.update(tasks)
+        try:
+            results = await asyncio.gather(*tasks.values(), return_exceptions=True)
+        finally:
+            for call_id in tasks:
+                self._calls.pop(call_id, None)
+        outcomes = []
+        for (_, args), result in zip(calls, results, strict=True):
+            if isinstance(result, BaseException):
+                kind = "cancelled" if isinstance(result, asyncio.CancelledError) else "backend_failed"
+                result = CallOutcome(backend=self.spec.name, capability=args[0].name, ok=False, latency_ms=0.0,
+                                     error_type=kind, error=f"{type(result).__name__}: {result}"[:500])
+            outcomes.append(result)
+        return outcomes
+
+    async def cancel_calls(self, call_ids: list[str]) -> None:
+        for call_id in call_ids:
+            task = self._calls.get(call_id)
+            if task is not None:
+                task.cancel()
 
     def _refused(self, capability: Capability, message: str) -> CallOutcome:
         return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,

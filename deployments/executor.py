@@ -1,15 +1,21 @@
 """RayExecutor: the router's `Executor`, calling backend actors by name.
 
-Cancelling a call cancels the Ray task (and so the MCP request inside the actor). When an actor
-is restarting or its node is gone (`ActorUnavailableError`, `ActorDiedError`), the handle is looked
-up again by name and the call retried with backoff until its timeout, so a node loss costs only
-the calls that were in flight on it. The W3C trace context travels with the call (the actor
-attaches it, and the MCP SDK forwards it in the request's `_meta`).
+A call to a backend whose actor has no call of this replica in flight goes alone; calls made while
+one is in flight are gathered until the end of the event-loop turn and travel as one actor call
+(`call_many`). A Ray actor call costs about 0.8 ms of CPU on each side whatever it carries, which
+under load is the largest part of the router's own cost per request; an idle router pays nothing
+for this. Cancelling a call cancels it inside the actor (and so the MCP request), without touching
+the calls it travelled with. When an actor is restarting or its node
+is gone (`ActorUnavailableError`, `ActorDiedError`), the handle is looked up again by name and the
+call retried with backoff until its timeout, so a node loss costs only the calls that were in flight
+on it. The W3C trace context travels with the call (the actor attaches it, and the MCP SDK forwards
+it in the request's `_meta`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import replace
 from typing import Any
@@ -24,15 +30,86 @@ from router.strategies import CallContext
 _RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError, ray.exceptions.RayActorError)
 
 
+_call_ids = itertools.count()
+
+
+class _Coalescer:
+    """One backend actor's calls: alone while none is in flight, else gathered until the loop turn ends."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self._inflight = 0
+        self.gathered = 0  # calls that travelled with others
+        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[CallOutcome]]] = []
+        self._deliveries: set[asyncio.Task[None]] = set()
+
+    async def call(self, args: tuple[Any, ...]) -> CallOutcome:
+        if self._inflight or self._pending:
+            return await self._gathered(args)
+        self._inflight += 1
+        ref = self.handle.call.remote(*args)
+        try:
+            return await ref
+        except asyncio.CancelledError:
+            ray.cancel(ref)  # reaches the actor's coroutine, which cancels the MCP request
+            raise
+        finally:
+            self._inflight -= 1
+
+    async def _gathered(self, args: tuple[Any, ...]) -> CallOutcome:
+        loop = asyncio.get_running_loop()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        call_id = f"{id(self):x}-{next(_call_ids)}"
+        future: asyncio.Future[CallOutcome] = loop.create_future()
+        self._pending.append((call_id, args, future))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self.handle.cancel_calls.remote([call_id])  # stops this call's task in the actor, not the others
+            raise
+
+    def _flush(self) -> None:
+        batch = [p for p in self._pending if not p[2].done()]  # a call cancelled before it left stays home
+        self._pending = []
+        if batch:
+            self._inflight += 1
+            self.gathered += len(batch)
+            ref = self.handle.call_many.remote([(call_id, args) for call_id, args, _ in batch])
+            delivery = asyncio.get_running_loop().create_task(self._deliver(ref, [f for _, _, f in batch]))
+            self._deliveries.add(delivery)  # held until done: the loop keeps only weak references to tasks
+            delivery.add_done_callback(self._deliveries.discard)
+
+    async def _deliver(self, ref: Any, futures: list[asyncio.Future[CallOutcome]]) -> None:
+        try:
+            outcomes = await ref
+        except BaseException as exc:  # every waiting call sees the failure and decides for itself
+            for f in futures:
+                if not f.done():
+                    f.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        finally:
+            self._inflight -= 1
+        for f, outcome in zip(futures, outcomes, strict=True):
+            if not f.done():
+                f.set_result(outcome)
+
+
 class RayExecutor:
     def __init__(self, namespace: str, actors: dict[str, Any]) -> None:
         self.namespace = namespace
         self.actors = actors
+        self._coalescers: dict[str, _Coalescer] = {}
 
-    async def _handle(self, backend: str, refresh: bool = False) -> Any:
+    async def _coalescer(self, backend: str, refresh: bool = False) -> _Coalescer:
         if refresh or backend not in self.actors:
             self.actors[backend] = await asyncio.to_thread(get_backend_actor, backend, self.namespace)
-        return self.actors[backend]
+        coalescer = self._coalescers.get(backend)
+        if coalescer is None or coalescer.handle is not self.actors[backend]:
+            coalescer = self._coalescers[backend] = _Coalescer(self.actors[backend])
+        return coalescer
 
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
@@ -46,15 +123,9 @@ class RayExecutor:
         delay = 0.1
         refresh = False
         while True:
-            ref = None
             try:
-                handle = await self._handle(capability.backend, refresh)
-                ref = handle.call.remote(capability, arguments, timeout_s, context, force)
-                return await ref
-            except asyncio.CancelledError:
-                if ref is not None:
-                    ray.cancel(ref)  # reaches the actor's coroutine, which cancels the MCP request
-                raise
+                coalescer = await self._coalescer(capability.backend, refresh)
+                return await coalescer.call((capability, arguments, timeout_s, context, force))
             except _RETRYABLE as exc:
                 remaining = timeout_s - (time.monotonic() - started)
                 if remaining <= delay:

@@ -1,0 +1,86 @@
+"""RayExecutor against a real backend actor: calls made while one is in flight travel together, and
+cancelling one of them stops it at the MCP server without touching the others."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+import ray
+
+from actors.registry import ensure_backend_actor
+from deployments.executor import RayExecutor
+from router.config import RouterSettings
+from router.models import Capability
+from router.strategies import CallContext
+from tests.conftest import EXAMPLES, stdio
+
+CTX = CallContext(question="capital of Peru?", intent="general")
+
+
+@pytest.fixture
+def backend(ray_local: Any) -> Any:
+    name = f"slow-{uuid.uuid4().hex[:6]}"
+    settings = RouterSettings.model_validate({
+        "backends": [stdio(name, EXAMPLES / "servers" / "faulty.py", "--latency-ms", "300", "--jitter", "0")],
+        "server": {"namespace": "mcp-router-test"}})
+    spec = settings.backends[0]
+    actor = asyncio.run(ensure_backend_actor(spec, settings))
+    ray.get(actor.start.remote(20.0))
+    yield name, actor
+    ray.get(actor.shutdown.remote())
+    ray.kill(actor)
+
+
+def tool(backend: str, name: str) -> Capability:
+    return Capability(backend=backend, name=name)
+
+
+async def stats(executor: RayExecutor, backend: str) -> dict[str, int]:
+    outcome = await executor.call(tool(backend, "stats"), {}, timeout_s=10, context=CTX)
+    assert outcome.ok, outcome.error
+    return json.loads(outcome.text or "{}")
+
+
+def test_calls_made_while_one_is_in_flight_travel_together(backend: tuple[str, Any]) -> None:
+    name, actor = backend
+    executor = RayExecutor("mcp-router-test", {name: actor})
+
+    async def run() -> list[Any]:
+        calls = [executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=10, context=CTX)
+                 for i in range(6)]
+        return await asyncio.gather(*calls)
+
+    outcomes = asyncio.run(run())
+    assert [o.text for o in outcomes] == ["42"] * 6 and all(o.ok for o in outcomes)
+    # The first went alone; the five made in the same turn, while it was in flight, went as one call.
+    assert executor._coalescers[name].gathered == 5
+
+
+def test_cancelling_a_gathered_call_stops_only_it_at_the_server(backend: tuple[str, Any]) -> None:
+    name, actor = backend
+    executor = RayExecutor("mcp-router-test", {name: actor})
+
+    async def run() -> tuple[list[Any], dict[str, int], dict[str, int]]:
+        before = await stats(executor, name)
+        tasks = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=10,
+                                                   context=CTX)) for i in range(3)]
+        await asyncio.sleep(0.1)
+        assert executor._coalescers[name].gathered >= 2  # tasks 1 and 2 travelled together
+        tasks[1].cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        for _ in range(50):
+            after = await stats(executor, name)
+            if after["cancelled"] > before["cancelled"]:
+                break
+            await asyncio.sleep(0.1)
+        return done, before, after
+
+    done, before, after = asyncio.run(run())
+    assert isinstance(done[1], asyncio.CancelledError)
+    assert done[0].ok and done[2].ok and done[2].text == "42"
+    assert after["cancelled"] - before["cancelled"] == 1
+    assert after["succeeded"] - before["succeeded"] >= 2
