@@ -5,11 +5,12 @@ one is in flight are gathered until the end of the event-loop turn and travel as
 (`call_many`). A Ray actor call costs about 0.8 ms of CPU on each side whatever it carries, which
 under load is the largest part of the router's own cost per request; an idle router pays nothing
 for this. Cancelling a call cancels it inside the actor (and so the MCP request), without touching
-the calls it travelled with. When an actor is restarting or its node
-is gone (`ActorUnavailableError`, `ActorDiedError`), the handle is looked up again by name and the
-call retried with backoff until its timeout, so a node loss costs only the calls that were in flight
-on it. The W3C trace context travels with the call (the actor attaches it, and the MCP SDK forwards
-it in the request's `_meta`).
+the calls it travelled with.
+
+When an actor is restarting or its node is gone (`ActorUnavailableError`, `ActorDiedError`), the
+handle is looked up again by name and the call retried with backoff until its timeout, so a node
+loss costs only the calls that were in flight on it. The W3C trace context travels with the call
+(the actor attaches it, and the MCP SDK forwards it in the request's `_meta`).
 """
 
 from __future__ import annotations

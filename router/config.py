@@ -116,7 +116,7 @@ class RoutingSettings(_Strict):
     dense_top_n: int = Field(default=200, ge=1)
     method: Literal["flat", "two_level"] = "flat"
     # Share of a capability's retrieval score that comes from its server's own document (flat method).
-    # 0.35 was best on LiveMCPBench: server R@1 0.60 -> 0.65 and tool R@10 0.48 -> 0.51, tool R@5 level.
+    # 0.35 was best on LiveMCPBench: server R@1 0.60 -> 0.66 and tool R@10 0.48 -> 0.51, tool R@5 level.
     server_weight: float = Field(default=0.35, ge=0, le=1)
     top_servers: int = Field(default=3, ge=1)
     candidates: int = Field(default=5, ge=1, le=100)

@@ -100,12 +100,9 @@ class Router:
 
     async def _analyse(self, question: str) -> _QueryAnalysis:
         analysis = self._analyses.get(question)
-        if analysis is None:
-            vector = (await self._embed([question]))[0] if self._dense_enabled() else None
-            analysis = _QueryAnalysis(vector)
-            self._analyses.put(question, analysis)
-        elif analysis.vector is None and self._dense_enabled():
-            analysis = _QueryAnalysis((await self._embed([question]))[0])
+        # Analysed before the index had vectors: analysed again now that it has.
+        if analysis is None or (analysis.vector is None and self._dense_enabled()):
+            analysis = _QueryAnalysis((await self._embed([question]))[0] if self._dense_enabled() else None)
             self._analyses.put(question, analysis)
         return analysis
 

@@ -150,8 +150,11 @@ class CatalogIndex:
         server_score = self._server_scores(query, query_vector, alpha)
         hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within,
                                  prior=server_score[self._server_of], prior_weight=w)
-        return [Ranked(self.texts.capabilities[h.doc], h, (1 - w) * h.hybrid + w * s, s)
-                for h in hits for s in (float(server_score[self._server_of[h.doc]]),)]
+        out = []
+        for h in hits:
+            server = float(server_score[self._server_of[h.doc]])
+            out.append(Ranked(self.texts.capabilities[h.doc], h, (1 - w) * h.hybrid + w * server, server))
+        return out
 
     def _server_scores(self, query: str, query_vector: np.ndarray | None, alpha: float | None) -> np.ndarray:
         scores = np.zeros(len(self.texts.catalogs))
