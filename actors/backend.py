@@ -27,6 +27,7 @@ from typing import Any
 import ray
 from pydantic import SecretStr
 
+from actors import channel
 from actors.backends import build_backend
 from router.config import BackendSpec, ResilienceSettings
 from router.errors import RouterError
@@ -59,6 +60,7 @@ class BackendSupervisor:
         self._first_attempt = asyncio.Event()
         self._closing = False
         self._node_id = _current_node_id()
+        self._channel = channel.ChannelServer(self.call)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -82,6 +84,7 @@ class BackendSupervisor:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self._channel.close()
         await self.backend.shutdown()
 
     async def _supervise(self) -> None:
@@ -194,6 +197,12 @@ class BackendSupervisor:
                                      error_type=kind, error=f"{type(result).__name__}: {result}"[:500])
             outcomes.append(result)
         return outcomes
+
+    async def channel_address(self) -> tuple[str | None, str] | None:
+        """`(node id, socket path)` of the same-node call channel (see `actors.channel`), or None."""
+        if not channel.supported():
+            return None
+        return self._node_id, await self._channel.start()
 
     async def cancel_calls(self, call_ids: list[str]) -> None:
         for call_id in call_ids:

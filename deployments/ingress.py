@@ -86,7 +86,8 @@ class RouterIngress:
         self.embedder = CachedEmbedder(remote, EmbeddingCache(f"{settings.state_dir}/embeddings"), model_id)
         self.perf_actor = ensure_performance_actor(settings)
         self.actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.enabled_backends}
-        self.executor = RayExecutor(settings.server.namespace, self.actors)
+        self.executor = RayExecutor(settings.server.namespace, self.actors,
+                                    same_node_channel=settings.server.same_node_channel)
         self.llm, llm_error = _llm_client(settings)
         prototypes = IntentClassifier.prototype_texts(settings.intents)
         proto_vecs = {n: await self.embedder.embed(t) for n, t in prototypes.items()}

@@ -236,6 +236,9 @@ class ServerSettings(_Strict):
     max_question_bytes: int = Field(default=32 * 1024, ge=16)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     access_log: bool = False  # Serve's per-request access log lines
+    # Calls to backend actors on the replica's own node go over the actor's Unix socket rather than
+    # as Ray tasks (see deployments.executor); false sends every call through Ray.
+    same_node_channel: bool = True
     app_name: str = "mcp-router"
     namespace: str = "mcp-router"
 

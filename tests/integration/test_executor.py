@@ -1,5 +1,6 @@
-"""RayExecutor against a real backend actor: calls made while one is in flight travel together, and
-cancelling one of them stops it at the MCP server without touching the others."""
+"""RayExecutor against a real backend actor, over both of its paths: the same-node channel, and Ray
+actor calls (where calls made while one is in flight travel together). On both, cancelling one call
+stops it at the MCP server without touching the others, and a restarted actor is found again."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ async def stats(executor: RayExecutor, backend: str) -> dict[str, int]:
 
 def test_calls_made_while_one_is_in_flight_travel_together(backend: tuple[str, Any]) -> None:
     name, actor = backend
-    executor = RayExecutor("mcp-router-test", {name: actor})
+    executor = RayExecutor("mcp-router-test", {name: actor}, same_node_channel=False)
 
     async def run() -> list[Any]:
         calls = [executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=10, context=CTX)
@@ -57,19 +58,23 @@ def test_calls_made_while_one_is_in_flight_travel_together(backend: tuple[str, A
     outcomes = asyncio.run(run())
     assert [o.text for o in outcomes] == ["42"] * 6 and all(o.ok for o in outcomes)
     # The first went alone; the five made in the same turn, while it was in flight, went as one call.
-    assert executor._coalescers[name].gathered == 5
+    assert executor.transport(name) == "ray"
+    assert executor._routes[name].via.gathered == 5  # type: ignore[union-attr]
 
 
-def test_cancelling_a_gathered_call_stops_only_it_at_the_server(backend: tuple[str, Any]) -> None:
+@pytest.mark.parametrize("same_node_channel", [True, False], ids=["channel", "ray"])
+def test_cancelling_one_of_several_calls_stops_only_it_at_the_server(backend: tuple[str, Any],
+                                                                      same_node_channel: bool) -> None:
     name, actor = backend
-    executor = RayExecutor("mcp-router-test", {name: actor})
+    executor = RayExecutor("mcp-router-test", {name: actor}, same_node_channel=same_node_channel)
 
     async def run() -> tuple[list[Any], dict[str, int], dict[str, int]]:
         before = await stats(executor, name)
         tasks = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=10,
                                                    context=CTX)) for i in range(3)]
         await asyncio.sleep(0.1)
-        assert executor._coalescers[name].gathered >= 2  # tasks 1 and 2 travelled together
+        if not same_node_channel:
+            assert executor._routes[name].via.gathered >= 2  # type: ignore[union-attr]  # 1 and 2 together
         tasks[1].cancel()
         done = await asyncio.gather(*tasks, return_exceptions=True)
         for _ in range(50):
@@ -84,3 +89,31 @@ def test_cancelling_a_gathered_call_stops_only_it_at_the_server(backend: tuple[s
     assert done[0].ok and done[2].ok and done[2].text == "42"
     assert after["cancelled"] - before["cancelled"] == 1
     assert after["succeeded"] - before["succeeded"] >= 2
+    assert executor.transport(name) == ("channel" if same_node_channel else "ray")
+
+
+def test_the_channel_carries_concurrent_calls_and_reconnects_after_the_actor_restarts(
+        backend: tuple[str, Any]) -> None:
+    name, actor = backend
+    executor = RayExecutor("mcp-router-test", {name: actor})
+
+    async def answers(n: int) -> list[Any]:
+        return await asyncio.gather(*(executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=20,
+                                                    context=CTX) for i in range(n)))
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        first = await answers(6)
+        assert executor.transport(name) == "channel"
+        old_channel = executor._routes[name].via
+        ray.kill(actor, no_restart=False)  # the process dies; Ray restarts it with a new socket
+        for _ in range(100):  # the executor retries while the actor restarts, which then reconnects to its server
+            ok = (await executor.call(tool(name, "stats"), {}, timeout_s=20, context=CTX)).ok
+            if ok and executor._routes[name].via is not old_channel:
+                break
+            await asyncio.sleep(0.2)
+        return first, await answers(3)
+
+    first, after_restart = asyncio.run(run())
+    assert all(o.ok and o.text == "42" for o in first)
+    assert all(o.ok and o.text == "42" for o in after_restart), [o.error for o in after_restart]
+    assert executor.transport(name) == "channel"
