@@ -149,8 +149,9 @@ class BackendSupervisor:
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
         self._ensure_started()
-        allowed, probe = self.detector.admit(force)
-        if not allowed:
+        allowed, probe = self.detector.admit()
+        forced = force and not allowed
+        if not allowed and not forced:
             return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
                                              f"{self.detector.remaining_s():.1f} s after repeated failures")
         if self._health == "down" and not force:
@@ -173,7 +174,7 @@ class BackendSupervisor:
                 self._wake.set()  # reconnect now rather than at the next health check
         finally:
             self._inflight -= 1
-        if self.detector.record(outcome.ok, probe):
+        if self.detector.record(outcome.ok, probe, forced):
             log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
         if not outcome.ok:
             self._last_error, self._last_error_at = outcome.error, time.time()

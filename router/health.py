@@ -10,7 +10,8 @@ is ejected after `consecutive_failures` failures in a row, or when at least `min
 the last `window_s` seconds failed at `failure_rate` or more. Each ejection lasts
 ``base_ejection_s * 2 ** (ejections - 1)``, capped at `max_ejection_s`; the count of ejections
 decays after a healthy period as long as the longest ejection. `force` admits a call regardless:
-the router uses it when every candidate is ejected and the least bad one must still be tried.
+the router uses it when every candidate is ejected and the least bad one must still be tried; a
+forced call that succeeds ends the ejection, since the backend has just shown it answers.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ class OutlierDetector:
             return True, True
         return force, False
 
-    def record(self, ok: bool, probe: bool = False) -> bool:
-        """Count an outcome; True when this outcome ejected the backend."""
+    def record(self, ok: bool, probe: bool = False, forced: bool = False) -> bool:
+        """Count an outcome; True when this outcome ejected the backend. `forced`: the call was admitted
+        only because it was forced (a call already in flight when the backend was ejected was not)."""
         now = self._clock()
         self._window.append((now, ok))
         cutoff = now - self.settings.window_s
@@ -60,7 +62,8 @@ class OutlierDetector:
             self._window.popleft()
         if ok:
             self.consecutive_failures = 0
-            if self.state == "half_open" and (probe or not self._probe_in_flight):
+            if (self.state == "half_open" and (probe or not self._probe_in_flight)) or (
+                    forced and self.state == "ejected"):
                 self._close(now)
             if self.state == "closed" and now - self._healthy_since > self.settings.max_ejection_s:
                 self.ejections = 0

@@ -163,3 +163,20 @@ def test_http_backend_refusing_connections_is_down_with_its_error(cleanup: list[
     status = ray.get(actor.get_status.remote())
     assert status.health == "down"
     assert status.last_error and "gone" in status.last_error
+
+
+def test_an_ejected_backend_refuses_calls_until_a_forced_call_succeeds(cleanup: list[Any]) -> None:
+    settings = make_settings(stdio("flaky", EXAMPLES / "servers" / "faulty.py", "--fail-rate", "1"))
+    actor = actor_for(settings, "flaky")
+    cleanup.append(actor)
+    for _ in range(settings.resilience.ejection.consecutive_failures):
+        assert not call(actor, "flaky", "answer", {"query": "q"}).ok
+    assert ray.get(actor.get_status.remote()).health == "ejected"
+    refused = call(actor, "flaky", "configure", {"fail_rate": 0.0})
+    assert not refused.ok and "ejected" in (refused.error or "")
+    cap = Capability(backend="flaky", name="configure")
+    # Every candidate ejected: the router forces the least bad one; its success ends the ejection.
+    forced = ray.get(actor.call.remote(cap, {"fail_rate": 0.0}, 10.0, CTX, True))
+    assert forced.ok, forced.error
+    assert ray.get(actor.get_status.remote()).health == "healthy"
+    assert call(actor, "flaky", "answer", {"query": "q"}).text == "42"

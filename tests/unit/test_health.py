@@ -177,6 +177,18 @@ def test_force_admits_while_ejected_without_taking_the_probe() -> None:
     assert d.admit(force=True) == (True, False)
 
 
+def test_a_forced_call_that_succeeds_ends_the_ejection_but_a_late_success_does_not() -> None:
+    d, _ = detector()
+    for _ in range(3):
+        d.record(False)
+    d.record(True)  # a call that was already in flight when the backend was ejected
+    assert d.ejected
+    d.record(False, forced=True)
+    assert d.ejected
+    d.record(True, forced=True)
+    assert d.state == "closed" and not d.ejected and d.admit() == (True, False)
+
+
 def test_remaining_counts_down_with_the_clock() -> None:
     d, clock = detector()
     for _ in range(3):
