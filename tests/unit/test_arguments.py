@@ -143,6 +143,15 @@ def test_numbers_are_assigned_in_order_to_two_numeric_parameters() -> None:
     assert source == "extracted: a, b"
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    ("What is 1,000 plus 2?", {"a": 1000.0, "b": 2.0}),
+    ("Add 12,345.5 and 1,5", {"a": 12345.5, "b": 1.5}),
+    ("Add 3, 4", {"a": 3.0, "b": 4.0}),
+])
+def test_commas_group_thousands_or_mark_decimals(question: str, expected: dict[str, float]) -> None:
+    assert derive_arguments(ADD, question)[0] == expected
+
+
 def test_a_number_at_the_end_of_a_sentence_is_extracted() -> None:
     assert derive_arguments(ADD, "Add 6 and 7.")[0] == {"a": 6.0, "b": 7.0}
 
