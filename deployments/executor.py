@@ -109,6 +109,10 @@ class _Route:
         self.via = via
         self.loop = asyncio.get_running_loop()
 
+    async def close(self) -> None:
+        if isinstance(self.via, ChannelClient) and self.loop is asyncio.get_running_loop():
+            await self.via.close()
+
     def usable(self, handle: Any) -> bool:
         closed = isinstance(self.via, ChannelClient) and self.via.closed
         return handle is self.handle and not closed and self.loop is asyncio.get_running_loop()
@@ -138,6 +142,8 @@ class RayExecutor:
             handle = self.actors[backend]
             route = self._routes.get(backend)
             if route is None or not route.usable(handle):
+                if route is not None:
+                    await route.close()  # the actor restarted or moved: its old connection is done
                 route = self._routes[backend] = _Route(handle, await self._open(handle))
             return route
 
