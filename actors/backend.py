@@ -10,7 +10,8 @@ A supervisor task connects, refreshes the catalog when its TTL expires or the se
 changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`), and
 reconnects with exponential backoff after a failure. Calls share the one session, bounded by a
 semaphore of `max_concurrency`. Calls never raise for backend faults: they return a failed
-`CallOutcome`, which also feeds the outlier detector that ejects a failing backend.
+`CallOutcome`, which also feeds the outlier detector that ejects a failing backend. Replicas on the
+actor's node send `call` over its Unix-socket channel instead (`actors.channel`, `channel_address`).
 """
 
 from __future__ import annotations
