@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import os
 import pickle
-import shutil
+import stat
 import struct
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -50,6 +50,32 @@ def supported() -> bool:
     return hasattr(asyncio, "start_unix_server")
 
 
+def _socket_dir() -> str:
+    """This user's private socket directory, cleared of sockets whose process is gone (an actor that
+    was killed cannot remove its own). A directory another user could write to is never used."""
+    path = os.path.join(tempfile.gettempdir(), f"mcp-router-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return tempfile.mkdtemp(prefix="mcp-router-")
+    for name in os.listdir(path):
+        pid = name.split("-", 1)[0]
+        if name.endswith(".sock") and pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(path, name))
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class ChannelServer:
     """Serves `handler(*args)` on a Unix socket; each call runs as its own task, cancellable by id."""
 
@@ -57,12 +83,11 @@ class ChannelServer:
         self.handler = handler
         self.path: str | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._dir: str | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> str:
         if self.path is None:
-            self._dir = tempfile.mkdtemp(prefix="mcp-router-")  # created 0700
-            path = os.path.join(self._dir, "call.sock")
+            path = os.path.join(_socket_dir(), f"{os.getpid()}-{id(self):x}.sock")
             self._server = await asyncio.start_unix_server(self._serve, path)
             self.path = path
         return self.path
@@ -71,9 +96,12 @@ class ChannelServer:
         if self._server is not None:
             self._server.close()
             self._server = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-        self.path = self._dir = None
+        for writer in list(self._connections):  # callers see the channel close and find the actor again
+            writer.close()
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+        self.path = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         running: dict[int, asyncio.Task[None]] = {}
@@ -91,6 +119,7 @@ class ChannelServer:
             if not writer.is_closing():
                 writer.write(_frame(reply))
 
+        self._connections.add(writer)
         try:
             while True:
                 call_id, args = await _read_frame(reader)
@@ -104,6 +133,7 @@ class ChannelServer:
         finally:
             for task in list(running.values()):
                 task.cancel()
+            self._connections.discard(writer)
             writer.close()
 
 
