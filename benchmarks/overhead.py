@@ -3,7 +3,9 @@
     python benchmarks/overhead.py [--requests 200] [--ingress direct|proxy] [--json OUT]
 
 1. p50/p99 of a trivial tool (the calculator's `calculate`) called directly with the MCP client;
-2. the same tool through POST /v1/query (sequential requests);
+2. the same tool through POST /v1/query (sequential requests), with one question (after the first
+   request the router reuses its analysis) and with a new question each time (embedding, intent and
+   retrieval run for every request);
 3. a bare Serve echo app in the same ingress mode (the floor Ray Serve itself sets);
 4. /v1/query throughput at concurrency 1, 8, 32 and 64 (with `wrk` when installed, else httpx).
 """
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -53,14 +56,20 @@ async def direct_mcp(n: int) -> list[float]:
     return out
 
 
-def sequential(url: str, n: int, body: str = BODY, path: str = "/v1/query") -> list[float]:
+def unseen(i: int) -> str:
+    """A question the router has not seen: embedding and retrieval run again (no question cache hit)."""
+    return json.dumps({"question": f"What is {i} plus {i + 7}?", "include_routing_metadata": False})
+
+
+def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: str = "/v1/query") -> list[float]:
+    make = body if callable(body) else (lambda _: body)
     out = []
     with httpx.Client(timeout=30) as c:
-        for _ in range(20):
-            c.post(url + path, content=body, headers={"content-type": "application/json"})
-        for _ in range(n):
+        for i in range(20):
+            c.post(url + path, content=make(100_000 + i), headers={"content-type": "application/json"})
+        for i in range(n):
             t0 = time.perf_counter()
-            r = c.post(url + path, content=body, headers={"content-type": "application/json"})
+            r = c.post(url + path, content=make(i), headers={"content-type": "application/json"})
             out.append((time.perf_counter() - t0) * 1000)
             r.raise_for_status()
     return out
@@ -133,6 +142,7 @@ def main() -> None:
     endpoints = start_local(settings, num_cpus=2)
     url = endpoints.url
     routed = sequential(url, args.requests)
+    routed_new = sequential(url, args.requests, unseen)
     rps = {c: throughput(url, c, args.seconds) for c in (1, 8, 32, 64)}
     serve.delete(settings.server.app_name)
 
@@ -156,6 +166,7 @@ def main() -> None:
         "ingress": args.ingress, "requests": args.requests,
         "direct_p50_ms": statistics.median(direct), "direct_p99_ms": pct(direct, 99),
         "router_p50_ms": statistics.median(routed), "router_p99_ms": pct(routed, 99),
+        "router_new_p50_ms": statistics.median(routed_new), "router_new_p99_ms": pct(routed_new, 99),
         "echo_p50_ms": statistics.median(echo), "echo_p99_ms": pct(echo, 99),
         "rps": {str(k): round(v, 1) for k, v in rps.items()},
     }
@@ -163,7 +174,7 @@ def main() -> None:
     print(f"\ningress mode: {args.ingress}, {args.requests} sequential requests each")
     print(f"{'path':<34}{'p50 ms':>10}{'p99 ms':>10}")
     for label, key in (("MCP client -> tool (direct)", "direct"), ("HTTP -> router -> actor -> tool", "router"),
-                       ("HTTP -> bare Serve echo", "echo")):
+                       ("  the same, every question new", "router_new"), ("HTTP -> bare Serve echo", "echo")):
         print(f"{label:<34}{report[key + '_p50_ms']:>10.2f}{report[key + '_p99_ms']:>10.2f}")
     print(f"added by the router (p50): {report['added_p50_ms']:.2f} ms")
     print(f"{'concurrency':<14}" + "".join(f"{c:>10}" for c in rps))

@@ -1,7 +1,10 @@
 """The embedding model as its own Serve deployment, so router replicas do not each load it.
 
 Single texts (queries) are batched across concurrent requests with `@serve.batch`; whole lists
-(catalog documents) go straight to the model in its own batches.
+(catalog documents) go straight to the model in its own batches. A query that arrives while none is
+being embedded goes at once; only while others are in flight does the next batch wait up to
+`max_batch_wait_s` to fill. (Serve forms a batch before it may run, so a wait of 0 would send
+queries one by one under load; a fixed wait would delay every lone query by the whole wait.)
 """
 
 from __future__ import annotations
@@ -18,11 +21,23 @@ class Embedder:
     def __init__(self, settings: EmbeddingSettings) -> None:
         self._model = build_embedder(settings)
         self._batch_size = settings.batch_size
-        self.embed_one.set_max_batch_size(settings.batch_size)  # type: ignore[attr-defined]
-        self.embed_one.set_batch_wait_timeout_s(settings.max_batch_wait_s)  # type: ignore[attr-defined]
+        self._max_wait_s = settings.max_batch_wait_s
+        self._inflight = 0
+        self.batch_sizes: list[int] = []  # the last batches' sizes, for tests and debugging
+        self._batched.set_max_batch_size(settings.batch_size)  # type: ignore[attr-defined]
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005)
-    async def embed_one(self, texts: list[str]) -> list[np.ndarray]:
+    async def embed_one(self, text: str) -> np.ndarray:
+        # Read by Serve when the next batch starts forming, on this same event loop.
+        self._batched.set_batch_wait_timeout_s(self._max_wait_s if self._inflight else 0.0)  # type: ignore[attr-defined]
+        self._inflight += 1
+        try:
+            return await self._batched(text)
+        finally:
+            self._inflight -= 1
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
+    async def _batched(self, texts: list[str]) -> list[np.ndarray]:
+        self.batch_sizes = [*self.batch_sizes[-99:], len(texts)]
         vectors = await self._model.embed(texts)
         return list(vectors)
 

@@ -78,8 +78,9 @@ def evaluate(text: str) -> tuple[str, float]:
 
 @server.tool()
 async def calculate(query: str) -> str:
-    """Evaluate arithmetic: + - * / ^, sqrt, sin, log, pi... The query may be a question such as
-    'what is 12 times (3 + 4)?' or a bare expression like '2^10 / 4'."""
+    """Evaluate arithmetic: add (plus), subtract (minus), multiply (times), divide, powers, percentages,
+    square roots, sin, log, pi. The query may be a question such as 'what is 12 times (3 + 4)?' or
+    'what is 15 percent of 80?', or a bare expression like '2^10 / 4'."""
     expr, value = evaluate(query)
     shown = int(value) if float(value).is_integer() else round(value, 10)
     return f"{expr} = {shown}"
