@@ -151,7 +151,7 @@ class BackendSupervisor:
                    context: CallContext, force: bool = False) -> CallOutcome:
         self._ensure_started()
         allowed, probe = self.detector.admit()
-        forced = force and not allowed
+        forced, epoch = force and not allowed, self.detector.epoch
         if not allowed and not forced:
             return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
                                              f"{self.detector.remaining_s():.1f} s after repeated failures")
@@ -175,7 +175,7 @@ class BackendSupervisor:
                 self._wake.set()  # reconnect now rather than at the next health check
         finally:
             self._inflight -= 1
-        if self.detector.record(outcome.ok, probe, forced):
+        if self.detector.record(outcome.ok, probe, forced and epoch == self.detector.epoch):
             log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
         if not outcome.ok:
             self._last_error, self._last_error_at = outcome.error, time.time()
@@ -200,11 +200,11 @@ class BackendSupervisor:
             outcomes.append(result)
         return outcomes
 
-    async def channel_address(self) -> tuple[str | None, str] | None:
-        """`(node id, socket path)` of the same-node call channel (see `actors.channel`), or None."""
+    async def channel_address(self) -> tuple[str | None, str, bytes] | None:
+        """`(node id, socket path, token)` of the same-node call channel (see `actors.channel`), or None."""
         if not channel.supported():
             return None
-        return self._node_id, await self._channel.start()
+        return self._node_id, *await self._channel.start()
 
     async def cancel_calls(self, call_ids: list[str]) -> None:
         for call_id in call_ids:

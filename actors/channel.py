@@ -4,9 +4,11 @@ A Ray actor call costs about 2 ms on this kind of machine before any work is don
 inside the actor runs slower while Ray's threads hand the task over. A backend actor therefore also
 listens on a Unix socket in a private directory (mode 0700, so only its own user can connect);
 router replicas on the same node send `call`s over one connection each, many in flight at once,
-as length-prefixed pickled frames. Nothing else travels this way, and callers on other nodes use
-Ray. A closed connection fails the calls in flight on it with `ChannelClosed`, which the executor
-treats like an unavailable actor: it looks the actor up again and retries.
+as length-prefixed pickled frames. A connection first presents the channel's random token, which
+callers get through Ray (so only a Ray client of this cluster can call); nothing is unpickled before
+that. Nothing but `call` travels this way, and callers on other nodes use Ray. A closed connection
+fails the calls in flight on it with `ChannelClosed`, which the executor treats like an unavailable
+actor: it looks the actor up again and retries.
 
 Frames: request `(call_id, args)`; cancel `(call_id, None)`; reply `(call_id, result, error)`.
 """
@@ -15,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hmac
 import itertools
 import os
 import pickle
+import secrets
 import stat
 import struct
 import tempfile
@@ -26,6 +31,8 @@ from typing import Any
 
 _LENGTH = "!I"  # a format string, not a Struct: this module travels to actors by pickle
 _LENGTH_SIZE = struct.calcsize(_LENGTH)
+_TOKEN_BYTES = 32
+_MAX_REQUEST_BYTES = 64 * 2**20  # a call's arguments; larger frames end the connection
 
 
 class ChannelClosed(ConnectionError):
@@ -41,9 +48,15 @@ def _frame(obj: Any) -> bytes:
     return struct.pack(_LENGTH, len(data)) + data
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> Any:
+async def _read_frame(reader: asyncio.StreamReader, limit: int | None = None) -> Any:
     (length,) = struct.unpack(_LENGTH, await reader.readexactly(_LENGTH_SIZE))
+    if limit is not None and length > limit:
+        raise ConnectionError(f"frame of {length} bytes exceeds {limit}")
     return pickle.loads(await reader.readexactly(length))
+
+
+def _forget(running: dict[int, Any], call_id: int, _task: asyncio.Task[None]) -> None:
+    running.pop(call_id, None)
 
 
 def supported() -> bool:
@@ -57,7 +70,7 @@ def _socket_dir() -> str:
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return tempfile.mkdtemp(prefix="mcp-router-")
+        raise PermissionError(f"{path} is not a private directory of this user")
     for name in os.listdir(path):
         pid = name.split("-", 1)[0]
         if name.endswith(".sock") and pid.isdigit() and not _alive(int(pid)):
@@ -82,15 +95,21 @@ class ChannelServer:
     def __init__(self, handler: Callable[..., Awaitable[Any]]) -> None:
         self.handler = handler
         self.path: str | None = None
+        self.token = b""
         self._server: asyncio.AbstractServer | None = None
+        self._starting: asyncio.Lock | None = None
         self._connections: set[asyncio.StreamWriter] = set()
 
-    async def start(self) -> str:
-        if self.path is None:
-            path = os.path.join(_socket_dir(), f"{os.getpid()}-{id(self):x}.sock")
-            self._server = await asyncio.start_unix_server(self._serve, path)
-            self.path = path
-        return self.path
+    async def start(self) -> tuple[str, bytes]:
+        """`(socket path, token)`; the first call binds the socket, concurrent ones wait for it."""
+        self._starting = self._starting or asyncio.Lock()
+        async with self._starting:
+            if self.path is None:
+                path = os.path.join(_socket_dir(), f"{os.getpid()}-{id(self):x}.sock")
+                self.token = secrets.token_bytes(_TOKEN_BYTES)
+                self._server = await asyncio.start_unix_server(self._serve, path)
+                self.path = path
+        return self.path, self.token
 
     async def close(self) -> None:
         if self._server is not None:
@@ -114,22 +133,25 @@ class ChannelServer:
                 return  # the caller asked for this and no longer waits
             except Exception as exc:  # reported to the caller, who decides
                 reply = (call_id, None, f"{type(exc).__name__}: {exc}"[:500])
-            finally:
-                running.pop(call_id, None)
             if not writer.is_closing():
                 writer.write(_frame(reply))
 
         self._connections.add(writer)
         try:
+            token = await asyncio.wait_for(reader.readexactly(_TOKEN_BYTES), 10)
+            if not hmac.compare_digest(token, self.token):
+                return
             while True:
-                call_id, args = await _read_frame(reader)
+                call_id, args = await _read_frame(reader, _MAX_REQUEST_BYTES)
                 if args is None:
                     if (task := running.get(call_id)) is not None:
                         task.cancel()
                 else:
-                    running[call_id] = asyncio.create_task(run(call_id, args))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the caller went away: its calls are abandoned
+                    task = running[call_id] = asyncio.create_task(run(call_id, args))
+                    # Not in `run`: a task cancelled before it starts never runs its body.
+                    task.add_done_callback(functools.partial(_forget, running, call_id))
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            pass  # the caller went away (or never said who it is): its calls are abandoned
         finally:
             for task in list(running.values()):
                 task.cancel()
@@ -147,11 +169,12 @@ class ChannelClient:
         self._reading = asyncio.get_running_loop().create_task(self._read(reader))
 
     @classmethod
-    async def connect(cls, path: str) -> ChannelClient:
+    async def connect(cls, path: str, token: bytes) -> ChannelClient:
         try:
             reader, writer = await asyncio.open_unix_connection(path)
         except OSError as exc:  # the actor moved or restarted: its socket is gone
             raise ChannelClosed(f"cannot connect to {path}: {exc}") from exc
+        writer.write(token)
         return cls(reader, writer)
 
     @property
@@ -176,8 +199,7 @@ class ChannelClient:
 
     async def close(self) -> None:
         self._reading.cancel()
-        self._writer.close()
-        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._reading
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
@@ -192,9 +214,10 @@ class ChannelClient:
                     future.set_result(result)
                 else:
                     future.set_exception(ChannelCallError(error))
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+        except Exception as exc:  # end of stream, or a frame that does not unpickle: the channel is done
             failure = f"{failure}: {type(exc).__name__}"
         finally:
+            self._writer.close()
             for future in self._waiting.values():
                 if not future.done():
                     future.set_exception(ChannelClosed(failure))

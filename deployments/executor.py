@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from dataclasses import replace
 from typing import Any
@@ -34,7 +35,9 @@ _RETRYABLE = (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedErro
               ChannelClosed)
 
 
+_CHANNEL_RETRY_S = 30.0
 _call_ids = itertools.count()
+log = logging.getLogger("mcp_router.executor")
 
 
 class _Coalescer:
@@ -104,9 +107,10 @@ class _Coalescer:
 class _Route:
     """How this replica reaches one backend actor: its channel when on the same node, else Ray."""
 
-    def __init__(self, handle: Any, via: ChannelClient | _Coalescer) -> None:
+    def __init__(self, handle: Any, via: ChannelClient | _Coalescer, retry_channel_at: float | None = None) -> None:
         self.handle = handle
         self.via = via
+        self.retry_channel_at = retry_channel_at  # Ray stands in for a channel that could not be opened
         self.loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
@@ -114,8 +118,11 @@ class _Route:
             await self.via.close()
 
     def usable(self, handle: Any) -> bool:
-        closed = isinstance(self.via, ChannelClient) and self.via.closed
-        return handle is self.handle and not closed and self.loop is asyncio.get_running_loop()
+        if handle is not self.handle or self.loop is not asyncio.get_running_loop():
+            return False
+        if isinstance(self.via, ChannelClient):
+            return not self.via.closed
+        return self.retry_channel_at is None or time.monotonic() < self.retry_channel_at
 
 
 class RayExecutor:
@@ -123,6 +130,7 @@ class RayExecutor:
         self.namespace = namespace
         self.actors = actors
         self.same_node_channel = same_node_channel
+        self.opened = 0  # routes opened, first ones included
         self._node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
         self._routes: dict[str, _Route] = {}
         self._opening: dict[str, asyncio.Lock] = {}
@@ -132,27 +140,42 @@ class RayExecutor:
         route = self._routes.get(backend)
         return None if route is None else "channel" if isinstance(route.via, ChannelClient) else "ray"
 
-    async def _route(self, backend: str, refresh: bool = False) -> _Route:
-        if refresh or backend not in self.actors:
-            self.actors[backend] = await asyncio.to_thread(get_backend_actor, backend, self.namespace)
-        route = self._routes.get(backend)
-        if route is not None and route.usable(self.actors[backend]):
+    async def _route(self, backend: str, failed: _Route | None = None, refresh: bool = False) -> _Route:
+        """The route to `backend`. After a failure (`refresh`), `failed` is the route it happened on:
+        only a caller whose failed route is still the current one looks the actor up again and opens
+        a new route, so calls that failed together do not each replace the one the first opened."""
+        def current() -> _Route | None:
+            route = self._routes.get(backend)
+            stale = refresh and route is failed
+            return route if route is not None and not stale and route.usable(self.actors.get(backend)) else None
+
+        if (route := current()) is not None:
             return route
         async with self._opening.setdefault(backend, asyncio.Lock()):  # one connection, however many callers
-            handle = self.actors[backend]
-            route = self._routes.get(backend)
-            if route is None or not route.usable(handle):
-                if route is not None:
-                    await route.close()  # the actor restarted or moved: its old connection is done
-                route = self._routes[backend] = _Route(handle, await self._open(handle))
+            if (route := current()) is not None:
+                return route
+            old = self._routes.get(backend)
+            if (refresh and old is failed) or backend not in self.actors:
+                self.actors[backend] = await asyncio.to_thread(get_backend_actor, backend, self.namespace)
+            if old is not None:
+                await old.close()  # the actor restarted or moved, or its channel closed
+            route = self._routes[backend] = await self._open(self.actors[backend])
+            self.opened += 1
             return route
 
-    async def _open(self, handle: Any) -> ChannelClient | _Coalescer:
-        if self.same_node_channel and self._node_id is not None:
+    async def _open(self, handle: Any) -> _Route:
+        if not self.same_node_channel or self._node_id is None:
+            return _Route(handle, _Coalescer(handle))
+        try:
             address = await handle.channel_address.remote()
-            if address is not None and address[0] == self._node_id:
-                return await ChannelClient.connect(address[1])
-        return _Coalescer(handle)
+            if address is None or address[0] != self._node_id:
+                return _Route(handle, _Coalescer(handle))  # another node: Ray carries the calls
+            return _Route(handle, await ChannelClient.connect(address[1], address[2]))
+        except (ray.exceptions.RayTaskError, AttributeError, ChannelClosed) as exc:
+            # The actor could not open its channel, predates it, or its socket is gone: Ray carries the
+            # calls for a while, then the channel is tried again.
+            log.warning("backend actor channel unavailable, using Ray calls: %s", f"{type(exc).__name__}: {exc}"[:300])
+            return _Route(handle, _Coalescer(handle), time.monotonic() + _CHANNEL_RETRY_S)
 
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
@@ -164,10 +187,12 @@ class RayExecutor:
                     context: CallContext, force: bool) -> CallOutcome:
         started = time.monotonic()
         delay = 0.1
+        failed: _Route | None = None
         refresh = False
         while True:
+            route = None
             try:
-                route = await self._route(capability.backend, refresh)
+                route = await self._route(capability.backend, failed, refresh)
                 return await route.via.call((capability, arguments, timeout_s, context, force))
             except _RETRYABLE as exc:
                 remaining = timeout_s - (time.monotonic() - started)
@@ -175,12 +200,12 @@ class RayExecutor:
                     return self._failed(capability, started, f"backend actor unavailable: {type(exc).__name__}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
-                refresh = True
+                failed, refresh = route or self._routes.get(capability.backend), True
             except ValueError:
                 # No actor by that name (yet): it is being re-created after a restart budget ran out.
                 return self._failed(capability, started, f"no actor for backend {capability.backend!r}")
-            except ChannelCallError as exc:
-                return self._failed(capability, started, str(exc), "backend_failed")
+            except (ChannelCallError, ray.exceptions.RayTaskError) as exc:  # a fault in the actor itself
+                return self._failed(capability, started, str(exc)[:500], "backend_failed")
 
     @staticmethod
     def _failed(capability: Capability, started: float, error: str,

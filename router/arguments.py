@@ -27,7 +27,8 @@ FREE_TEXT_NAMES = frozenset({
 })
 _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- ]text|search terms?)\b", re.I)
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
-_NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+_THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
+_NUMBER = re.compile(rf"(?<![\w.])(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\b", re.I)
 _WORD_START = re.compile(r"(?<![A-Za-z_/+\-])[A-Za-z]")
 _ZONE_WORDS = re.compile(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}")
@@ -173,7 +174,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         if not _free(m.span(), used):
             continue
         raw = m.group(0)
-        raw = raw.replace(",", "") if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", raw) else raw.replace(",", ".")
+        raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
         value = float(raw)
         if kind == "integer":
             if not value.is_integer():

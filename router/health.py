@@ -30,6 +30,7 @@ class OutlierDetector:
         self.state = "closed"
         self.consecutive_failures = 0
         self.ejections = 0
+        self.epoch = 0  # counts every ejection (unlike `ejections`, never decays)
         self.ejected_until: float | None = None
         self._probe_in_flight = False
         self._window: deque[tuple[float, bool]] = deque()
@@ -54,7 +55,8 @@ class OutlierDetector:
 
     def record(self, ok: bool, probe: bool = False, forced: bool = False) -> bool:
         """Count an outcome; True when this outcome ejected the backend. `forced`: the call was admitted
-        only because it was forced (a call already in flight when the backend was ejected was not)."""
+        only because it was forced, during the ejection still in force (a call already in flight when
+        the backend was ejected was not; compare `epoch` at admission)."""
         now = self._clock()
         self._window.append((now, ok))
         cutoff = now - self.settings.window_s
@@ -96,6 +98,7 @@ class OutlierDetector:
 
     def _eject(self, now: float) -> None:
         self.ejections += 1
+        self.epoch += 1
         duration = min(self.settings.base_ejection_s * 2 ** (self.ejections - 1), self.settings.max_ejection_s)
         self.state = "ejected"
         self.ejected_until = now + duration

@@ -20,9 +20,11 @@ from actors.channel import ChannelCallError, ChannelClient, ChannelClosed, Chann
 
 class Handler:
     def __init__(self) -> None:
+        self.called: list[str] = []
         self.cancelled: list[str] = []
 
     async def __call__(self, name: str, delay: float = 0.0) -> str:
+        self.called.append(name)
         try:
             await asyncio.sleep(delay)
         except asyncio.CancelledError:
@@ -35,7 +37,7 @@ class Handler:
 
 async def pair(handler: Any) -> tuple[ChannelServer, ChannelClient]:
     server = ChannelServer(handler)
-    return server, await ChannelClient.connect(await server.start())
+    return server, await ChannelClient.connect(*await server.start())
 
 
 def test_calls_in_flight_together_come_back_to_their_callers_and_close_removes_the_socket() -> None:
@@ -91,6 +93,27 @@ async def test_calls_in_flight_fail_as_closed_when_the_server_goes_away() -> Non
     assert client.closed
     with pytest.raises(ChannelClosed):
         await client.call(("late",))
+    await client.close()
+
+
+async def test_a_caller_without_the_token_is_hung_up_on_before_anything_is_unpickled() -> None:
+    handler = Handler()
+    server = ChannelServer(handler)
+    path, token = await server.start()
+    try:
+        for wrong in (b"", bytes(len(token))):  # no token at all, and a wrong one
+            intruder = await ChannelClient.connect(path, wrong)
+            with pytest.raises(ChannelClosed):
+                await asyncio.wait_for(intruder.call(("intruder",)), 15)
+            await intruder.close()
+        assert handler.called == []
+        starts = await asyncio.gather(server.start(), server.start())  # concurrent starts share one socket
+        assert starts == [(path, token)] * 2
+        friend = await ChannelClient.connect(path, token)
+        assert await friend.call(("hello",)) == "HELLO"
+        await friend.close()
+    finally:
+        await server.close()
 
 
 def test_sockets_of_dead_processes_are_swept_and_live_ones_kept() -> None:

@@ -15,7 +15,7 @@ import ray
 from actors.registry import ensure_backend_actor
 from deployments.executor import RayExecutor
 from router.config import RouterSettings
-from router.models import Capability
+from router.models import CallOutcome, Capability
 from router.strategies import CallContext
 from tests.conftest import EXAMPLES, stdio
 
@@ -105,7 +105,11 @@ def test_the_channel_carries_concurrent_calls_and_reconnects_after_the_actor_res
         first = await answers(6)
         assert executor.transport(name) == "channel"
         old_channel = executor._routes[name].via
+        in_flight = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"k{i}"}, timeout_s=20,
+                                                       context=CTX)) for i in range(8)]
+        await asyncio.sleep(0.1)
         ray.kill(actor, no_restart=False)  # the process dies; Ray restarts it with a new socket
+        await asyncio.gather(*in_flight)  # all eight lose the channel at once and retry
         for _ in range(100):  # the executor retries while the actor restarts, which then reconnects to its server
             ok = (await executor.call(tool(name, "stats"), {}, timeout_s=20, context=CTX)).ok
             if ok and executor._routes[name].via is not old_channel:
@@ -117,3 +121,21 @@ def test_the_channel_carries_concurrent_calls_and_reconnects_after_the_actor_res
     assert all(o.ok and o.text == "42" for o in first)
     assert all(o.ok and o.text == "42" for o in after_restart), [o.error for o in after_restart]
     assert executor.transport(name) == "channel"
+    assert executor.opened == 2  # the calls that failed together opened one new channel between them
+
+
+@ray.remote(num_cpus=0)
+class ActorWithoutChannel:
+    """An actor from before the channel existed: it has `call` and nothing else."""
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        return CallOutcome(backend=capability.backend, capability=capability.name, ok=True, latency_ms=0.0,
+                           text="through ray")
+
+
+def test_an_actor_that_offers_no_channel_is_called_through_ray(ray_local: Any) -> None:
+    executor = RayExecutor("mcp-router-test", {"old": ActorWithoutChannel.remote()})
+    outcome = asyncio.run(executor.call(tool("old", "answer"), {}, timeout_s=10, context=CTX))
+    assert outcome.ok and outcome.text == "through ray"
+    assert executor.transport("old") == "ray"

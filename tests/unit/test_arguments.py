@@ -147,6 +147,8 @@ def test_numbers_are_assigned_in_order_to_two_numeric_parameters() -> None:
     ("What is 1,000 plus 2?", {"a": 1000.0, "b": 2.0}),
     ("Add 12,345.5 and 1,5", {"a": 12345.5, "b": 1.5}),
     ("Add 3, 4", {"a": 3.0, "b": 4.0}),
+    ("Add 0,001 and 2", {"a": 0.001, "b": 2.0}),
+    ("Add x,5 and -1,000", {"a": 5.0, "b": -1000.0}),
 ])
 def test_commas_group_thousands_or_mark_decimals(question: str, expected: dict[str, float]) -> None:
     assert derive_arguments(ADD, question)[0] == expected
