@@ -195,12 +195,13 @@ class RayExecutor:
                 route = await self._route(capability.backend, failed, refresh)
                 return await route.via.call((capability, arguments, timeout_s, context, force))
             except _RETRYABLE as exc:
+                # Before sleeping: by the time this caller wakes, another may have opened a new route.
+                failed, refresh = route or self._routes.get(capability.backend), True
                 remaining = timeout_s - (time.monotonic() - started)
                 if remaining <= delay:
                     return self._failed(capability, started, f"backend actor unavailable: {type(exc).__name__}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
-                failed, refresh = route or self._routes.get(capability.backend), True
             except ValueError:
                 # No actor by that name (yet): it is being re-created after a restart budget ran out.
                 return self._failed(capability, started, f"no actor for backend {capability.backend!r}")

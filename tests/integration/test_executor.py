@@ -105,6 +105,8 @@ def test_the_channel_carries_concurrent_calls_and_reconnects_after_the_actor_res
         first = await answers(6)
         assert executor.transport(name) == "channel"
         old_channel = executor._routes[name].via
+        slow = await executor.call(tool(name, "configure"), {"latency_ms": 5000}, timeout_s=10, context=CTX)
+        assert slow.ok, slow.error  # the calls below are still running when the actor dies
         in_flight = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"k{i}"}, timeout_s=20,
                                                        context=CTX)) for i in range(8)]
         await asyncio.sleep(0.1)
