@@ -135,6 +135,8 @@ class ChannelServer:
                 reply = (call_id, None, f"{type(exc).__name__}: {exc}"[:500])
             if not writer.is_closing():
                 writer.write(_frame(reply))
+                with contextlib.suppress(OSError):
+                    await writer.drain()  # a caller slow to read holds replies back here, not in memory
 
         self._connections.add(writer)
         try:
@@ -187,8 +189,12 @@ class ChannelClient:
         call_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = future
-        self._writer.write(_frame((call_id, args)))
         try:
+            self._writer.write(_frame((call_id, args)))
+            try:
+                await self._writer.drain()
+            except OSError as exc:
+                raise ChannelClosed(f"channel closed: {type(exc).__name__}") from exc
             return await future
         except asyncio.CancelledError:
             if not self.closed:
