@@ -150,9 +150,8 @@ class BackendSupervisor:
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
         self._ensure_started()
-        allowed, probe = self.detector.admit()
-        forced, epoch = force and not allowed, self.detector.epoch
-        if not allowed and not forced:
+        admission = self.detector.admit(force)
+        if not admission.allowed:
             return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
                                              f"{self.detector.remaining_s():.1f} s after repeated failures")
         if self._health == "down" and not force:
@@ -164,7 +163,7 @@ class BackendSupervisor:
             async with self._sem:
                 outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
         except asyncio.CancelledError:
-            self.detector.abandon(probe)
+            self.detector.abandon(admission.probe)
             raise
         except RouterError as exc:
             outcome = CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,
@@ -175,7 +174,7 @@ class BackendSupervisor:
                 self._wake.set()  # reconnect now rather than at the next health check
         finally:
             self._inflight -= 1
-        if self.detector.record(outcome.ok, probe, forced and epoch == self.detector.epoch):
+        if self.detector.record(outcome.ok, admission.probe, admission.forced_in):
             log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
         if not outcome.ok:
             self._last_error, self._last_error_at = outcome.error, time.time()

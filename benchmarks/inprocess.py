@@ -62,8 +62,8 @@ class LocalBackend:
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
         # As in BackendSupervisor.call: a cancelled call propagates and records nothing.
-        allowed, probe = self.detector.admit(force)
-        if not allowed:
+        admission = self.detector.admit(force)
+        if not admission.allowed:
             return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
                                error_type="backend_unavailable",
                                error=f"backend {self.spec.name!r} is ejected for another "
@@ -80,7 +80,7 @@ class LocalBackend:
                                   error=exc.message)
         finally:
             self.inflight -= 1
-        self.detector.record(outcome.ok, probe)
+        self.detector.record(outcome.ok, admission.probe, admission.forced_in)
         if not outcome.ok:
             self.last_error = outcome.error
         return outcome

@@ -1,8 +1,8 @@
 """Passive outlier detection for one backend: eject after failures, then let one probe decide.
 
     detector = OutlierDetector(settings.resilience.ejection)
-    allowed, probe = detector.admit(force=False)   # before a call
-    detector.record(ok)                            # after it
+    admission = detector.admit(force=False)                           # before a call
+    detector.record(ok, admission.probe, admission.forced_in)         # after it
 
 States: *closed* (calls flow), *ejected* (calls are refused until `ejected_until`), *half-open*
 (the first call after the ejection is the probe; others are refused until it returns). A backend
@@ -19,8 +19,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from router.config import EjectionSettings
+
+
+class Admission(NamedTuple):
+    allowed: bool
+    probe: bool
+    forced_in: int | None = None  # the ejection (`epoch`) during which only `force` let the call in
 
 
 class OutlierDetector:
@@ -40,23 +47,23 @@ class OutlierDetector:
     def ejected(self) -> bool:
         return self.state == "ejected" and self.ejected_until is not None and self._clock() < self.ejected_until
 
-    def admit(self, force: bool = False) -> tuple[bool, bool]:
-        """(allowed, is_probe) for a call about to be made."""
+    def admit(self, force: bool = False) -> Admission:
+        """Whether a call about to be made may go, and whether it is the probe."""
         now = self._clock()
         if self.state == "ejected" and self.ejected_until is not None and now >= self.ejected_until:
             self.state = "half_open"
             self._probe_in_flight = False
         if self.state == "closed":
-            return True, False
+            return Admission(True, False)
         if self.state == "half_open" and not self._probe_in_flight:
             self._probe_in_flight = True
-            return True, True
-        return force, False
+            return Admission(True, True)
+        return Admission(True, False, self.epoch) if force else Admission(False, False)
 
-    def record(self, ok: bool, probe: bool = False, forced: bool = False) -> bool:
-        """Count an outcome; True when this outcome ejected the backend. `forced`: the call was admitted
-        only because it was forced, during the ejection still in force (a call already in flight when
-        the backend was ejected was not; compare `epoch` at admission)."""
+    def record(self, ok: bool, probe: bool = False, forced_in: int | None = None) -> bool:
+        """Count an outcome; True when this outcome ejected the backend. `forced_in` is the admission's:
+        a forced success ends only the ejection it was admitted in, not a later one, and a call already
+        in flight when the backend was ejected ends none."""
         now = self._clock()
         self._window.append((now, ok))
         cutoff = now - self.settings.window_s
@@ -65,7 +72,7 @@ class OutlierDetector:
         if ok:
             self.consecutive_failures = 0
             if (self.state == "half_open" and (probe or not self._probe_in_flight)) or (
-                    forced and self.state == "ejected"):
+                    forced_in == self.epoch and self.state == "ejected"):
                 self._close(now)
             if self.state == "closed" and now - self._healthy_since > self.settings.max_ejection_s:
                 self.ejections = 0

@@ -33,7 +33,7 @@ def detector(**overrides: float) -> tuple[OutlierDetector, FakeClock]:
 
 def test_a_new_detector_admits_calls() -> None:
     d, _ = detector()
-    assert d.admit() == (True, False)
+    assert d.admit()[:2] == (True, False)
     assert d.state == "closed" and not d.ejected and d.remaining_s() == 0.0
 
 
@@ -41,11 +41,11 @@ def test_ejection_after_n_consecutive_failures() -> None:
     d, clock = detector(consecutive_failures=3)
     assert d.record(False) is False
     assert d.record(False) is False
-    assert d.admit() == (True, False)
+    assert d.admit()[:2] == (True, False)
     assert d.record(False) is True
     assert d.state == "ejected" and d.ejected
     assert d.ejected_until == clock.now + 5.0
-    assert d.admit() == (False, False)
+    assert d.admit()[:2] == (False, False)
 
 
 def test_a_success_resets_the_consecutive_failure_count() -> None:
@@ -94,10 +94,10 @@ def test_half_open_admits_exactly_one_probe() -> None:
     for _ in range(3):
         d.record(False)
     clock.advance(5.0)
-    assert d.admit() == (True, True)
+    assert d.admit()[:2] == (True, True)
     assert d.state == "half_open"
-    assert d.admit() == (False, False)
-    assert d.admit() == (False, False)
+    assert d.admit()[:2] == (False, False)
+    assert d.admit()[:2] == (False, False)
 
 
 def test_a_successful_probe_closes_the_detector() -> None:
@@ -105,12 +105,12 @@ def test_a_successful_probe_closes_the_detector() -> None:
     for _ in range(3):
         d.record(False)
     clock.advance(5.0)
-    _, probe = d.admit()
+    probe = d.admit().probe
     assert d.record(True, probe=probe) is False
     assert d.state == "closed"
     assert d.ejected_until is None
-    assert d.admit() == (True, False)
-    assert d.admit() == (True, False)
+    assert d.admit()[:2] == (True, False)
+    assert d.admit()[:2] == (True, False)
 
 
 def test_a_failed_probe_re_ejects_for_longer() -> None:
@@ -119,7 +119,7 @@ def test_a_failed_probe_re_ejects_for_longer() -> None:
         d.record(False)
     assert d.remaining_s() == 5.0
     clock.advance(5.0)
-    _, probe = d.admit()
+    probe = d.admit().probe
     assert d.record(False, probe=probe) is True
     assert d.state == "ejected"
     assert d.remaining_s() == 10.0
@@ -131,7 +131,7 @@ def test_a_late_non_probe_failure_does_not_re_eject_while_the_probe_is_out() -> 
     for _ in range(3):
         d.record(False)
     clock.advance(5.0)
-    assert d.admit() == (True, True)
+    assert d.admit()[:2] == (True, True)
     assert d.record(False, probe=False) is False  # a call admitted before the ejection, finishing late
     assert d.state == "half_open"
 
@@ -143,7 +143,7 @@ def test_ejection_time_doubles_and_is_capped() -> None:
     durations = [d.remaining_s()]
     for _ in range(3):
         clock.advance(d.remaining_s())
-        _, probe = d.admit()
+        probe = d.admit().probe
         assert probe
         d.record(False, probe=True)
         durations.append(d.remaining_s())
@@ -155,7 +155,7 @@ def test_the_ejection_count_decays_after_a_long_healthy_period() -> None:
     for _ in range(3):
         d.record(False)
     clock.advance(5.0)
-    _, probe = d.admit()
+    probe = d.admit().probe
     d.record(True, probe=probe)
     assert d.ejections == 1
     clock.advance(21.0)
@@ -170,11 +170,11 @@ def test_force_admits_while_ejected_without_taking_the_probe() -> None:
     d, clock = detector()
     for _ in range(3):
         d.record(False)
-    assert d.admit(force=True) == (True, False)
-    assert d.admit() == (False, False)
+    assert d.admit(force=True)[:2] == (True, False)
+    assert d.admit()[:2] == (False, False)
     clock.advance(5.0)
-    assert d.admit() == (True, True)  # the probe is still available after forced calls
-    assert d.admit(force=True) == (True, False)
+    assert d.admit()[:2] == (True, True)  # the probe is still available after forced calls
+    assert d.admit(force=True)[:2] == (True, False)
 
 
 def test_a_forced_call_that_succeeds_ends_the_ejection_but_a_late_success_does_not() -> None:
@@ -183,10 +183,26 @@ def test_a_forced_call_that_succeeds_ends_the_ejection_but_a_late_success_does_n
         d.record(False)
     d.record(True)  # a call that was already in flight when the backend was ejected
     assert d.ejected
-    d.record(False, forced=True)
+    failed = d.admit(force=True)
+    assert failed.allowed and not failed.probe and failed.forced_in == d.epoch
+    d.record(False, forced_in=failed.forced_in)
     assert d.ejected
-    d.record(True, forced=True)
-    assert d.state == "closed" and not d.ejected and d.admit() == (True, False)
+    d.record(True, forced_in=d.admit(force=True).forced_in)
+    assert d.state == "closed" and not d.ejected and d.admit()[:2] == (True, False)
+
+
+def test_a_forced_success_does_not_end_a_later_ejection() -> None:
+    d, clock = detector()
+    for _ in range(3):
+        d.record(False)
+    slow = d.admit(force=True)  # forced into the first ejection, answers only after the second began
+    clock.advance(5.0)
+    d.record(True, probe=d.admit().probe)  # the probe closes the first ejection
+    for _ in range(3):
+        d.record(False)
+    assert d.ejected
+    d.record(True, forced_in=slow.forced_in)
+    assert d.ejected
 
 
 def test_remaining_counts_down_with_the_clock() -> None:
@@ -208,7 +224,7 @@ def test_a_cancelled_probe_lets_the_next_call_probe_instead() -> None:
     d = OutlierDetector(EjectionSettings(consecutive_failures=1, base_ejection_s=1.0), clock=lambda: now[0])
     d.record(False)
     now[0] = 2.0
-    assert d.admit() == (True, True)
-    assert d.admit() == (False, False)  # one probe at a time
+    assert d.admit()[:2] == (True, True)
+    assert d.admit()[:2] == (False, False)  # one probe at a time
     d.abandon(probe=True)  # the probe lost a race and was cancelled
-    assert d.admit() == (True, True)
+    assert d.admit()[:2] == (True, True)
