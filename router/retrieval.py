@@ -22,7 +22,7 @@ import numpy as np
 from router.config import RoutingSettings
 from router.index import Hit, HybridIndex
 from router.models import Capability, Catalog
-from router.text import split_identifier
+from router.text import question_tokens, split_identifier
 
 
 def _params(schema: dict[str, Any]) -> list[tuple[str, str]]:
@@ -139,16 +139,17 @@ class CatalogIndex:
         within = self._restrict(backends)
         if within is not None and within.size == 0:
             return []
+        tokens = question_tokens(query)
         if method == "two_level" and backends is None:
-            return self._two_level(query, query_vector, k, alpha)
+            return self._two_level(query, tokens, query_vector, k, alpha)
         w = self.settings.server_weight
         if w <= 0 or len(self.texts.catalogs) < 2:
-            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within)
+            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens)
             return [Ranked(self.texts.capabilities[h.doc], h, h.hybrid) for h in hits]
         # Each tool's score takes in its server's own document: what a server is for tells which of two
         # similar tools belongs to the task, and keeps a task's tools on its server.
-        server_score = self._server_scores(query, query_vector, alpha)
-        hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within,
+        server_score = self._server_scores(query, tokens, query_vector, alpha)
+        hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens,
                                  prior=server_score[self._server_of], prior_weight=w)
         out = []
         for h in hits:
@@ -156,9 +157,10 @@ class CatalogIndex:
             out.append(Ranked(self.texts.capabilities[h.doc], h, (1 - w) * h.hybrid + w * server, server))
         return out
 
-    def _server_scores(self, query: str, query_vector: np.ndarray | None, alpha: float | None) -> np.ndarray:
+    def _server_scores(self, query: str, tokens: list[str], query_vector: np.ndarray | None,
+                       alpha: float | None) -> np.ndarray:
         scores = np.zeros(len(self.texts.catalogs))
-        for h in self.servers.search(query, query_vector, len(self.texts.catalogs), alpha=alpha):
+        for h in self.servers.search(query, query_vector, len(self.texts.catalogs), alpha=alpha, tokens=tokens):
             scores[h.doc] = h.hybrid
         return scores
 
@@ -178,13 +180,14 @@ class CatalogIndex:
         ids = [self._by_server[ci] for ci, c in enumerate(self.texts.catalogs) if c.backend in backends]
         return np.concatenate(ids) if ids else np.empty(0, dtype=np.int64)
 
-    def _two_level(self, query: str, qvec: np.ndarray | None, k: int, alpha: float | None) -> list[Ranked]:
-        servers = self.servers.search(query, qvec, self.settings.top_servers, alpha=alpha)
+    def _two_level(self, query: str, tokens: list[str], qvec: np.ndarray | None, k: int,
+                   alpha: float | None) -> list[Ranked]:
+        servers = self.servers.search(query, qvec, self.settings.top_servers, alpha=alpha, tokens=tokens)
         if not servers:
             return []
         within = np.concatenate([self._by_server[h.doc] for h in servers])
         server_score = {h.doc: h.hybrid for h in servers}
-        hits = self.tools.search(query, qvec, max(k * 4, 20), alpha=alpha, within=within)
+        hits = self.tools.search(query, qvec, max(k * 4, 20), alpha=alpha, within=within, tokens=tokens)
         out = []
         for h in hits:
             s = server_score[int(self._server_of[h.doc])]

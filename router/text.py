@@ -67,6 +67,26 @@ def tokenize(text: str) -> list[str]:
             if w not in STOP_WORDS and (len(w) > 1 or w.isdigit() or _CJK.match(w) is not None)]
 
 
+# A URL is left whole; a file-system path (at least one directory, then a name) is matched so that
+# only its extension is kept.
+_URL_OR_PATH = re.compile(r"(?P<url>(?<![\w+.-])[A-Za-z][\w+.-]*://\S+)"
+                          r"|(?<![\w.:/~-])(?:~|\.{1,2})?/(?:[\w.-]+/)+(?P<name>[\w-]+(?:\.[\w-]+)*)/?")
+
+
+def _path_to_extension(match: re.Match[str]) -> str:
+    if match.group("url"):
+        return match.group(0)
+    name = match.group("name")
+    return " " + name.rsplit(".", 1)[1] if "." in name else " "
+
+
+def question_tokens(text: str) -> list[str]:
+    """BM25 tokens of a question: a file path counts only by its extension. Its directories are the
+    asker's own layout ("/root/markdown/report.md"), not evidence of the capability wanted, and they
+    drew tools named after them above the ones the task needs."""
+    return tokenize(_URL_OR_PATH.sub(_path_to_extension, text) if "/" in text else text)
+
+
 _CLAUSE = re.compile(r"(?:[.;!?]\s+|,\s*(?:and\s+|then\s+)?|\s+and\s+then\s+|\s+then\s+|\s+and\s+(?=[a-z]+\b))", re.I)
 
 

@@ -246,6 +246,23 @@ def test_the_server_document_decides_between_two_equally_matching_tools() -> Non
         assert first.server_score == 1.0 and second.server_score == 0.0
 
 
+def test_the_directories_of_a_path_in_a_question_do_not_pull_tools_named_after_them() -> None:
+    """"/root/markdown/x.md" names the asker's folders: a markdown converter must not outrank the
+    file writer the task needs because of them."""
+    catalogs = [
+        Catalog(backend="files", version="1", description="read and write files on disk",
+                capabilities=(Capability(backend="files", name="write_file",
+                                         description="Write text to a file, replacing it"),)),
+        Catalog(backend="markdown", version="1", description="markdown conversion",
+                capabilities=(Capability(backend="markdown", name="convert_to_markdown",
+                                         description="Convert a web page to markdown"),)),
+    ]
+    index = CatalogIndex(CatalogTexts.build(catalogs), None, None, RoutingSettings())  # BM25 alone
+    ranked = index.search("write the notes to /root/markdown/notes/today.txt", None, k=2)
+    assert ranked[0].capability.name == "write_file"
+    assert ranked[1].hit.bm25 == 0.0  # "markdown" in the path is not a word of the question
+
+
 def test_backend_restriction_only_returns_that_backends_capabilities() -> None:
     index = _catalog_index()
     q = "current time"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.text import STOP_WORDS, split_identifier, stem, tokenize, words
+from router.text import STOP_WORDS, question_tokens, split_identifier, stem, tokenize, words
 
 
 @pytest.mark.parametrize(
@@ -70,3 +70,20 @@ def test_cjk_characters_are_indexed_one_by_one() -> None:
     assert tokens == ["東", "京", "の", "時", "間"]
     # and a question in Japanese shares tokens with a Japanese description
     assert set(tokenize("東京")) <= set(tokenize("東京の時間を教えて"))
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # a path's directories and name go; its extension stays
+        ("save the report to /root/markdown/bitcoin_report.md.", ["save", "report", "md"]),
+        ("read ~/docs/q3/sales.xlsx and ./src/main.py", ["read", "xlsx", "py"]),
+        ("list the files in /var/log/nginx", ["list", "fil"]),
+        # a URL is content, not the asker's layout, and a one-segment route is a word
+        ("fetch https://example.org/pricing/plans", ["fetch", "http", "example", "org", "pric", "plan"]),
+        ("redirect to /login", ["redirect", "login"]),
+    ],
+)
+def test_question_tokens_keep_only_the_extension_of_a_file_path(question: str, expected: list[str]) -> None:
+    assert question_tokens(question) == expected
+
