@@ -1,40 +1,35 @@
 """BackendActor: one async Ray actor per backend, holding its connection, catalog cache and health.
 
 The logic lives in `BackendSupervisor` (plain async, testable without Ray); `BackendActor` is the
-same class as a Ray actor, created named and detached by `actors.registry`:
+same class as a Ray actor, which the application's `BackendPool` creates and owns (`actors.pool`):
 
-    actor = ensure_backend_actor(spec, settings)
     outcome = await actor.call.remote(capability, {"query": "..."}, 10.0, call_context)
 
 A supervisor task connects, refreshes the catalog when its TTL expires or the server says it
 changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`), and
 reconnects with exponential backoff after a failure. Calls share the one session, bounded by a
 semaphore of `max_concurrency`. Calls never raise for backend faults: they return a failed
-`CallOutcome`, which also feeds the outlier detector that ejects a failing backend. Replicas on the
-actor's node send `call` over its Unix-socket channel instead (`actors.channel`, `channel_address`).
+`CallOutcome`, which also feeds the outlier detector that ejects a failing backend; an unexpected
+exception inside a call is a failed outcome too, so it releases what the call took (its slot, a
+half-open probe). Each call is its own Ray task: cancelling it cancels the MCP request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import random
 import time
 from typing import Any
 
 import ray
-from pydantic import SecretStr
 
-from actors import channel
 from actors.backends import build_backend
 from router.config import BackendSpec, ResilienceSettings
-from router.errors import RouterError
+from router.errors import ErrorKind, RouterError
 from router.health import OutlierDetector
-from router.models import BackendStatus, CallOutcome, Capability, Catalog, HealthState
-from router.strategies import CallContext
+from router.models import BackendStatus, CallContext, CallOutcome, Capability, Catalog, HealthState
 
 log = logging.getLogger("mcp_router.backend")
 _MAX_BACKOFF_S = 30.0
@@ -55,13 +50,11 @@ class BackendSupervisor:
         self._last_error_at: float | None = None
         self._last_check_at: float | None = None
         self._inflight = 0
-        self._calls: dict[str, asyncio.Future[CallOutcome]] = {}  # running `call_many` calls by id
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._first_attempt = asyncio.Event()
         self._closing = False
         self._node_id = _current_node_id()
-        self._channel = channel.ChannelServer(self.call)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -85,7 +78,6 @@ class BackendSupervisor:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._channel.close()
         await self.backend.shutdown()
 
     async def _supervise(self) -> None:
@@ -97,8 +89,8 @@ class BackendSupervisor:
                     await self._refresh_catalog()
                     self._set_health_ok()
                     backoff = 0.5
-                except RouterError as exc:
-                    self._fail(exc.message)
+                except Exception as exc:  # whatever ends a connection attempt, the loop tries again
+                    self._fail(_describe(exc, self.spec.name, "connect"))
                     self._first_attempt.set()
                     await self._sleep(backoff * (0.8 + 0.4 * random.random()))
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
@@ -120,8 +112,8 @@ class BackendSupervisor:
                 await self._refresh_catalog()
             await self.backend.health(self.spec.health_timeout_s)
             self._set_health_ok()
-        except RouterError as exc:
-            self._fail(exc.message)
+        except Exception as exc:  # the health loop outlives any failure of one check
+            self._fail(_describe(exc, self.spec.name, "health check"))
             await self.backend.close()
         finally:
             self._last_check_at = time.time()
@@ -150,6 +142,10 @@ class BackendSupervisor:
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
         self._ensure_started()
+        if self._health == "starting":
+            # A call that reaches a (re)starting actor waits for its first connection, within its timeout.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
         admission = self.detector.admit(force)
         if not admission.allowed:
             return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
@@ -166,12 +162,14 @@ class BackendSupervisor:
             self.detector.abandon(admission.probe)
             raise
         except RouterError as exc:
-            outcome = CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,
-                                  latency_ms=(time.perf_counter() - started) * 1000, error_type=exc.code,
-                                  error=exc.message)
-            if exc.code == "backend_unavailable":
+            outcome = self._failed(capability, exc.kind, exc.message, started)
+            if exc.kind is ErrorKind.BACKEND_UNAVAILABLE:
                 self._fail(exc.message)
                 self._wake.set()  # reconnect now rather than at the next health check
+        except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
+            log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
+            outcome = self._failed(capability, ErrorKind.BACKEND_FAILED,
+                                   f"backend {self.spec.name!r}: unexpected {type(exc).__name__}", started)
         finally:
             self._inflight -= 1
         if self.detector.record(outcome.ok, admission.probe, admission.forced_in):
@@ -180,40 +178,13 @@ class BackendSupervisor:
             self._last_error, self._last_error_at = outcome.error, time.time()
         return outcome
 
-    async def call_many(self, calls: list[tuple[str, tuple[Any, ...]]]) -> list[CallOutcome]:
-        """Calls that travelled together (see `deployments.executor`), each `(call id, call arguments)`.
-        Each runs as its own task, so `cancel_calls` stops one without the others."""
-        tasks = {call_id: asyncio.ensure_future(self.call(*args)) for call_id, args in calls}
-        self._calls.update(tasks)
-        try:
-            results = await asyncio.gather(*tasks.values(), return_exceptions=True)
-        finally:
-            for call_id in tasks:
-                self._calls.pop(call_id, None)
-        outcomes = []
-        for (_, args), result in zip(calls, results, strict=True):
-            if isinstance(result, BaseException):
-                kind = "cancelled" if isinstance(result, asyncio.CancelledError) else "backend_failed"
-                result = CallOutcome(backend=self.spec.name, capability=args[0].name, ok=False, latency_ms=0.0,
-                                     error_type=kind, error=f"{type(result).__name__}: {result}"[:500])
-            outcomes.append(result)
-        return outcomes
-
-    async def channel_address(self) -> tuple[str | None, str, bytes] | None:
-        """`(node id, socket path, token)` of the same-node call channel (see `actors.channel`), or None."""
-        if not channel.supported():
-            return None
-        return self._node_id, *await self._channel.start()
-
-    async def cancel_calls(self, call_ids: list[str]) -> None:
-        for call_id in call_ids:
-            task = self._calls.get(call_id)
-            if task is not None:
-                task.cancel()
-
     def _refused(self, capability: Capability, message: str) -> CallOutcome:
         return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
-                           error_type="backend_unavailable", error=message)
+                           error_kind=ErrorKind.BACKEND_UNAVAILABLE, error=message)
+
+    def _failed(self, capability: Capability, kind: ErrorKind, message: str, started: float) -> CallOutcome:
+        return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,
+                           latency_ms=(time.perf_counter() - started) * 1000, error_kind=kind, error=message)
 
     async def catalog(self, known_version: str | None = None) -> Catalog | None:
         """The cached catalog, or None when the caller already has this version (or there is none)."""
@@ -251,21 +222,18 @@ class BackendSupervisor:
         self._ensure_started()
         return self.status()
 
-    async def spec_fingerprint(self) -> str:
-        return spec_fingerprint(self.spec)
+
+
+def _describe(exc: Exception, backend: str, what: str) -> str:
+    """A router error's own message; anything else is logged with its traceback and named by type."""
+    if isinstance(exc, RouterError):
+        return exc.message
+    log.exception("backend %s: unexpected error during %s", backend, what)
+    return f"unexpected {type(exc).__name__} during {what}: {exc}"[:500]
 
 
 def _current_node_id() -> str | None:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-
-
-def spec_fingerprint(spec: BackendSpec) -> str:
-    """Changes whenever the backend's configuration changes, so a stale detached actor is replaced."""
-    def reveal(value: Any) -> str:
-        return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-
-    dumped = json.dumps(spec.model_dump(), sort_keys=True, default=reveal)
-    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 
 BackendActor = ray.remote(BackendSupervisor)

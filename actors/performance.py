@@ -22,7 +22,6 @@ from router.performance import CallRecord, PerformanceHistory
 from router.scoring import PerfSnapshot
 
 log = logging.getLogger("mcp_router.performance")
-PERF_ACTOR_NAME = "performance"
 
 
 class PerformanceTracker:

@@ -130,7 +130,7 @@ def main() -> None:
     from fastapi import FastAPI
     from ray import serve
 
-    from deployments.local import free_port, start_local, stop_local
+    from cli.local import free_port, start_local, stop_local
 
     direct = asyncio.run(direct_mcp(args.requests))
     port = free_port()

@@ -21,16 +21,15 @@ import numpy as np
 from fastapi import FastAPI
 from ray import serve
 
-from actors.registry import ensure_backend_actor, ensure_performance_actor
-from deployments.directory import BackendDirectory
-from deployments.executor import RayExecutor
+from actors.directory import BackendDirectory
+from actors.executor import ActorTable, RayExecutor
 from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
 from router.chat import ChatService
 from router.config import RouterSettings
 from router.core import Router
-from router.embeddings import CachedEmbedder, EmbeddingCache
+from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
 from router.errors import LLMNotConfigured
 from router.intent import IntentClassifier
 from router.llm import LLMClient
@@ -74,37 +73,52 @@ class _HandleEmbedder:
         return np.asarray(await self._handle.embed.remote(list(texts)))
 
 
+async def _query_embedder(settings: RouterSettings, handle: Any) -> Embedder:
+    """Where questions are embedded: in this replica (a small local model, in a thread, concurrent
+    questions batched together), or by the `Embedder` deployment (large or GPU models)."""
+    if handle is None:
+        model = build_embedder(settings.embeddings)
+        return MicroBatcher(model, settings.embeddings.batch_size)
+    return _HandleEmbedder(handle, await handle.model_id.remote())
+
+
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
 @serve.ingress()
 class RouterIngress:
-    async def __init__(self, settings: RouterSettings, embedder: Any) -> None:  # type: ignore[misc]
+    async def __init__(self, settings: RouterSettings, pool: Any, embedder: Any,  # type: ignore[misc]
+                       generation: float) -> None:
         self.settings = settings
         configure_tracing(settings.telemetry.service_name)
         self.metrics = RouterMetrics(settings.telemetry.metrics)
-        model_id = await embedder.model_id.remote()
-        remote = _HandleEmbedder(embedder, model_id)
-        self.embedder = CachedEmbedder(remote, EmbeddingCache(f"{settings.state_dir}/embeddings"), model_id)
-        self.perf_actor = ensure_performance_actor(settings)
-        self.actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.enabled_backends}
-        self.executor = RayExecutor(settings.server.namespace, self.actors,
-                                    same_node_channel=settings.server.same_node_channel)
+        query_embedder = await _query_embedder(settings, embedder)
+        self.embedder = CachedEmbedder(query_embedder, EmbeddingCache(f"{settings.state_dir}/embeddings"))
+
+        async def acquire() -> dict[str, Any]:
+            handles, _ = await pool.acquire.remote(settings.enabled_backends, settings.resilience, generation)
+            return dict(handles)
+
+        handles, self.perf_actor = await pool.acquire.remote(settings.enabled_backends, settings.resilience,
+                                                             generation)
+        self.actors = ActorTable(dict(handles), acquire)
+        self.executor = RayExecutor(self.actors)
         self.llm, llm_error = _llm_client(settings)
         prototypes = IntentClassifier.prototype_texts(settings.intents)
         proto_vecs = {n: await self.embedder.embed(t) for n, t in prototypes.items()}
         self.directory = BackendDirectory(settings, self.actors, self.perf_actor, self.embedder,
                                           on_index=lambda cats, index: self.router.set_catalogs(cats, index),
                                           on_status=self.metrics.observe_health)
-        self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor), embed=remote.embed,
+        self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor),
+                             embed=query_embedder.embed,
                              stats=self.directory, classifier=IntentClassifier(settings.intents, proto_vecs),
                              llm=self.llm)
         await self.directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))
-        self.selector = ToolSelector(settings.tool_selection, remote.embed, chooser=self.llm)
+        self.selector = ToolSelector(settings.tool_selection, query_embedder.embed, chooser=self.llm)
         self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error)
         self.directory.start()
         self.extensions: list[Any] = [McpEndpoint(self)]
-        log.info("router ready: %d backends, %d capabilities", len(self.actors),
+        log.info("router ready: %d backends, %d capabilities", len(self.actors.handles),
                  len(self.router.index) if self.router.index else 0)
 
     # -- ASGI ------------------------------------------------------------------------------------

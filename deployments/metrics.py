@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from router.errors import RouterError
-from router.models import BackendStatus, CallOutcome, Capability, QueryRequest, QueryResponse
-from router.strategies import CallContext, Executor
+from router.models import BackendStatus, CallContext, CallOutcome, Capability, QueryRequest, QueryResponse
+from router.strategies import Executor
 
 _HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
 _BOUNDARIES: list[float] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000]
@@ -93,6 +93,6 @@ class _MeteredExecutor:
                    context: CallContext, force: bool = False) -> CallOutcome:
         outcome = await self._inner.call(capability, arguments, timeout_s=timeout_s, context=context, force=force)
         tags = {"backend": capability.backend}
-        self._m.calls.inc(tags={**tags, "outcome": "success" if outcome.ok else outcome.error_type or "error"})
+        self._m.calls.inc(tags={**tags, "outcome": "success" if outcome.ok else str(outcome.error_kind or "error")})
         self._m.call_latency.observe(outcome.latency_ms, tags=tags)
         return outcome

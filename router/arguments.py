@@ -7,8 +7,8 @@ The rules, in order: the caller's arguments win; a tool with no required paramet
 tool whose one required parameter is free text (query, question, text, prompt, ...) gets the
 question; otherwise each required parameter is extracted from the question by its JSON-schema
 shape (an enum value named in the question, an IANA time zone from a city name, a time of day,
-numbers in order). If any required parameter is left, `ArgumentsRequired` (422) names the tool and
-its schema. The source of every argument set is reported in the routing metadata.
+numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
+naming the tool and its schema. The source of every argument set is reported in the routing metadata.
 """
 
 from __future__ import annotations
@@ -189,8 +189,9 @@ EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)
 
 
 def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | None = None
-                     ) -> tuple[dict[str, Any], str]:
-    """Arguments for `cap` and where they came from; raises `ArgumentsRequired` when it cannot."""
+                     ) -> tuple[dict[str, Any], str] | ArgumentsRequired:
+    """Arguments for `cap` and where they came from, or the `ArgumentsRequired` (422) naming what is
+    missing: a candidate that cannot take the question is an expected outcome, not an exception."""
     if given is not None:
         return dict(given), "caller"
     if cap.kind in ("resource", "flow"):
@@ -209,7 +210,7 @@ def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | Non
         spec = props.get(name, {})
         value = next((v for ex in EXTRACTORS if (v := ex(question, name, spec, used)) is not None), None)
         if value is None:
-            raise ArgumentsRequired(
+            return ArgumentsRequired(
                 f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
                 f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from router.errors import LLMNotConfigured, RouterError
 from router.llm import LLMClient
-from router.models import ChatRequest, ChatResponse
+from router.models import CallContext, ChatRequest, ChatResponse
 from router.retrieval import CatalogIndex
-from router.strategies import CallContext, Executor
+from router.strategies import Executor
 from router.tools import ToolSelector, conversation_text
 
 

@@ -192,6 +192,10 @@ class IntentSettings(_Strict):
 class EmbeddingSettings(_Strict):
     provider: Literal["local", "openai"] = "local"
     model: str = "all-MiniLM-L6-v2"
+    # Where questions are embedded: `replica` runs the model inside each router replica (in a thread,
+    # concurrent questions batched); `deployment` in its own Serve deployment, for large or GPU models.
+    # Unset: by model size (the small local models and remote endpoints run in the replica).
+    placement: Literal["replica", "deployment"] | None = None
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     batch_size: int = Field(default=64, ge=1, le=2048)
@@ -237,7 +241,7 @@ class ServerSettings(_Strict):
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     access_log: bool = False  # Serve's per-request access log lines
     # Calls to backend actors on the replica's own node go over the actor's Unix socket rather than
-    # as Ray tasks (see deployments.executor); false sends every call through Ray.
+    # as Ray tasks (see actors.executor); false sends every call through Ray.
     same_node_channel: bool = True
     app_name: str = "mcp-router"
     namespace: str = "mcp-router"

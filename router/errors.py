@@ -1,34 +1,82 @@
-"""The router's error tree: every error carries its HTTP status and MCP error code.
+"""The router's one error model: an `ErrorKind` per outcome, and a `RouterError` class per kind.
 
-Foreign errors (MCP, httpx, Ray) are translated into these in one place per backend, so the
-ingress only ever has to turn a `RouterError` into a response:
+Every error class lives here. Each carries its kind and HTTP status as class attributes, so the
+edges only ever turn a `RouterError` into a response:
 
     try:
         ...
     except RouterError as err:
         return JSONResponse(err.payload(), status_code=err.status_code)
+
+Backend calls that fail are values, not exceptions: a `CallOutcome` carries the `ErrorKind`, and
+`ErrorKind.outcome` / `ErrorKind.backend_level` say what it means for a strategy. Foreign errors
+(MCP, httpx, Ray) are translated into these in one place per backend.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, ClassVar
 
-# JSON-RPC codes used when an error travels back over MCP.
-MCP_INVALID_PARAMS = -32602
-MCP_INTERNAL_ERROR = -32603
+
+class ErrorKind(StrEnum):
+    INTERNAL = "internal_error"
+    CONFIG = "config_error"
+    INVALID_REQUEST = "invalid_request"
+    UNKNOWN_INTENT = "unknown_intent"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNKNOWN_BACKEND = "unknown_backend"
+    UNKNOWN_CAPABILITY = "unknown_capability"
+    NO_RELEVANT_BACKEND = "no_relevant_backend"
+    AMBIGUOUS_ROUTE = "ambiguous_route"
+    ARGUMENTS_REQUIRED = "arguments_required"
+    BACKEND_FAILED = "backend_failed"
+    BACKEND_REJECTED = "backend_rejected"
+    BACKEND_UNAUTHORIZED = "backend_unauthorized"
+    TOOL_FAILED = "tool_failed"
+    ALL_BACKENDS_FAILED = "all_backends_failed"
+    LLM_FAILED = "llm_failed"
+    LLM_BAD_OUTPUT = "llm_bad_output"
+    NO_HEALTHY_BACKEND = "no_healthy_backend"
+    BACKEND_UNAVAILABLE = "backend_unavailable"
+    LLM_NOT_CONFIGURED = "llm_not_configured"
+    BACKEND_TIMEOUT = "backend_timeout"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    LLM_TIMEOUT = "llm_timeout"
+    CANCELLED = "cancelled"
+
+    @property
+    def outcome(self) -> str:
+        """How an attempt that failed with this kind is reported: timeout, unavailable, cancelled, error."""
+        if self in (ErrorKind.BACKEND_TIMEOUT, ErrorKind.DEADLINE_EXCEEDED, ErrorKind.LLM_TIMEOUT):
+            return "timeout"
+        if self in (ErrorKind.BACKEND_UNAVAILABLE, ErrorKind.NO_HEALTHY_BACKEND):
+            return "unavailable"
+        if self is ErrorKind.CANCELLED:
+            return "cancelled"
+        return "error"
+
+    @property
+    def backend_level(self) -> bool:
+        """The backend as a whole is unusable right now (not just this one call): fallback skips its
+        other tools."""
+        return self in (ErrorKind.BACKEND_UNAVAILABLE, ErrorKind.BACKEND_TIMEOUT, ErrorKind.NO_HEALTHY_BACKEND)
 
 
 class RouterError(Exception):
     """Base of every error the router reports to a caller."""
 
     status_code: ClassVar[int] = 500
-    code: ClassVar[str] = "internal_error"
-    mcp_code: ClassVar[int] = MCP_INTERNAL_ERROR
+    kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         self.details = {k: v for k, v in details.items() if v is not None}
+
+    @property
+    def code(self) -> str:
+        return self.kind.value
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.code, "message": self.message}
@@ -48,93 +96,118 @@ def _rebuild(cls: type[RouterError], message: str, details: dict[str, Any]) -> R
 class ConfigError(RouterError):
     """A configuration file or setting is invalid (raised at start-up)."""
 
-    code = "config_error"
+    kind = ErrorKind.CONFIG
 
 
 class InvalidRequest(RouterError):
     status_code = 400
-    code = "invalid_request"
-    mcp_code = MCP_INVALID_PARAMS
+    kind = ErrorKind.INVALID_REQUEST
 
 
 class UnknownIntent(InvalidRequest):
-    code = "unknown_intent"
+    kind = ErrorKind.UNKNOWN_INTENT
 
 
 class PayloadTooLarge(InvalidRequest):
     status_code = 413
-    code = "payload_too_large"
+    kind = ErrorKind.PAYLOAD_TOO_LARGE
 
 
 class UnknownBackend(RouterError):
     status_code = 404
-    code = "unknown_backend"
-    mcp_code = MCP_INVALID_PARAMS
+    kind = ErrorKind.UNKNOWN_BACKEND
 
 
 class UnknownCapability(RouterError):
     status_code = 404
-    code = "unknown_capability"
-    mcp_code = MCP_INVALID_PARAMS
+    kind = ErrorKind.UNKNOWN_CAPABILITY
 
 
 class NoRelevantBackend(RouterError):
     """Nothing in the catalog matches the question well enough to call it."""
 
     status_code = 404
-    code = "no_relevant_backend"
+    kind = ErrorKind.NO_RELEVANT_BACKEND
 
 
 class AmbiguousRoute(RouterError):
     """The two best candidates are too close to call."""
 
     status_code = 409
-    code = "ambiguous_route"
+    kind = ErrorKind.AMBIGUOUS_ROUTE
 
 
 class ArgumentsRequired(RouterError):
     """The chosen tool needs structured arguments that could not be derived from the question."""
 
     status_code = 422
-    code = "arguments_required"
-    mcp_code = MCP_INVALID_PARAMS
+    kind = ErrorKind.ARGUMENTS_REQUIRED
 
 
 class BackendFailed(RouterError):
     status_code = 502
-    code = "backend_failed"
+    kind = ErrorKind.BACKEND_FAILED
+
+
+class BackendRejected(RouterError):
+    """The backend refused the request as malformed (its 4xx), naming what it refused."""
+
+    status_code = 422
+    kind = ErrorKind.BACKEND_REJECTED
+
+
+class BackendUnauthorized(BackendFailed):
+    """The backend refused the router's credentials (401/403, or Flowise's 500 "Unauthorized")."""
+
+    kind = ErrorKind.BACKEND_UNAUTHORIZED
 
 
 class ToolFailed(BackendFailed):
     """The backend answered, but the tool reported an error (`isError: true`)."""
 
-    code = "tool_failed"
+    kind = ErrorKind.TOOL_FAILED
 
 
 class AllBackendsFailed(BackendFailed):
-    code = "all_backends_failed"
+    kind = ErrorKind.ALL_BACKENDS_FAILED
+
+
+class LLMFailed(BackendFailed):
+    """The LLM endpoint could not be reached or answered with an HTTP error (after retries)."""
+
+    kind = ErrorKind.LLM_FAILED
+
+
+class LLMBadOutput(LLMFailed):
+    """The LLM answered, but not with JSON matching the schema it was asked for."""
+
+    kind = ErrorKind.LLM_BAD_OUTPUT
 
 
 class NoHealthyBackend(RouterError):
     status_code = 503
-    code = "no_healthy_backend"
+    kind = ErrorKind.NO_HEALTHY_BACKEND
 
 
 class BackendUnavailable(NoHealthyBackend):
     """One named backend is down (its process died, its URL refuses connections, or it is ejected)."""
 
-    code = "backend_unavailable"
+    kind = ErrorKind.BACKEND_UNAVAILABLE
 
 
 class LLMNotConfigured(RouterError):
     status_code = 503
-    code = "llm_not_configured"
+    kind = ErrorKind.LLM_NOT_CONFIGURED
 
 
 class BackendTimeout(RouterError):
     status_code = 504
-    code = "backend_timeout"
+    kind = ErrorKind.BACKEND_TIMEOUT
 
 
 class DeadlineExceeded(BackendTimeout):
-    code = "deadline_exceeded"
+    kind = ErrorKind.DEADLINE_EXCEEDED
+
+
+class LLMTimeout(BackendTimeout):
+    kind = ErrorKind.LLM_TIMEOUT

@@ -31,8 +31,8 @@ from router.errors import (
     LLMNotConfigured,
     RouterError,
 )
-from router.models import CallOutcome, Capability
-from router.strategies.base import CallContext, Executor
+from router.models import CallContext, CallOutcome, Capability
+from router.strategies.base import Executor
 
 Message = dict[str, Any]
 ServerCandidate = tuple[str, str, Sequence[str]]  # (server name, description, its top tool names)
@@ -291,12 +291,12 @@ async def _run_call(call: Any, name_map: Mapping[str, Capability], executor: Exe
     except (TimeoutError, RouterError) as exc:
         err = exc if isinstance(exc, RouterError) else BackendTimeout(f"no answer within {timeout_s:g} s")
         outcome = CallOutcome(backend=cap.backend, capability=cap.name, ok=False, error=err.message,
-                              latency_ms=(time.monotonic() - started) * 1000, error_type=err.code)
+                              latency_ms=(time.monotonic() - started) * 1000, error_kind=err.kind)
     record = ToolCallRecord(call.id, name, cap.backend, cap.name, args, outcome.ok,
                             round(outcome.latency_ms, 2), None if outcome.ok else outcome.error)
     if outcome.ok:
         return record, outcome.text or "(empty result)"
-    return record, f"error ({outcome.error_type or 'error'}): {outcome.error or 'the call failed'}"
+    return record, f"error ({outcome.error_kind or 'error'}): {outcome.error or 'the call failed'}"
 
 
 def unique_tool_names(capabilities: Sequence[Capability]) -> dict[str, Capability]:

@@ -13,8 +13,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from router.config import CapabilityKind
+from router.errors import ErrorKind, RouterError
 
 Mode = Literal["fallback", "parallel", "hedged", "consensus"]
+Verdict = Literal["route", "no_match", "ambiguous"]
+DecisionKind = Literal["route", "override", "session", "llm"]
 HealthState = Literal["starting", "healthy", "degraded", "down", "ejected"]
 Outcome = Literal["success", "error", "timeout", "cancelled", "unavailable"]
 
@@ -65,7 +68,7 @@ class CallOutcome:
     text: str = ""
     content: tuple[dict[str, Any], ...] = ()
     structured: dict[str, Any] | None = None
-    error_type: str | None = None  # a RouterError code, e.g. "backend_timeout", "tool_failed"
+    error_kind: ErrorKind | None = None
     error: str | None = None
     session_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -98,6 +101,85 @@ class BackendStatus:
             # A snapshot can outlive the ejection it reports: once it is over, the next call is the probe.
             return self.ejected_until <= time.time()
         return self.health in ("healthy", "degraded")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Request-scoped values passed through to every backend call."""
+
+    question: str
+    intent: str
+    session_id: str | None = None
+    parameters: Parameters | None = None
+    trace: dict[str, str] = field(default_factory=dict)  # W3C trace context for the backend call
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Analysis:
+    """What a question yields before live state enters: its vector and its classified intent."""
+
+    question: str
+    vector: Any  # np.ndarray, or None without dense retrieval
+    intent: str
+    intent_source: Literal["classified", "override", "default"]
+    intent_scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A capability with its composite score breakdown; `relevant` marks those worth calling."""
+
+    capability: Capability
+    scores: ScoreBreakdown
+    relevant: bool
+
+    def info(self, rank: int) -> CandidateInfo:
+        cap = self.capability
+        return CandidateInfo(rank=rank, backend=cap.backend, capability=cap.name, kind=cap.kind,
+                             description=cap.description[:300], scores=self.scores)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The ranked candidates for a request and the verdict on them (the decide stage's output)."""
+
+    analysis: Analysis
+    method: str
+    candidates: tuple[Candidate, ...]
+    verdict: Verdict
+    message: str
+    kind: DecisionKind = "route"
+    decision_ms: float = 0.0
+
+    @property
+    def intent(self) -> str:
+        return self.analysis.intent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedCall:
+    candidate: Candidate
+    arguments: dict[str, Any]
+    arguments_source: str
+    force: bool = False  # every candidate is ejected: the least bad ones are still tried
+
+    @property
+    def backend(self) -> str:
+        return self.candidate.capability.backend
+
+    @property
+    def capability(self) -> Capability:
+        return self.candidate.capability
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The calls a request makes, in order (the plan stage's output). `refusal` is the answer when the
+    request cannot go ahead, as a value: e.g. the best match needs arguments the question lacks."""
+
+    calls: tuple[PlannedCall, ...]
+    mode: Mode
+    refusal: RouterError | None = None
 
 
 # ---------------------------------------------------------------------------------------------

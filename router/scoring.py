@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from router.config import RoutingSettings
-from router.models import BackendStatus, CandidateInfo, Capability, ScoreBreakdown
+from router.models import BackendStatus, Candidate, ScoreBreakdown
 from router.retrieval import Ranked
 
 ANY_INTENT = "*"
@@ -57,18 +57,6 @@ def lookup_perf(perf: Mapping[tuple[str, str], PerfSnapshot], backend: str, inte
     if snap is not None and snap.count:
         return snap
     return perf.get((backend, ANY_INTENT))
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    capability: Capability
-    scores: ScoreBreakdown
-    relevant: bool
-
-    def info(self, rank: int) -> CandidateInfo:
-        cap = self.capability
-        return CandidateInfo(rank=rank, backend=cap.backend, capability=cap.name, kind=cap.kind,
-                             description=cap.description[:300], scores=self.scores)
 
 
 def score_candidates(

@@ -34,7 +34,7 @@ def ray_local() -> Iterator[dict[str, Any]]:
     """A local Ray with 2 CPUs; Serve's direct ingress on a free port (the router's default mode)."""
     import ray
 
-    from deployments.local import free_port, ingress_environment
+    from cli.local import free_port, ingress_environment
     from router.config import RouterSettings
 
     port = free_port()
@@ -69,12 +69,11 @@ def port_closed(url: str) -> bool:
 
 @contextlib.contextmanager
 def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
-    """The router application under Serve on the session's Ray; removed, port freed, actors gone after."""
+    """The router application under Serve on the session's Ray; removed (its backends with it), port freed."""
     from ray import serve
 
-    from actors.registry import kill_router_actors
+    from cli.local import wait_until_serving
     from deployments.app import build_application
-    from deployments.local import wait_until_serving
 
     wait_for(lambda: port_closed(url), timeout=60)  # a previous app's replica may still be draining
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
@@ -87,7 +86,6 @@ def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
         yield url
     finally:
         serve.delete(settings.server.app_name)
-        kill_router_actors(settings)
         wait_for(lambda: port_closed(url), timeout=60)
 
 

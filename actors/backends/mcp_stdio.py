@@ -28,6 +28,9 @@ def resolve_command(command: str) -> str:
     return shutil.which(command) or command
 
 
+_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+
+
 class McpStdioBackend(McpBackend):
     kind = "mcp_stdio"
     transport = "stdio"
@@ -38,5 +41,9 @@ class McpStdioBackend(McpBackend):
 
     async def _target(self, stack: AsyncExitStack) -> StdioServerParameters:
         s = self.stdio_spec
-        return StdioServerParameters(command=resolve_command(s.command), args=list(s.args), env=dict(s.env) or None,
-                                     cwd=s.cwd)
+        command, args = resolve_command(s.command), list(s.args)
+        if _SETPRIV is not None:
+            # The server gets SIGTERM if the actor's process dies without closing the session (a kill,
+            # a lost node): no server outlives the backend that started it.
+            command, args = _SETPRIV, ["--pdeathsig", "TERM", "--", command, *args]
+        return StdioServerParameters(command=command, args=args, env=dict(s.env) or None, cwd=s.cwd)

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from router.models import CallContext, PlannedCall
 from router.strategies import consensus, fallback, hedged, parallel
-from router.strategies.base import (
-    CallContext,
-    Executor,
-    PlannedCall,
-    StrategyContext,
-    StrategyResult,
-)
+from router.strategies.base import Executor, StrategyContext, StrategyResult
 
 Strategy = Callable[[Sequence[PlannedCall], StrategyContext], Awaitable[StrategyResult]]
 

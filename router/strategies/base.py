@@ -17,25 +17,11 @@ import numpy as np
 from opentelemetry import trace
 
 from router.config import ResilienceSettings
-from router.models import AttemptInfo, CallOutcome, Capability, ConsensusAnswer, Parameters
-from router.scoring import Candidate
+from router.errors import ErrorKind
+from router.models import AttemptInfo, CallContext, CallOutcome, Capability, ConsensusAnswer, PlannedCall
 from router.telemetry import TRACER
 
 _METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "flow": "flows/run"}
-
-# Errors that say the backend itself is unusable right now, not just this tool call.
-BACKEND_LEVEL_ERRORS = frozenset({"backend_unavailable", "backend_timeout", "no_healthy_backend"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallContext:
-    """Request-scoped values passed through to every backend call."""
-
-    question: str
-    intent: str
-    session_id: str | None = None
-    parameters: Parameters | None = None
-    trace: dict[str, str] = field(default_factory=dict)  # W3C trace context for the backend call
 
 
 class Executor(Protocol):
@@ -45,22 +31,6 @@ class Executor(Protocol):
 
         `force` asks an ejected backend to take the call anyway (every candidate is ejected)."""
         ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlannedCall:
-    candidate: Candidate
-    arguments: dict[str, Any]
-    arguments_source: str
-    force: bool = False
-
-    @property
-    def backend(self) -> str:
-        return self.candidate.capability.backend
-
-    @property
-    def capability(self) -> Capability:
-        return self.candidate.capability
 
 
 @dataclass(kw_only=True)
@@ -95,9 +65,14 @@ class StrategyResult:
     disagreed: list[str] | None = None
 
 
-def _failed(call: PlannedCall, error_type: str, error: str, latency_ms: float) -> CallOutcome:
+def _failed(call: PlannedCall, kind: ErrorKind, error: str, latency_ms: float) -> CallOutcome:
     return CallOutcome(backend=call.backend, capability=call.capability.name, ok=False, latency_ms=latency_ms,
-                       error_type=error_type, error=error)
+                       error_kind=kind, error=error)
+
+
+def outcome_name(outcome: CallOutcome) -> str:
+    """success, or how the failure is reported: error, timeout, unavailable, cancelled."""
+    return "success" if outcome.ok else (outcome.error_kind or ErrorKind.BACKEND_FAILED).outcome
 
 
 async def attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
@@ -112,10 +87,10 @@ async def attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
         span.set_attribute("router.backend", cap.backend)
         span.set_attribute("router.capability.kind", cap.kind)
         outcome = await _attempt(ctx, call)
-        span.set_attribute("router.outcome", "success" if outcome.ok else _outcome_name(outcome.error_type))
+        span.set_attribute("router.outcome", outcome_name(outcome))
         span.set_attribute("router.latency_ms", round(outcome.latency_ms, 2))
         if not outcome.ok:
-            span.set_attribute("error.type", outcome.error_type or "error")
+            span.set_attribute("error.type", str(outcome.error_kind or ErrorKind.BACKEND_FAILED))
             span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.error or ""))
         return outcome
 
@@ -124,7 +99,7 @@ async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
     started = time.monotonic()
     remaining = ctx.deadline - started
     if remaining <= 0:
-        outcome = _failed(call, "deadline_exceeded", "the request deadline passed before this attempt", 0.0)
+        outcome = _failed(call, ErrorKind.DEADLINE_EXCEEDED, "the request deadline passed before this attempt", 0.0)
         _record(ctx, call, outcome, started)
         return outcome
     timeout = min(ctx.timeout_for(call.backend), remaining)
@@ -135,36 +110,26 @@ async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
                                               force=call.force)
     except TimeoutError:
         elapsed = (time.monotonic() - started) * 1000
-        kind = "deadline_exceeded" if timeout < ctx.timeout_for(call.backend) else "backend_timeout"
+        kind = ErrorKind.DEADLINE_EXCEEDED if timeout < ctx.timeout_for(call.backend) else ErrorKind.BACKEND_TIMEOUT
         outcome = _failed(call, kind, f"{call.backend}/{call.capability.name} did not answer within "
                                       f"{timeout:.1f} s", elapsed)
     except asyncio.CancelledError:
         elapsed = (time.monotonic() - started) * 1000
-        _record(ctx, call, _failed(call, "cancelled", "cancelled: another attempt won", elapsed), started,
-                outcome_name="cancelled")
+        _record(ctx, call, _failed(call, ErrorKind.CANCELLED, "cancelled: another attempt won", elapsed), started)
         raise
     _record(ctx, call, outcome, started)
     return outcome
 
 
-def _record(ctx: StrategyContext, call: PlannedCall, outcome: CallOutcome, started: float,
-            outcome_name: str | None = None) -> None:
-    name = outcome_name or ("success" if outcome.ok else _outcome_name(outcome.error_type))
+def _record(ctx: StrategyContext, call: PlannedCall, outcome: CallOutcome, started: float) -> None:
+    name = outcome_name(outcome)
     ctx.attempts.append(AttemptInfo(
         backend=call.backend, capability=call.capability.name, outcome=name,  # type: ignore[arg-type]
         latency_ms=round(outcome.latency_ms, 2), started_ms=round((started - ctx.started) * 1000, 2),
-        error_type=outcome.error_type, error=outcome.error,
+        error_type=outcome.error_kind.value if outcome.error_kind else None, error=outcome.error,
     ))
     if name != "cancelled":
         ctx.on_outcome(call, outcome)
-
-
-def _outcome_name(error_type: str | None) -> str:
-    if error_type in ("backend_timeout", "deadline_exceeded"):
-        return "timeout"
-    if error_type in ("backend_unavailable", "no_healthy_backend"):
-        return "unavailable"
-    return "error"
 
 
 def distinct_backends(calls: Sequence[PlannedCall], k: int) -> list[PlannedCall]:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router.models import CallOutcome, ConsensusAnswer
-from router.strategies.base import PlannedCall, StrategyContext, StrategyResult, attempt, distinct_backends
+from router.models import CallOutcome, ConsensusAnswer, PlannedCall
+from router.strategies.base import StrategyContext, StrategyResult, attempt, distinct_backends
 
 
 def group_answers(texts: Sequence[str], vectors: np.ndarray | None, threshold: float) -> list[int]:

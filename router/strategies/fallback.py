@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router.strategies.base import BACKEND_LEVEL_ERRORS, PlannedCall, StrategyContext, StrategyResult, attempt
+from router.models import PlannedCall
+from router.strategies.base import StrategyContext, StrategyResult, attempt
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
@@ -24,6 +25,6 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
         outcome = await attempt(ctx, call)
         if outcome.ok:
             return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
-        if outcome.error_type in BACKEND_LEVEL_ERRORS:
+        if outcome.error_kind is not None and outcome.error_kind.backend_level:
             dead.add(call.backend)
     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from router.models import PlannedCall
 from router.strategies.base import (
-    PlannedCall,
     StrategyContext,
     StrategyResult,
     attempt,

@@ -18,9 +18,9 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.registry import ensure_backend_actor, ensure_performance_actor, kill_router_actors
-from deployments.directory import BackendDirectory
-from deployments.executor import RayExecutor
+from actors.directory import BackendDirectory
+from actors.executor import ActorTable, RayExecutor
+from actors.pool import create_backend_actor, create_performance_actor
 from router.config import RouterSettings
 from router.core import Router
 from router.errors import RouterError
@@ -55,11 +55,11 @@ async def _spread_actors(settings: RouterSettings, worker_ids: set[str]) -> dict
     """The backend actors, at least one of them on a worker node. SPREAD placement is best effort, so
     when every actor landed on the head they are created again rather than the test losing its point."""
     for _ in range(5):
-        actors = {b.name: await ensure_backend_actor(b, settings) for b in settings.backends}
+        actors = {b.name: create_backend_actor(b, settings.resilience) for b in settings.backends}
         nodes = [(await a.get_status.remote()).node_id for a in actors.values()]
         if worker_ids & set(nodes):
             return actors
-        kill_router_actors(settings, include_performance=False)
+        _kill(actors.values())
     raise AssertionError(f"no backend actor was placed on a worker node: {nodes}")
 
 
@@ -67,13 +67,13 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
     settings = RouterSettings.model_validate({
         "backends": [stdio(n, EXAMPLES / "servers" / "faulty.py", "--name", n, "--latency-ms", "20",
                            health_interval_s=1) for n in ("a", "b", "c")],
-        "server": {"namespace": "mcp-router-cluster-test"},
     })
     actors = await _spread_actors(settings, set(n.node_id for n in cluster.worker_nodes))
-    directory = BackendDirectory(settings, actors, ensure_performance_actor(settings), embedder=None,
+    table = ActorTable(dict(actors))
+    performance = create_performance_actor(settings.resilience, "cluster-test")
+    directory = BackendDirectory(settings, table, performance, embedder=None,
                                  on_index=lambda cats, index: router.set_catalogs(cats, index))
-    router = Router(settings, executor=RayExecutor(settings.server.namespace, actors), embed=_no_embed,
-                    stats=directory)
+    router = Router(settings, executor=RayExecutor(table), embed=_no_embed, stats=directory)
     await directory.wait_ready(20)
     statuses = directory.statuses()
     assert all(s.health == "healthy" for s in statuses.values()), statuses
@@ -122,8 +122,7 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
                 if s.health == "healthy" and s.node_id != victim.node_id:
                     return s
             except ray.exceptions.RayError:
-                actors[victim_name] = await asyncio.to_thread(ray.get_actor, f"backend:{victim_name}",
-                                                              namespace=settings.server.namespace)
+                pass  # restarting on a surviving node
             await asyncio.sleep(0.5)
         pytest.fail(f"backend {victim_name!r} did not come back on a surviving node")
 
@@ -132,4 +131,9 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
         assert status.node_id in (head, *(n for n in workers if n != victim.node_id))
     finally:
         await directory.stop()
-        kill_router_actors(settings)
+        _kill([*actors.values(), performance])
+
+
+def _kill(actors: Any) -> None:
+    for actor in actors:
+        ray.kill(actor, no_restart=True)

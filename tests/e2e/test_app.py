@@ -17,7 +17,7 @@ import pytest
 import ray
 from ray import serve
 
-from deployments.local import free_port
+from cli.local import free_port
 from router.config import RouterSettings
 from router.errors import UnknownIntent
 from router.models import QueryRequest, QueryResponse

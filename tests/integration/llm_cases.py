@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from router.config import LLMSettings
+from router.errors import ErrorKind
 from router.llm import (
     LLMClient,
 )
-from router.models import CallOutcome, Capability
-from router.strategies import CallContext
+from router.models import CallContext, CallOutcome, Capability
 from tests.fakes import serve_app
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -95,7 +95,7 @@ class RecordingExecutor:
         self.calls.append((capability, arguments, context, timeout_s))
         if capability.name == "divide" and arguments.get("b") == 0:
             return CallOutcome(backend=capability.backend, capability=capability.name, ok=False,
-                               latency_ms=2.0, error_type="tool_failed", error="division by zero")
+                               latency_ms=2.0, error_kind=ErrorKind.TOOL_FAILED, error="division by zero")
         return CallOutcome(backend=capability.backend, capability=capability.name, ok=True,
                            latency_ms=3.5, text=f"{capability.name} -> {json.dumps(arguments)}")
 

@@ -12,26 +12,23 @@ from typing import Any
 import pytest
 import ray
 
-from actors.registry import ensure_backend_actor
-from deployments.local import free_port
+from actors.pool import create_backend_actor
+from cli.local import free_port
 from router.config import RouterSettings
-from router.models import Capability
-from router.strategies import CallContext
+from router.models import CallContext, Capability
 from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for
 
 CTX = CallContext(question="test", intent="general")
 
 
 def make_settings(*backends: dict[str, Any]) -> RouterSettings:
-    return RouterSettings.model_validate({"backends": list(backends), "server": {"namespace": "mcp-router-test"}})
+    return RouterSettings.model_validate({"backends": list(backends)})
 
 
 def actor_for(settings: RouterSettings, name: str) -> Any:
-    import asyncio
-
     spec = settings.backend(name)
     assert spec is not None
-    actor = asyncio.run(ensure_backend_actor(spec, settings))
+    actor = create_backend_actor(spec, settings.resilience)
     ray.get(actor.start.remote(20.0))
     return actor
 
@@ -74,7 +71,7 @@ def test_tool_error_is_reported_as_a_failure_with_its_message(cleanup: list[Any]
     cleanup.append(actor)
     outcome = call(actor, "dyn", "explode", {"query": "boom"})
     assert not outcome.ok
-    assert outcome.error_type == "tool_failed"
+    assert outcome.error_kind == "tool_failed"
     assert "exploded on purpose: boom" in outcome.error
 
 
@@ -83,7 +80,7 @@ def test_a_call_past_its_timeout_fails_as_a_timeout(cleanup: list[Any]) -> None:
     actor = actor_for(settings, "dyn")
     cleanup.append(actor)
     outcome = call(actor, "dyn", "sleep_for", {"seconds": 5}, timeout=0.5)
-    assert outcome.error_type == "backend_timeout"
+    assert outcome.error_kind == "backend_timeout"
     assert "sleep_for" in outcome.error and "dyn" in outcome.error
     assert call(actor, "dyn", "shout", {"text": "still alive"}).text == "STILL ALIVE"
 
@@ -120,7 +117,7 @@ def test_health_goes_down_when_the_server_process_dies_and_comes_back_after_reco
     status = wait_for(down, timeout=15, interval=0.05)
     assert status.last_error
     failed = call(actor, "dyn", "whoami", {})
-    assert not failed.ok and failed.error_type == "backend_unavailable"
+    assert not failed.ok and failed.error_kind == "backend_unavailable"
     wait_for(lambda: ray.get(actor.get_status.remote()).health == "healthy", timeout=20)
     second_pid = call(actor, "dyn", "whoami", {}).text
     assert second_pid != first_pid

@@ -1,23 +1,23 @@
-"""RayExecutor against a real backend actor, over both of its paths: the same-node channel, and Ray
-actor calls (where calls made while one is in flight travel together). On both, cancelling one call
-stops it at the MCP server without touching the others, and a restarted actor is found again."""
+"""RayExecutor against a real backend actor: one Ray actor call per backend call. A fast call never
+waits behind a slow one, cancelling one call stops it at the MCP server without touching the
+others, a restarting actor is waited for, and a replaced actor is found again through the pool."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from typing import Any
 
 import pytest
 import ray
 
-from actors.registry import ensure_backend_actor
-from deployments.executor import RayExecutor
+from actors.executor import ActorTable, RayExecutor
+from actors.pool import BackendPool, create_backend_actor
 from router.config import RouterSettings
-from router.models import CallOutcome, Capability
-from router.strategies import CallContext
-from tests.conftest import EXAMPLES, stdio
+from router.models import CallContext, Capability
+from tests.conftest import EXAMPLES, TEST_SERVERS, stdio
 
 CTX = CallContext(question="capital of Peru?", intent="general")
 
@@ -26,10 +26,8 @@ CTX = CallContext(question="capital of Peru?", intent="general")
 def backend(ray_local: Any) -> Any:
     name = f"slow-{uuid.uuid4().hex[:6]}"
     settings = RouterSettings.model_validate({
-        "backends": [stdio(name, EXAMPLES / "servers" / "faulty.py", "--latency-ms", "300", "--jitter", "0")],
-        "server": {"namespace": "mcp-router-test"}})
-    spec = settings.backends[0]
-    actor = asyncio.run(ensure_backend_actor(spec, settings))
+        "backends": [stdio(name, EXAMPLES / "servers" / "faulty.py", "--latency-ms", "300", "--jitter", "0")]})
+    actor = create_backend_actor(settings.backends[0], settings.resilience)
     ray.get(actor.start.remote(20.0))
     yield name, actor
     ray.get(actor.shutdown.remote())
@@ -46,35 +44,38 @@ async def stats(executor: RayExecutor, backend: str) -> dict[str, int]:
     return json.loads(outcome.text or "{}")
 
 
-def test_calls_made_while_one_is_in_flight_travel_together(backend: tuple[str, Any]) -> None:
+def test_a_fast_call_returns_while_a_slow_call_to_the_same_backend_is_still_running(ray_local: Any) -> None:
+    settings = RouterSettings.model_validate({"backends": [stdio("dyn", TEST_SERVERS / "dynamic.py")]})
+    actor = create_backend_actor(settings.backends[0], settings.resilience)
+    ray.get(actor.start.remote(20.0))
+    executor = RayExecutor(ActorTable({"dyn": actor}))
+
+    async def run() -> tuple[float, Any, Any]:
+        started = time.monotonic()
+        slow = asyncio.create_task(executor.call(tool("dyn", "sleep_for"), {"seconds": 2.0}, timeout_s=10,
+                                                 context=CTX))
+        fast = await executor.call(tool("dyn", "sleep_for"), {"seconds": 0.01}, timeout_s=10, context=CTX)
+        fast_s = time.monotonic() - started
+        return fast_s, fast, await slow
+
+    try:
+        fast_s, fast, slow = asyncio.run(run())
+    finally:
+        ray.get(actor.shutdown.remote())
+        ray.kill(actor)
+    assert fast.ok and slow.ok and slow.text == "slept 2.0 s"
+    assert fast_s < 1.0, f"the 10 ms call took {fast_s:.2f} s"
+
+
+def test_cancelling_one_of_several_calls_stops_only_it_at_the_server(backend: tuple[str, Any]) -> None:
     name, actor = backend
-    executor = RayExecutor("mcp-router-test", {name: actor}, same_node_channel=False)
-
-    async def run() -> list[Any]:
-        calls = [executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=10, context=CTX)
-                 for i in range(6)]
-        return await asyncio.gather(*calls)
-
-    outcomes = asyncio.run(run())
-    assert [o.text for o in outcomes] == ["42"] * 6 and all(o.ok for o in outcomes)
-    # The first went alone; the five made in the same turn, while it was in flight, went as one call.
-    assert executor.transport(name) == "ray"
-    assert executor._routes[name].via.gathered == 5  # type: ignore[union-attr]
-
-
-@pytest.mark.parametrize("same_node_channel", [True, False], ids=["channel", "ray"])
-def test_cancelling_one_of_several_calls_stops_only_it_at_the_server(backend: tuple[str, Any],
-                                                                      same_node_channel: bool) -> None:
-    name, actor = backend
-    executor = RayExecutor("mcp-router-test", {name: actor}, same_node_channel=same_node_channel)
+    executor = RayExecutor(ActorTable({name: actor}))
 
     async def run() -> tuple[list[Any], dict[str, int], dict[str, int]]:
         before = await stats(executor, name)
         tasks = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=10,
                                                    context=CTX)) for i in range(3)]
         await asyncio.sleep(0.1)
-        if not same_node_channel:
-            assert executor._routes[name].via.gathered >= 2  # type: ignore[union-attr]  # 1 and 2 together
         tasks[1].cancel()
         done = await asyncio.gather(*tasks, return_exceptions=True)
         for _ in range(50):
@@ -89,55 +90,43 @@ def test_cancelling_one_of_several_calls_stops_only_it_at_the_server(backend: tu
     assert done[0].ok and done[2].ok and done[2].text == "42"
     assert after["cancelled"] - before["cancelled"] == 1
     assert after["succeeded"] - before["succeeded"] >= 2
-    assert executor.transport(name) == ("channel" if same_node_channel else "ray")
 
 
-def test_the_channel_carries_concurrent_calls_and_reconnects_after_the_actor_restarts(
-        backend: tuple[str, Any]) -> None:
+def test_calls_in_flight_when_the_actor_restarts_are_retried_on_it(backend: tuple[str, Any]) -> None:
     name, actor = backend
-    executor = RayExecutor("mcp-router-test", {name: actor})
+    executor = RayExecutor(ActorTable({name: actor}))
 
-    async def answers(n: int) -> list[Any]:
-        return await asyncio.gather(*(executor.call(tool(name, "answer"), {"query": f"q{i}"}, timeout_s=20,
-                                                    context=CTX) for i in range(n)))
-
-    async def run() -> tuple[list[Any], list[Any]]:
-        first = await answers(6)
-        assert executor.transport(name) == "channel"
-        old_channel = executor._routes[name].via
-        slow = await executor.call(tool(name, "configure"), {"latency_ms": 5000}, timeout_s=10, context=CTX)
-        assert slow.ok, slow.error  # the calls below are still running when the actor dies
-        in_flight = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"k{i}"}, timeout_s=20,
+    async def run() -> list[Any]:
+        in_flight = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"k{i}"}, timeout_s=30,
                                                        context=CTX)) for i in range(8)]
         await asyncio.sleep(0.1)
-        ray.kill(actor, no_restart=False)  # the process dies; Ray restarts it with a new socket
-        await asyncio.gather(*in_flight)  # all eight lose the channel at once and retry
-        for _ in range(100):  # the executor retries while the actor restarts, which then reconnects to its server
-            ok = (await executor.call(tool(name, "stats"), {}, timeout_s=20, context=CTX)).ok
-            if ok and executor._routes[name].via is not old_channel:
-                break
-            await asyncio.sleep(0.2)
-        return first, await answers(3)
+        ray.kill(actor, no_restart=False)  # the process dies; Ray restarts it, which reconnects to its server
+        return await asyncio.gather(*in_flight)
 
-    first, after_restart = asyncio.run(run())
-    assert all(o.ok and o.text == "42" for o in first)
-    assert all(o.ok and o.text == "42" for o in after_restart), [o.error for o in after_restart]
-    assert executor.transport(name) == "channel"
-    assert executor.opened == 2  # the calls that failed together opened one new channel between them
+    outcomes = asyncio.run(run())
+    assert all(o.ok and o.text == "42" for o in outcomes), [o.error for o in outcomes]
 
 
-@ray.remote(num_cpus=0)
-class ActorWithoutChannel:
-    """An actor from before the channel existed: it has `call` and nothing else."""
+def test_an_actor_gone_for_good_is_replaced_by_asking_the_pool_once(ray_local: Any) -> None:
+    settings = RouterSettings.model_validate({"backends": [stdio("calc", EXAMPLES / "servers" / "calculator.py")]})
+    pool = BackendPool("executor-test", "v1")
 
-    async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
-                   context: CallContext, force: bool = False) -> CallOutcome:
-        return CallOutcome(backend=capability.backend, capability=capability.name, ok=True, latency_ms=0.0,
-                           text="through ray")
+    async def run() -> tuple[list[Any], ActorTable]:
+        async def acquire() -> dict[str, Any]:
+            handles, _ = await pool.acquire(settings.enabled_backends, settings.resilience, 1.0)
+            return handles
 
+        table = ActorTable(await acquire(), acquire)
+        executor = RayExecutor(table)
+        old = table.get("calc")
+        await pool.shutdown()  # every actor stops for good, as when the pool's replica is replaced
+        outcomes = await asyncio.gather(*(executor.call(tool("calc", "calculate"), {"query": f"2 + {i}"}, timeout_s=30,
+                                                        context=CTX) for i in range(5)))
+        assert table.get("calc") is not old
+        await pool.shutdown()
+        return outcomes, table
 
-def test_an_actor_that_offers_no_channel_is_called_through_ray(ray_local: Any) -> None:
-    executor = RayExecutor("mcp-router-test", {"old": ActorWithoutChannel.remote()})
-    outcome = asyncio.run(executor.call(tool("old", "answer"), {}, timeout_s=10, context=CTX))
-    assert outcome.ok and outcome.text == "through ray"
-    assert executor.transport("old") == "ray"
+    outcomes, table = asyncio.run(run())
+    assert [o.text.rsplit("=", 1)[-1].strip() for o in outcomes] == [str(2 + i) for i in range(5)], [
+        o.error for o in outcomes]
+    assert table.reacquired == 1

@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from deployments.cli import build_parser, main
-from deployments.loadtest import run_loadtest, summarize
-from deployments.local import free_port
+from cli.loadtest import run_loadtest, summarize
+from cli.local import free_port
+from cli.main import build_parser, main
 from deployments.mcp_endpoint import McpEndpoint
 from router.config import RouterSettings
 from router.errors import NoHealthyBackend

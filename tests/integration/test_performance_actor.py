@@ -7,18 +7,14 @@ from typing import Any
 
 import ray
 
-from actors.performance import PERF_ACTOR_NAME
-from actors.registry import ensure_performance_actor
+from actors.pool import create_performance_actor
 from router.config import RouterSettings
 from tests.conftest import wait_for
 
 
 def test_history_survives_the_actor_restarting(ray_local: Any) -> None:
-    settings = RouterSettings.model_validate({
-        "server": {"namespace": "mcp-router-perf-test"},
-        "resilience": {"perf_snapshot_interval_s": 0.2, "perf_window": 100},
-    })
-    actor = ensure_performance_actor(settings)
+    settings = RouterSettings.model_validate({"resilience": {"perf_snapshot_interval_s": 0.2, "perf_window": 100}})
+    actor = create_performance_actor(settings.resilience, f"perf-test-{time.time()}")
     now = time.time()
     records = [("a", "general", now, 10.0 + i, i % 4 != 0, None if i % 4 else "tool_failed") for i in range(120)]
     assert ray.get(actor.record_many.remote(records)) == 120
@@ -30,7 +26,7 @@ def test_history_survives_the_actor_restarting(ray_local: Any) -> None:
 
     def restored() -> Any:
         try:
-            s = ray.get(ray.get_actor(PERF_ACTOR_NAME, namespace="mcp-router-perf-test").snapshot.remote(), timeout=5)
+            s = ray.get(actor.snapshot.remote(), timeout=5)
         except ray.exceptions.RayError:
             return None
         return s if ("a", "general") in s else None
@@ -38,7 +34,7 @@ def test_history_survives_the_actor_restarting(ray_local: Any) -> None:
     after = wait_for(restored, timeout=30, interval=0.5)
     assert after[("a", "general")].count == 100
     assert after[("a", "general")].mean_latency_ms == snap[("a", "general")].mean_latency_ms
-    stats = ray.get(ray.get_actor(PERF_ACTOR_NAME, namespace="mcp-router-perf-test").stats.remote())
+    stats = ray.get(actor.stats.remote())
     row = next(r for r in stats["series"] if (r["backend"], r["intent"]) == ("a", "general"))
     assert row["errors"] == {"tool_failed": 25} and 0 <= row["perf_score"] <= 1
-    ray.kill(ray.get_actor(PERF_ACTOR_NAME, namespace="mcp-router-perf-test"), no_restart=True)
+    ray.kill(actor, no_restart=True)

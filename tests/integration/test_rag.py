@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from mcp import Client, StdioServerParameters
 
-from deployments.local import free_port
+from cli.local import free_port
 from deployments.rag.engine import EXTRACTIVE_LABEL, NO_EVIDENCE, RagEngine
 from deployments.rag.ingest import Chunking
 from deployments.rag.server import build_rag_server

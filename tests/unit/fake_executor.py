@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from router.models import CallOutcome, Capability
-from router.strategies import CallContext
+from router.errors import ErrorKind
+from router.models import CallContext, CallOutcome, Capability
 
 Behaviour = Callable[["Call"], Awaitable[CallOutcome]]
 
@@ -40,7 +40,7 @@ def fail(error_type: str = "tool_failed", error: str = "it broke") -> Behaviour:
             capability=call.capability,
             ok=False,
             latency_ms=1.0,
-            error_type=error_type,
+            error_kind=ErrorKind(error_type),
             error=error,
         )
 

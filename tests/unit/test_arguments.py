@@ -180,14 +180,12 @@ def test_time_of_day_is_normalised_to_hh_mm() -> None:
     assert derive_arguments(cap, "wake me at 7pm")[0] == {"time": "19:00"}
     assert derive_arguments(cap, "wake me at 12am")[0] == {"time": "00:00"}
     assert derive_arguments(cap, "meeting at 9:30")[0] == {"time": "09:30"}
-    with pytest.raises(ArgumentsRequired):
-        derive_arguments(cap, "wake me in 7 minutes")  # a bare number is not a time
+    assert isinstance(derive_arguments(cap, "wake me in 7 minutes"), ArgumentsRequired)  # a bare number is not a time
 
 
 def test_underivable_arguments_raise_arguments_required_naming_tool_and_schema() -> None:
-    with pytest.raises(ArgumentsRequired) as info:
-        derive_arguments(ADD, "add some numbers")
-    err = info.value
+    err = derive_arguments(ADD, "add some numbers")
+    assert isinstance(err, ArgumentsRequired)
     assert err.status_code == 422
     assert err.details["tool"] == "add"
     assert err.details["backend"] == "calc"
@@ -197,12 +195,10 @@ def test_underivable_arguments_raise_arguments_required_naming_tool_and_schema()
 
 
 def test_a_partially_derivable_call_still_raises_for_the_missing_parameter() -> None:
-    with pytest.raises(ArgumentsRequired) as info:
-        derive_arguments(ADD, "add 3 to something")
-    assert info.value.details["missing"] == "b"
+    err = derive_arguments(ADD, "add 3 to something")
+    assert isinstance(err, ArgumentsRequired) and err.details["missing"] == "b"
 
 
 def test_timezone_extraction_needs_a_timezone_parameter() -> None:
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    with pytest.raises(ArgumentsRequired):
-        derive_arguments(tool("weather", schema), "weather in Tokyo")
+    assert isinstance(derive_arguments(tool("weather", schema), "weather in Tokyo"), ArgumentsRequired)

@@ -20,7 +20,7 @@ from ray._common.utils import import_attr
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.serve.schema import ServeApplicationSchema, ServeDeploySchema
 
-from deployments.embedder import Embedder
+from deployments.app import BackendPoolDeployment
 from deployments.ingress import RouterIngress
 from router.config import RouterSettings
 from router.config_file import load_settings
@@ -102,13 +102,15 @@ def test_serve_config_passes_serves_schema() -> None:
     app = serve_app()
     assert app.name == RouterSettings().server.app_name == "mcp-router"
     assert app.route_prefix == "/" and app.import_path == "deployments.app:app"
-    for deployment in app.deployments:
-        scaling = deployment.autoscaling_config
-        assert isinstance(scaling, dict), deployment.name
-        assert 1 <= scaling["min_replicas"] <= scaling["max_replicas"]
-        # Below the target, Serve never scales up (it warns "Autoscaling will never happen").
-        assert deployment.max_ongoing_requests >= scaling["target_ongoing_requests"] > 0
-        assert 0 < deployment.ray_actor_options.num_cpus <= 1
+    ingress, pool = app.deployments
+    scaling = ingress.autoscaling_config
+    assert isinstance(scaling, dict), ingress.name
+    assert 1 <= scaling["min_replicas"] <= scaling["max_replicas"]
+    # Below the target, Serve never scales up (it warns "Autoscaling will never happen").
+    assert ingress.max_ongoing_requests >= scaling["target_ongoing_requests"] > 0
+    assert 0 < ingress.ray_actor_options.num_cpus <= 1
+    # One owner of the backends: more than one pool replica would start every backend twice.
+    assert pool.num_replicas == 1 and "autoscaling_config" not in pool.model_dump(exclude_unset=True)
 
 
 def test_serve_config_deployments_are_the_ones_the_app_builds() -> None:
@@ -119,7 +121,7 @@ def test_serve_config_deployments_are_the_ones_the_app_builds() -> None:
 
     app = serve_app()
     configured = {d.name: d for d in app.deployments}
-    assert set(configured) == {RouterIngress.name, Embedder.name} == {"RouterIngress", "Embedder"}
+    assert set(configured) == {RouterIngress.name, BackendPoolDeployment.name} == {"RouterIngress", "BackendPool"}
 
     builder = import_attr(app.import_path)
     assert callable(builder)
@@ -137,11 +139,14 @@ def test_serve_config_deployments_are_the_ones_the_app_builds() -> None:
     for name, options in configured.items():
         deployment_config = applied[name].deployment_config
         scaling = deployment_config.autoscaling_config
-        assert scaling is not None, name
-        wanted = options.autoscaling_config
-        assert (scaling.min_replicas, scaling.max_replicas, scaling.target_ongoing_requests) == (
-            wanted["min_replicas"], wanted["max_replicas"], wanted["target_ongoing_requests"])
-        assert deployment_config.max_ongoing_requests == options.max_ongoing_requests
+        wanted = options.model_dump(exclude_unset=True).get("autoscaling_config")
+        if wanted is None:
+            assert scaling is None and deployment_config.num_replicas == options.num_replicas, name
+        else:
+            assert scaling is not None, name
+            assert (scaling.min_replicas, scaling.max_replicas, scaling.target_ongoing_requests) == (
+                wanted["min_replicas"], wanted["max_replicas"], wanted["target_ongoing_requests"])
+            assert deployment_config.max_ongoing_requests == options.max_ongoing_requests
         actor_options = applied[name].replica_config.ray_actor_options
         assert actor_options["num_cpus"] == options.ray_actor_options.num_cpus
         assert actor_options["runtime_env"]["env_vars"]["HF_HUB_OFFLINE"] == "1"

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from router.config import ResilienceSettings
-from router.models import Capability, ScoreBreakdown
-from router.scoring import Candidate
-from router.strategies import STRATEGIES, CallContext, PlannedCall, StrategyContext
+from router.models import CallContext, Candidate, Capability, PlannedCall, ScoreBreakdown
+from router.strategies import STRATEGIES, StrategyContext
 from router.strategies.base import distinct_backends
 from router.strategies.consensus import group_answers
 from tests.unit.fake_executor import ScriptedExecutor, after, fail, ok, then_set, timeout, unavailable
@@ -58,7 +57,7 @@ def harness(
         deadline=time.monotonic() + deadline_s,
         timeout_for=lambda b: timeout_s,
         hedge_delay_ms=lambda b: hedge_ms,
-        on_outcome=lambda c, o: h.outcomes.append((c.backend, o.ok, o.error_type)),
+        on_outcome=lambda c, o: h.outcomes.append((c.backend, o.ok, o.error_kind)),
         embed=embed,
         on_step=lambda name, attrs: h.steps.append((name, attrs)),
     )

@@ -60,7 +60,7 @@ def _print_error(resp: httpx.Response) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
-    from deployments.local import start_local, stop_local, wait_until_healthy
+    from cli.local import start_local, stop_local, wait_until_healthy
 
     overrides: dict[str, Any] = {"server": {}}
     if args.host:
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("question")
     client_opts(r)
     client_opts(sub.add_parser("backends", help="list backends and their health"))
-    from deployments.loadtest import add_loadtest_parser
+    from cli.loadtest import add_loadtest_parser
 
     add_loadtest_parser(sub)
     return p
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("serve", "demo"):
         return cmd_serve(args, demo=args.command == "demo")
     if args.command == "loadtest":
-        from deployments.loadtest import cmd_loadtest
+        from cli.loadtest import cmd_loadtest
 
         return cmd_loadtest(args)
     try:

@@ -1,38 +1,28 @@
-"""What a routing decision is, and what a request answers with: the response and its metadata, or
-the error that names what failed.
+"""respond: what a request answers with: the response and its routing metadata, or the error that
+names what failed (specific for one attempt, the whole chain otherwise).
+
+The response cache wraps this stage: an answer is kept per (question, intent, backends) and served,
+marked `cached`, only when every backend a request would call is unavailable.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
 
+from router.cache import LRU
+from router.config import ResilienceSettings
 from router.errors import (
     AllBackendsFailed,
     BackendFailed,
     BackendTimeout,
     BackendUnavailable,
+    ErrorKind,
     RouterError,
     ToolFailed,
 )
-from router.models import QueryRequest, QueryResponse, RoutingMetadata
-from router.scoring import Candidate
-from router.strategies import PlannedCall, StrategyResult
-
-
-@dataclass(slots=True, kw_only=True)
-class Decision:
-    intent: str
-    intent_source: str
-    intent_scores: dict[str, float]
-    method: str
-    candidates: list[Candidate]
-    verdict: str  # route | no_match | ambiguous
-    message: str
-    decision_ms: float = 0.0
-    kind: str = "route"  # route | override | session | llm
-    extra: dict[str, Any] = field(default_factory=dict)
+from router.models import BackendStatus, Decision, Plan, PlannedCall, QueryRequest, QueryResponse, RoutingMetadata
+from router.strategies import StrategyResult
 
 
 def failure_error(result: StrategyResult) -> RouterError:
@@ -47,7 +37,7 @@ def failure_error(result: StrategyResult) -> RouterError:
         if a.outcome == "unavailable":
             return BackendUnavailable(f"{where} is unavailable: {a.error}", backend=a.backend,
                                       tool=a.capability, attempts=chain)
-        if a.error_type == "tool_failed":
+        if a.error_type == ErrorKind.TOOL_FAILED:
             return ToolFailed(f"{where} reported an error: {a.error}", backend=a.backend,
                               tool=a.capability, attempts=chain)
         return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
@@ -65,7 +55,7 @@ def routing_metadata(d: Decision, mode: str, started: float, result: StrategyRes
         chosen = next((c.info(i + 1) for i, c in enumerate(d.candidates) if c is call.candidate), None)
     attempts = result.attempts if result else []
     return RoutingMetadata(
-        intent=d.intent, intent_source=d.intent_source, intent_scores=d.intent_scores,  # type: ignore[arg-type]
+        intent=d.intent, intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
         method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
         candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
         fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
@@ -78,9 +68,11 @@ def routing_metadata(d: Decision, mode: str, started: float, result: StrategyRes
     )
 
 
-def build_response(result: StrategyResult, d: Decision, mode: str, started: float,
-                   req: QueryRequest) -> QueryResponse:
-    assert result.outcome is not None and result.call is not None
+def respond(result: StrategyResult, d: Decision, mode: str, started: float,
+            req: QueryRequest) -> QueryResponse | RouterError:
+    """The answer of the attempt that won, with its routing metadata; the failure's error otherwise."""
+    if result.outcome is None or result.call is None:
+        return failure_error(result)
     o, call = result.outcome, result.call
     meta = routing_metadata(d, mode, started, result, req, call)
     return QueryResponse(answer=o.text, backend=o.backend, capability=o.capability, kind=call.capability.kind,
@@ -95,3 +87,25 @@ def cached_response(cached: QueryResponse, d: Decision, mode: str, started: floa
     meta = routing_metadata(d, mode, started, None, req, None).model_copy(
         update={"cached": True, "chosen": cached.routing.chosen if cached.routing else None})
     return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})
+
+
+class ResponseCache:
+    """The last answer per (question, intent, backends), served only when all those backends are down."""
+
+    def __init__(self, settings: ResilienceSettings) -> None:
+        self._answers: LRU[tuple[str, str, frozenset[str]], QueryResponse] = LRU(
+            settings.response_cache_size, ttl_s=settings.response_cache_ttl_s)
+
+    @staticmethod
+    def key(request: QueryRequest, d: Decision, plan: Plan) -> tuple[str, str, frozenset[str]]:
+        return " ".join(request.question.lower().split()), d.intent, frozenset(c.backend for c in plan.calls)
+
+    def lookup(self, key: tuple[str, str, frozenset[str]], statuses: Mapping[str, BackendStatus]
+               ) -> QueryResponse | None:
+        backends = key[2]
+        if not all(b in statuses and not statuses[b].available for b in backends):
+            return None
+        return self._answers.get(key)
+
+    def store(self, key: tuple[str, str, frozenset[str]], response: QueryResponse) -> None:
+        self._answers.put(key, response)

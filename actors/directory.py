@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from actors.executor import ActorTable
 from router.config import RouterSettings
 from router.embeddings import CachedEmbedder
 from router.models import BackendStatus, CallOutcome, Catalog
@@ -30,7 +31,7 @@ _FLUSH_S = 0.2
 
 
 class BackendDirectory:
-    def __init__(self, settings: RouterSettings, actors: dict[str, Any], perf_actor: Any,
+    def __init__(self, settings: RouterSettings, actors: ActorTable, perf_actor: Any,
                  embedder: CachedEmbedder | None,
                  on_index: Callable[[list[Catalog], CatalogIndex], None],
                  on_status: Callable[[Mapping[str, BackendStatus]], None] | None = None) -> None:
@@ -58,7 +59,8 @@ class BackendDirectory:
         return self._perf
 
     def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
-        self._pending.append((backend, intent, time.time(), outcome.latency_ms, outcome.ok, outcome.error_type))
+        self._pending.append((backend, intent, time.time(), outcome.latency_ms, outcome.ok,
+                              outcome.error_kind.value if outcome.error_kind else None))
 
     # -- background work -----------------------------------------------------------------------
 
@@ -79,8 +81,8 @@ class BackendDirectory:
             await asyncio.sleep(every)
             try:
                 await step()
-            except (TimeoutError, ray.exceptions.RayError, OSError) as exc:
-                log.warning("background refresh failed: %s", exc)
+            except Exception:  # the loop outlives any one failed refresh; the next one tries again
+                log.exception("background refresh (%s) failed", getattr(step, "__name__", step))
 
     async def flush(self) -> None:
         if not self._pending or self.perf_actor is None:
@@ -96,14 +98,17 @@ class BackendDirectory:
             self._perf = await asyncio.wait_for(self.perf_actor.snapshot.remote(), 5)
 
     async def refresh_statuses(self) -> None:
-        names = list(self.actors)
+        handles = dict(self.actors.handles)
+        names = list(handles)
         results = await asyncio.gather(
-            *(asyncio.wait_for(self.actors[n].get_status.remote(), 5) for n in names), return_exceptions=True)
+            *(asyncio.wait_for(handles[n].get_status.remote(), 5) for n in names), return_exceptions=True)
         statuses: dict[str, BackendStatus] = {}
         for name, res in zip(names, results, strict=True):
             if isinstance(res, BackendStatus):
                 statuses[name] = res
             else:
+                if isinstance(res, ray.exceptions.ActorDiedError):
+                    await self.actors.refresh(handles[name], name)  # replaced: the next refresh sees the new one
                 spec = self.settings.backend(name)
                 statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
                                                health="down", last_error=f"backend actor unreachable: {res}")
@@ -117,15 +122,17 @@ class BackendDirectory:
 
     async def sync_catalogs(self, names: list[str] | None = None) -> bool:
         """Fetch changed catalogs and rebuild the index; True when the index changed."""
-        names = list(self.actors) if names is None else names
+        names = list(self.actors.handles) if names is None else names
         results = await asyncio.gather(
-            *(asyncio.wait_for(self.actors[n].catalog.remote(getattr(self._catalogs.get(n), "version", None)), 10)
-              for n in names), return_exceptions=True)
+            *(asyncio.wait_for(self.actors.handles[n].catalog.remote(getattr(self._catalogs.get(n), "version", None)),
+                               10) for n in names), return_exceptions=True)
         changed = False
         for name, res in zip(names, results, strict=True):
             if isinstance(res, Catalog):
                 self._catalogs[name] = res
                 changed = True
+            elif isinstance(res, BaseException):
+                log.warning("backend %s: fetching its catalog failed: %s", name, f"{type(res).__name__}: {res}"[:300])
         if changed:
             await self.rebuild()
         return changed
@@ -147,7 +154,7 @@ class BackendDirectory:
             return None, None
         try:
             vecs = await self.embedder.embed(list(texts.tool_dense) + list(texts.server_dense))
-        except (ray.exceptions.RayError, OSError, ValueError) as exc:
+        except Exception as exc:
             # Without vectors the router still routes, on BM25 alone; the next catalog change retries.
             self.dense_error = str(exc)
             log.warning("embedding the catalog failed, routing on BM25 only: %s", exc)
@@ -163,7 +170,7 @@ class BackendDirectory:
     async def wait_ready(self, timeout_s: float) -> None:
         """Wait (bounded) for every backend's first connection attempt, then build the first index."""
         await asyncio.gather(
-            *(asyncio.wait_for(a.start.remote(timeout_s), timeout_s + 5) for a in self.actors.values()),
+            *(asyncio.wait_for(a.start.remote(timeout_s), timeout_s + 5) for a in self.actors.handles.values()),
             return_exceptions=True)
         await self.refresh_statuses()
         if not self._catalogs:

@@ -107,13 +107,14 @@ def wait_until_healthy(url: str, wait_s: float) -> dict:
 
 def stop_local(settings: RouterSettings) -> None:
     import ray
-
-    from actors.registry import kill_router_actors
+    from ray import serve
 
     if not ray.is_initialized():
         return
     try:
-        kill_router_actors(settings)
+        # A graceful stop: the backend pool shuts its backends down (MCP sessions closed, stdio and
+        # launched servers ended) before its replica goes.
+        serve.delete(settings.server.app_name)
     finally:
         # The local Ray belongs to this process: shutting it down stops Serve with it, without
         # waiting out the direct-ingress draining period.

@@ -1,0 +1,142 @@
+"""BackendPool: the one owner of an application's backend actors and its performance actor.
+
+It runs as a Serve deployment of one replica inside the application (`deployments.app`), so its
+actors are created, replaced and destroyed with the application: they are not detached, and Ray
+ends an owned actor when its owner ends. Router replicas ask the pool for the actors of their
+configuration and then call them directly (one Ray actor call per backend call):
+
+    actors, performance = await pool.acquire.remote(settings.enabled_backends, settings.resilience, generation)
+
+Each backend's actor is keyed by a fingerprint of its spec and of the router's code, so a redeploy
+that changes one backend replaces that backend's actor only; the old one drains (its calls in
+flight finish, bounded) and then stops, its MCP session and child processes with it. Replicas of an
+older configuration (lower `generation`) still draining get the current actors, never a
+resurrected old one. When the pool itself stops (the application is deleted, the router is
+stopped, the code changed), every actor is shut down cleanly before it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from pydantic import SecretStr
+
+from actors.backend import BackendActor
+from actors.performance import PerformanceActor
+from router.config import BackendSpec, ResilienceSettings
+
+log = logging.getLogger("mcp_router.pool")
+_HEADROOM = 32  # actor concurrency beyond backend calls, for status and catalog requests
+_DRAIN_S = 30.0  # the longest a replaced actor's calls in flight may keep it alive
+_STOP_S = 5.0
+
+
+def spec_fingerprint(spec: BackendSpec, code_version: str = "") -> str:
+    """Changes whenever the backend's configuration (or the router's code) changes."""
+    def reveal(value: Any) -> str:
+        return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+
+    dumped = json.dumps([spec.model_dump(), code_version], sort_keys=True, default=reveal)
+    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class _Owned:
+    fingerprint: str
+    handle: Any
+
+
+class BackendPool:
+    def __init__(self, app_name: str, code_version: str) -> None:
+        self.app_name = app_name
+        self.code_version = code_version
+        self._backends: dict[str, _Owned] = {}
+        self._performance: Any = None
+        self._generation = 0.0
+        self._lock = asyncio.Lock()
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    async def acquire(self, specs: list[BackendSpec], resilience: ResilienceSettings,
+                      generation: float) -> tuple[dict[str, Any], Any]:
+        """The actor of every spec (created or replaced as needed) and the performance actor."""
+        async with self._lock:
+            current = generation >= self._generation
+            self._generation = max(self._generation, generation)
+            out: dict[str, Any] = {}
+            for spec in specs:
+                owned = self._backends.get(spec.name)
+                fingerprint = spec_fingerprint(spec, self.code_version)
+                if owned is not None and (owned.fingerprint == fingerprint or not current):
+                    out[spec.name] = owned.handle
+                    continue
+                if owned is not None:
+                    log.info("backend %s changed; replacing its actor", spec.name)
+                    self._retire(spec.name, owned.handle)
+                handle = create_backend_actor(spec, resilience)
+                self._backends[spec.name] = _Owned(fingerprint, handle)
+                out[spec.name] = handle
+            if self._performance is None:
+                self._performance = create_performance_actor(resilience, f"{self.app_name}:performance-history")
+            return out, self._performance
+
+    def backend_count(self) -> int:
+        return len(self._backends)
+
+    def _retire(self, name: str, handle: Any) -> None:
+        task = asyncio.get_running_loop().create_task(_drain_and_stop(name, handle))
+        self._retiring.add(task)  # held until done: the loop keeps only weak references to tasks
+        task.add_done_callback(self._retiring.discard)
+
+    async def shutdown(self) -> None:
+        """Stop every actor cleanly: MCP sessions closed, stdio and launched servers ended."""
+        handles = [o.handle for o in self._backends.values()]
+        self._backends.clear()
+        await asyncio.gather(*(_stop(h) for h in handles), *self._retiring, return_exceptions=True)
+        if self._performance is not None:
+            with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
+                await asyncio.wait_for(self._performance.flush.remote(), _STOP_S)
+            ray.kill(self._performance, no_restart=True)
+            self._performance = None
+
+
+def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings) -> Any:
+    # No task events: Ray would otherwise report every call to the GCS (for its state API), which on
+    # the request path costs CPU the router needs (Serve turns them off for its replicas too).
+    return BackendActor.options(
+        num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=spec.max_concurrency + _HEADROOM,
+        scheduling_strategy="SPREAD", enable_task_events=False,
+    ).remote(spec, resilience)
+
+
+def create_performance_actor(resilience: ResilienceSettings, snapshot_key: str) -> Any:
+    return PerformanceActor.options(
+        num_cpus=0, max_restarts=-1, max_task_retries=-1, max_concurrency=64, enable_task_events=False,
+    ).remote(resilience, snapshot_key)
+
+
+async def _drain_and_stop(name: str, handle: Any) -> None:
+    deadline = time.monotonic() + _DRAIN_S
+    while time.monotonic() < deadline:
+        try:
+            status = await asyncio.wait_for(handle.get_status.remote(), _STOP_S)
+        except (ray.exceptions.RayError, TimeoutError):
+            break
+        if status.inflight == 0:
+            break
+        await asyncio.sleep(0.5)
+    await _stop(handle)
+    log.info("the replaced actor of backend %s stopped", name)
+
+
+async def _stop(handle: Any) -> None:
+    with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
+        await asyncio.wait_for(handle.shutdown.remote(), _STOP_S)
+    ray.kill(handle, no_restart=True)

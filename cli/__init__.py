@@ -1,0 +1,1 @@
+"""The `mcp-router` command line: running the router locally, asking it, and load-testing it."""

@@ -1,0 +1,38 @@
+"""analyse: a question's vector and intent, before any live state enters.
+
+Agents repeat questions, so the result is cached per question (`routing.query_cache_size`). A
+question analysed while the index had no vectors is analysed again once it has them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from router.cache import LRU
+from router.intent import IntentClassifier
+from router.models import Analysis
+
+EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
+
+
+class Analyser:
+    def __init__(self, classifier: IntentClassifier, embed: EmbedFn, cache_size: int) -> None:
+        self.classifier = classifier
+        self._embed = embed
+        self._cache: LRU[str, Analysis] = LRU(cache_size)
+
+    async def analyse(self, question: str, *, dense: bool, intent: str | None = None) -> Analysis:
+        """`dense`: the index has vectors, so the question needs one; `intent`: the caller's override."""
+        override = self.classifier.resolve(intent) if intent else None  # an unknown intent is a 400 first
+        analysis = self._cache.get(question)
+        if analysis is None or (analysis.vector is None and dense):
+            vector = (await self._embed([question]))[0] if dense else None
+            name, source, scores = self.classifier.classify(question, vector)
+            analysis = Analysis(question=question, vector=vector, intent=name,
+                                intent_source=source, intent_scores=scores)  # type: ignore[arg-type]
+            self._cache.put(question, analysis)
+        if override is None:
+            return analysis
+        return Analysis(question=question, vector=analysis.vector, intent=override, intent_source="override")

@@ -1,0 +1,136 @@
+"""decide: the ranked candidates for a request, with their composite scores, and the verdict on them.
+
+Candidates come from the hybrid index (retrieval results are cached per question until the index
+changes), scored with live health and performance. The verdict is `route`, `no_match` (nothing is
+relevant enough) or `ambiguous` (two different tools too close to call). An explicit backend
+narrows the search to it; with `fallback_on_override` the routed candidates of the other backends
+follow it, from the same pass. A session's backend goes first while it is up and relevant.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from opentelemetry import trace
+
+from router.cache import LRU
+from router.config import RouterSettings
+from router.errors import UnknownBackend, UnknownCapability
+from router.models import Analysis, BackendStatus, Candidate, Catalog, Decision, DecisionKind, Verdict
+from router.retrieval import CatalogIndex, Ranked
+from router.scoring import PerfSnapshot, score_candidates
+from router.telemetry import TRACER
+
+
+class Decider:
+    def __init__(self, settings: RouterSettings) -> None:
+        self.settings = settings
+        self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
+        self._known = sorted(b.name for b in settings.backends)
+        # Retrieval results per (question, k, backend), valid for the index they were computed on.
+        self._ranked: LRU[tuple[str, int, str | None], tuple[CatalogIndex, list[Ranked]]] = LRU(
+            settings.routing.query_cache_size)
+
+    def fanout(self) -> int:
+        r = self.settings.resilience
+        return max(r.parallel_k, r.consensus_k, r.max_attempts)
+
+    def method_name(self, index: CatalogIndex | None) -> str:
+        base = "hybrid" if index is not None and index.tools.dense else "bm25"
+        return f"{base}_two_level" if self.settings.routing.method == "two_level" else base
+
+    def decide(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], *,
+               statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
+               backend: str | None = None, tool: str | None = None, sticky: str | None = None,
+               fallback_on_override: bool = False, k: int | None = None) -> Decision:
+        started = time.perf_counter()
+        if backend is not None and backend not in self._known:
+            raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(self._known)}",
+                                 backend=backend)
+        with TRACER.start_as_current_span("router.decide") as span:
+            want = max(k or self.settings.routing.candidates, self.fanout())
+
+            def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
+                return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
+                                        self._backend_intents)
+
+            candidates = scored(self._retrieve(analysis, index, catalogs, want * 2, backend, tool))[:want]
+            kind: DecisionKind = "override" if backend else "route"
+            if backend is not None and fallback_on_override:
+                # The caller's backend first, then everything routing would have tried elsewhere.
+                routed = scored(self._retrieve(analysis, index, catalogs, want * 2, None, None))[:want]
+                candidates = candidates[:1] + [c for c in routed if c.capability.backend != backend and c.relevant]
+            if sticky is not None and backend is None:
+                candidates, kind = _stick(candidates, sticky, statuses, kind)
+            verdict, message = self._verdict(candidates, backend, session=kind == "session")
+            decision = Decision(analysis=analysis, method=self.method_name(index), candidates=tuple(candidates),
+                                verdict=verdict, message=message, kind=kind,
+                                decision_ms=round((time.perf_counter() - started) * 1000, 3))
+            _annotate(span, decision)
+            return decision
+
+    def _retrieve(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], k: int,
+                  backend: str | None, tool: str | None) -> list[Ranked]:
+        if index is None:
+            return []
+        key = (analysis.question, k, backend)
+        hit = self._ranked.get(key)
+        if hit is not None and hit[0] is index:
+            ranked = hit[1]
+        else:
+            ranked = index.search(analysis.question, analysis.vector, k, backends={backend} if backend else None)
+            self._ranked.put(key, (index, ranked))
+        if tool is None:
+            return ranked
+        named = [r for r in ranked if r.capability.name == tool]
+        if named:
+            return named
+        catalog = catalogs.get(backend or "")
+        if not any(c.name == tool for c in (catalog.capabilities if catalog else ())):
+            raise UnknownCapability(f"backend {backend!r} has no tool, prompt, resource or flow named {tool!r}",
+                                    backend=backend, tool=tool)
+        # The named tool ranks below the cut: score the backend's whole catalog to find it.
+        everything = index.search(analysis.question, analysis.vector, len(index),
+                                  backends={backend} if backend else None)
+        return [r for r in everything if r.capability.name == tool]
+
+    def _verdict(self, candidates: Sequence[Candidate], backend: str | None, session: bool) -> tuple[Verdict, str]:
+        relevant = [c for c in candidates if c.relevant]
+        if backend is not None and candidates:
+            return "route", f"backend {backend!r} chosen by the caller"
+        if not relevant:
+            return "no_match", "nothing in the catalog is relevant enough to this question"
+        # A session's backend was put first on purpose: that is not a close call.
+        if len(relevant) > 1 and not session:
+            a, b = relevant[0], relevant[1]
+            if (a.capability.name != b.capability.name
+                    and a.scores.composite - b.scores.composite < self.settings.routing.ambiguity_margin):
+                return "ambiguous", (f"too close to call between {a.capability.key} and {b.capability.key}; "
+                                     "name a backend (and tool) to choose")
+        top = relevant[0].capability
+        return "route", f"routed to {top.backend}/{top.name}"
+
+
+def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, BackendStatus],
+           kind: DecisionKind) -> tuple[list[Candidate], DecisionKind]:
+    """A session keeps the backend that served it while that backend has a relevant match and is up."""
+    status = statuses.get(sticky)
+    if status is not None and not status.available:
+        return candidates, kind
+    mine = [c for c in candidates if c.capability.backend == sticky and c.relevant]
+    if not mine:
+        return candidates, kind
+    return mine[:1] + [c for c in candidates if c is not mine[0]], "session"
+
+
+def _annotate(span: trace.Span, d: Decision) -> None:
+    span.set_attribute("router.intent", d.intent)
+    span.set_attribute("router.candidate_count", len(d.candidates))
+    span.set_attribute("router.verdict", d.verdict)
+    if d.candidates:
+        top = d.candidates[0]
+        span.set_attribute("router.backend", top.capability.backend)
+        span.set_attribute("gen_ai.tool.name", top.capability.name)
+        for name in ("match", "health", "perf", "composite", "dense", "bm25"):
+            span.set_attribute(f"router.score.{name}", getattr(top.scores, name))

@@ -1,0 +1,55 @@
+"""execute: run a plan with its strategy (fallback, parallel, hedged, consensus) within its deadline.
+
+The strategy never raises for backend faults: every call becomes an attempt in the chain, each
+outcome is recorded for the performance history, and the hedge delay comes from that history.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+import numpy as np
+
+from router.config import RouterSettings
+from router.models import CallContext, CallOutcome, Decision, Plan, PlannedCall, QueryRequest
+from router.scoring import PerfSnapshot, lookup_perf
+from router.strategies import STRATEGIES, Executor, StrategyContext, StrategyResult
+from router.telemetry import TRACER, record_step
+
+EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
+RecordFn = Callable[[str, str, CallOutcome], None]
+
+
+async def execute(plan: Plan, decision: Decision, request: QueryRequest, *, settings: RouterSettings,
+                  executor: Executor, perf: Mapping[tuple[str, str], PerfSnapshot], record: RecordFn,
+                  embed: EmbedFn | None, started: float) -> StrategyResult:
+    res = settings.resilience
+    # The caller may lower the deadline, never raise it.
+    deadline = started + min(request.deadline_s or res.deadline_s, res.deadline_s)
+    timeouts = {b.name: b.timeout_s for b in settings.backends}
+    intent = decision.intent
+
+    def hedge_delay(backend: str) -> float:
+        snap = lookup_perf(perf, backend, intent)
+        if snap is None or snap.count < 5:
+            return min(res.hedge_default_delay_ms, res.hedge_max_delay_ms)
+        # The p95, but no more than three medians: when over 5% of calls are slow the p95 is the slow
+        # tail itself, and hedging only after it would never help.
+        delay = min(snap.p95_latency_ms, 3 * snap.p50_latency_ms) if snap.p50_latency_ms else snap.p95_latency_ms
+        return min(max(delay, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
+
+    def on_outcome(call: PlannedCall, outcome: CallOutcome) -> None:
+        record(call.backend, intent, outcome)
+
+    ctx = StrategyContext(
+        executor=executor, settings=res, deadline=deadline, timeout_for=lambda b: timeouts.get(b, 30.0),
+        call=CallContext(question=request.question, intent=intent, session_id=request.session_id,
+                         parameters=request.parameters),
+        hedge_delay_ms=hedge_delay, on_outcome=on_outcome, embed=embed, on_step=record_step,
+        started=time.monotonic())
+    with TRACER.start_as_current_span(f"router.strategy.{plan.mode}") as span:
+        span.set_attribute("router.mode", plan.mode)
+        result = await STRATEGIES[plan.mode](plan.calls, ctx)
+        span.set_attribute("router.attempts", len(result.attempts))
+    return result
