@@ -220,11 +220,11 @@ class LangflowBackend(HttpFlowBackend):
             if not errors or not grace.expired():
                 raise
         if errors:
-            text = errors[-1]
-            if _TWEAK_REFUSED in text:
+            error = errors[-1]
+            if _TWEAK_REFUSED in error:
                 raise BackendRejectedArguments(f"backend {self.name!r} ({what}): Langflow rejected the request: "
-                                               f"{text}", backend=self.name, tool=cap.name)
-            raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {text}", backend=self.name,
+                                               f"{error}", backend=self.name, tool=cap.name)
+            raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {error}", backend=self.name,
                                 tool=cap.name)
         text = "".join(tokens) or last_message
         if text is None:
