@@ -144,6 +144,14 @@ class ArgumentsRequired(RouterError):
     kind = ErrorKind.ARGUMENTS_REQUIRED
 
 
+class BackendRejectedArguments(RouterError):
+    """The backend refused the arguments the caller gave (e.g. a flow tweak it does not allow)."""
+
+    status_code = 422
+    code = "backend_rejected_arguments"
+    mcp_code = MCP_INVALID_PARAMS
+
+
 class BackendFailed(RouterError):
     status_code = 502
     kind = ErrorKind.BACKEND_FAILED

@@ -10,14 +10,25 @@ question is ``arguments["question"]`` when given, else the routed one; ``argumen
 forwarded as it is; ``context.session_id`` -> ``overrideConfig.sessionId``, ``parameters.temperature``
 -> ``overrideConfig.temperature``, ``parameters.max_tokens`` -> ``overrideConfig.maxTokens`` (input
 names of Flowise's chat-model nodes; Flowise applies them only where the chatflow allows overrides and
-ignores them silently otherwise), ``parameters.stream`` -> ``streaming``. The answer's ``sessionId``
-(else ``chatId``) is the outcome's session id; ``sourceDocuments``, ``usedTools``, ``chatId`` and
-``chatMessageId`` go to ``extra``, a ``json`` answer to ``structured``.
+ignores them silently otherwise), ``parameters.stream`` -> ``streaming`` for a flow that can stream.
+The answer's ``sessionId`` (else ``chatId``) is the outcome's session id; ``sourceDocuments``,
+``usedTools``, ``chatId`` and ``chatMessageId`` go to ``extra``, a ``json`` answer to ``structured``.
 
-Quirks handled: a wrong per-flow key is an HTTP 500 whose message ends in "Unauthorized" (reported as
-`FlowUnauthorized`, like 401/403); streamed frames are ``message:\\ndata:{"event": ..., "data": ...}``
-(``start`` repeats the first token, ``end`` carries "[DONE]"); a flow that cannot stream answers plain
-JSON to ``streaming: true``, so the reader branches on Content-Type.
+Streaming: Flowise answers an error with nothing at all when the request asked for streaming and the
+stream had not opened (an unknown flow, a rejected per-flow key, a flow that cannot stream and fails),
+so the caller would wait out its whole timeout. A streamed call therefore first asks
+``GET /api/v1/chatflows-streaming/{id}`` (``{"isStreaming": bool}``, remembered for
+`STREAM_CHECK_TTL_S`) and sends ``streaming: true`` only when the flow can stream; Flowise opens such a
+stream before running the flow and reports later failures as ``error`` events. The wait for the
+response to start is bounded apart (`FIRST_BYTE_S`), for the case the flow changed since the check.
+
+Other quirks handled: a wrong per-flow key is an HTTP 500 whose message ends in "Unauthorized"
+(reported as `FlowUnauthorized`, like 401/403, also as a stream ``error`` event); an id that is not a
+UUID is a 400 "Invalid Chatflow ID" and an unknown one a 404 "Chatflow … not found in the database!"
+(both `FlowNotFound`); messages lose their ``Error: predictionsServices.buildChatflow - `` prefix;
+chatflow streams are ``message:\\ndata:{"event": ..., "data": ...}`` frames (``start`` repeats the first
+token, ``end`` carries "[DONE]"), agentflow streams carry ``agentFlowEvent``, ``nextAgentFlow`` and
+``agentFlowExecutedData`` (the last node's output is the answer when no token came) and no ``start``.
 
 The httpx client, error translation and credential hygiene live in `actors.backends.http_flow`.
 """
@@ -25,17 +36,17 @@ The httpx client, error translation and credential hygiene live in `actors.backe
 from __future__ import annotations
 
 import json
+import re
+import time
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from actors.backends.base import make_catalog
-from actors.backends.http_flow import (
-    HttpFlowBackend,
-    iter_frames,
-)
-from router.errors import BackendFailed, BackendUnavailable
+from actors.backends.http_flow import FlowUnauthorized, HttpFlowBackend, iter_frames, readable_error
+from router.config import FlowiseSpec
+from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError
 from router.models import CallOutcome, Capability, Catalog, Parameters
 from router.strategies import CallContext
 
@@ -45,12 +56,23 @@ _QUESTION_SCHEMA: dict[str, Any] = {
     "properties": {"question": {"type": "string", "description": "the message for the flow"},
                    "history": {"type": "array", "description": "earlier messages: {role, content}"}},
 }
+# Whether a flow can stream changes only when someone edits it: the answer is kept this long.
+STREAM_CHECK_TTL_S = 60.0
+# Flowise opens a stream before it runs the flow, after two database look-ups: a stream that has not
+# started by then will not start (see the module docstring).
+FIRST_BYTE_S = 5.0
+# "Error: predictionsServices.buildChatflow - ", "Error: chatflowsService.getChatflowById - ", ...
+_CALL_SITE = re.compile(r"^(?:Error: )?\w+\.\w+ - ")
 
 
 class FlowiseBackend(HttpFlowBackend):
     kind = "flowise"
     product = "Flowise"
     auth_quirk_500 = True
+
+    def __init__(self, spec: FlowiseSpec) -> None:
+        super().__init__(spec)
+        self._streamable: dict[str, tuple[bool, float]] = {}  # flow id -> (can stream, until when)
 
     def _auth(self, key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"} if key else {}
@@ -94,20 +116,57 @@ class FlowiseBackend(HttpFlowBackend):
         description = self.spec.description or "Flowise chatflows: " + ", ".join(c.name for c in caps)
         return make_catalog(self.name, description, caps, self.spec.intents)
 
+    def _clean_message(self, text: str) -> str:
+        while (shorter := _CALL_SITE.sub("", text, count=1)) != text:
+            text = shorter
+        return text
+
+    def _missing_flow(self, status: int, message: str) -> bool:
+        return status == 404 or (status == 400 and "invalid chatflow id" in message.lower())
+
+    def _no_first_byte(self, cap: Capability, seconds: float) -> RouterError:
+        self._streamable.pop(cap.target or cap.name, None)  # ask again next time
+        return BackendTimeout(f"backend {self.name!r} (flow {cap.name!r}): Flowise started no response within "
+                              f"{seconds:.1f} s to a streaming request; it sends nothing when such a request "
+                              "fails before its stream opens (an unknown flow, a rejected per-flow key, a flow "
+                              "that cannot stream); retry without streaming to see the cause",
+                              backend=self.name, tool=cap.name)
+
+    async def _can_stream(self, flow_id: str, headers: dict[str, str], timeout_s: float) -> bool:
+        """Flowise's own verdict, remembered; no verdict (an error, no such flow) -> do not stream, so
+        that the run reports the cause."""
+        known = self._streamable.get(flow_id)
+        if known is not None and known[1] > time.monotonic():
+            return known[0]
+        try:
+            resp = await self._get(f"/api/v1/chatflows-streaming/{quote(flow_id, safe='')}",
+                                   what="streaming check", timeout_s=timeout_s, headers=headers)
+            verdict = resp.json().get("isStreaming") if resp.status_code == 200 else None
+        except (RouterError, ValueError, AttributeError):
+            verdict = None
+        if not isinstance(verdict, bool):
+            return False
+        self._streamable[flow_id] = (verdict, time.monotonic() + STREAM_CHECK_TTL_S)
+        return verdict
+
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext) -> CallOutcome:
+        started = time.perf_counter()
         flow_id = capability.target or capability.name
         params = context.parameters or Parameters()
         override = {"sessionId": context.session_id, "temperature": params.temperature,
                     "maxTokens": params.max_tokens}
         question = arguments.get("question")
+        headers = {**self._trace(context), **self._auth(self._key(flow_id))}
+        streaming = bool(params.stream) and await self._can_stream(flow_id, headers, min(FIRST_BYTE_S, timeout_s))
         body = {"question": question if isinstance(question, str) and question else context.question,
                 "overrideConfig": {k: v for k, v in override.items() if v is not None and v != ""},
-                "history": arguments.get("history") or [], "streaming": bool(params.stream)}
-        headers = {**self._trace(context), **self._auth(self._key(flow_id))}
-        data, latency = await self._post_flow(capability, f"/api/v1/prediction/{quote(flow_id, safe='')}",
-                                              body=body, headers=headers, timeout_s=timeout_s,
-                                              read_stream=self._read_stream)
+                "history": arguments.get("history") or [], "streaming": streaming}
+        left = max(timeout_s - (time.perf_counter() - started), 0.001)
+        data, _ = await self._post_flow(capability, f"/api/v1/prediction/{quote(flow_id, safe='')}",
+                                        body=body, headers=headers, timeout_s=left, read_stream=self._read_stream,
+                                        first_byte_s=min(FIRST_BYTE_S, left) if streaming else None)
+        latency = (time.perf_counter() - started) * 1000
         structured = data.get("json") if isinstance(data.get("json"), dict) else None
         text = data.get("text")
         if not isinstance(text, str):
@@ -119,10 +178,12 @@ class FlowiseBackend(HttpFlowBackend):
                            extra=extra)
 
     async def _read_stream(self, resp: httpx.Response, cap: Capability) -> dict[str, Any]:
-        """Accumulate `token` events into `text`; `metadata`, `sourceDocuments`, `usedTools` alongside."""
+        """Accumulate `token` events into `text`; `metadata`, `sourceDocuments`, `usedTools` alongside;
+        an agentflow's last executed node stands in when no token came."""
         what = f"flow {cap.name!r}"
         result: dict[str, Any] = {}
         tokens: list[str] = []
+        last_output: str | None = None
         async for frame in iter_frames(resp):
             lines = [ln[5:].removeprefix(" ") for ln in frame.split("\n") if ln.startswith("data:")]
             if not lines:
@@ -135,13 +196,34 @@ class FlowiseBackend(HttpFlowBackend):
                 result.update({k: v for k, v in data.items() if k != "text"})
             elif kind in ("sourceDocuments", "usedTools") and data:
                 result[kind] = data
+            elif kind == "agentFlowExecutedData" and isinstance(data, list):
+                last_output = _last_node_output(data) or last_output
             elif kind == "error":
-                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: "
-                                    f"{self.redact(str(data))[:300]}", backend=self.name, tool=cap.name)
+                raise self._stream_error(data, what, cap)
             elif kind == "end":
                 break
-        result["text"] = "".join(tokens)
+        result["text"] = "".join(tokens) or last_output or ""
         return result
+
+    def _stream_error(self, data: Any, what: str, cap: Capability) -> RouterError:
+        message = self._clean_message(self.redact(readable_error(data)))[:300]
+        if message.lower().rstrip(".").endswith("unauthorized"):  # the per-flow key, checked after the stream opened
+            return FlowUnauthorized(f"backend {self.name!r} ({what}): Flowise refused the request as unauthorized "
+                                    "(stream error event); check the backend's api_key / api_key_env and the flow's "
+                                    "api_key", backend=self.name, tool=cap.name)
+        return BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {message}", backend=self.name,
+                             tool=cap.name)
+
+
+def _last_node_output(executed: list[Any]) -> str | None:
+    """The text output of the last finished node in an agentflow's `agentFlowExecutedData`."""
+    for node in reversed(executed):
+        output = node.get("data") if isinstance(node, dict) else None
+        output = output.get("output") if isinstance(output, dict) else None
+        content = output.get("content") if isinstance(output, dict) else None
+        if isinstance(content, str) and content:
+            return content
+    return None
 
 
 def _describe(flow: dict[str, Any], title: str) -> str:

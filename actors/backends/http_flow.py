@@ -2,13 +2,16 @@
 and the translation of HTTP and transport errors into RouterErrors, in one place.
 
 Keys travel as per-request headers and are redacted from every message; the W3C trace context of
-the call goes out as HTTP headers on every request.
+the call goes out as HTTP headers on every request. Error texts the platforms wrap (Langflow's JSON
+encoded in a string, "500: {...}") are unpacked to the message a person would read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -16,7 +19,13 @@ from typing import Any
 import httpx
 
 from router.config import FlowiseSpec, FlowSpec, LangflowSpec
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError
+from router.errors import (
+    BackendFailed,
+    BackendRejectedArguments,
+    BackendTimeout,
+    BackendUnavailable,
+    RouterError,
+)
 from router.models import Capability
 from router.strategies import CallContext
 
@@ -28,6 +37,34 @@ class FlowUnauthorized(BackendFailed):
     """The flow platform refused the API key (or none was configured)."""
 
     code = "backend_unauthorized"
+
+
+class FlowNotFound(BackendFailed):
+    """The flow platform has no flow with that id (or the id is not one it accepts)."""
+
+    code = "flow_not_found"
+
+
+_STATUS_PREFIX = re.compile(r"^\d{3}: (?=\{)")  # str() of an HTTP exception: "500: {...}"
+
+
+def readable_error(value: Any, depth: int = 0) -> str:
+    """The human part of an error value: a dict's `message`/`error`/`text`/`detail`, a JSON object
+    encoded in a string unpacked, anything else as JSON."""
+    if isinstance(value, str):
+        text = _STATUS_PREFIX.sub("", value.strip())
+        if text.startswith("{") and depth < 3:
+            try:
+                return readable_error(json.loads(text), depth + 1)
+            except ValueError:
+                pass
+        return text
+    if isinstance(value, dict):
+        for key in ("message", "error", "text", "detail"):
+            inner = value.get(key)
+            if isinstance(inner, str | dict) and inner and depth < 3:
+                return readable_error(inner, depth + 1)
+    return json.dumps(value, default=str)
 
 
 async def iter_frames(resp: httpx.Response) -> AsyncIterator[str]:
@@ -44,18 +81,12 @@ async def iter_frames(resp: httpx.Response) -> AsyncIterator[str]:
 
 
 def _server_message(resp: httpx.Response) -> str:
-    """The error text a flow platform put in its body (`message`, `error` or `detail`)."""
+    """The error text a flow platform put in its body (`message`, `error` or `detail`, unpacked)."""
     try:
         body = resp.json()
     except ValueError:
         return resp.text.strip()[:300]
-    for key in ("message", "error", "detail"):
-        value = body.get(key) if isinstance(body, dict) else None
-        if isinstance(value, dict):  # e.g. {"detail": {"message": ..., "traceback": ...}}
-            value = value.get("message") or value
-        if value:
-            return (value if isinstance(value, str) else json.dumps(value, default=str))[:300]
-    return json.dumps(body, default=str)[:300]
+    return readable_error(body)[:300]
 
 
 class HttpFlowBackend:
@@ -141,23 +172,33 @@ class HttpFlowBackend:
             raise self._translate(exc, what, timeout_s) from None
 
     async def _post_flow(self, cap: Capability, path: str, *, body: dict[str, Any], headers: dict[str, str],
-                         timeout_s: float, read_stream: StreamReader,
-                         params: dict[str, str] | None = None) -> tuple[Any, float]:
-        """POST a run; a streamed body goes to `read_stream`, any other is parsed as JSON."""
+                         timeout_s: float, read_stream: StreamReader, params: dict[str, str] | None = None,
+                         first_byte_s: float | None = None) -> tuple[Any, float]:
+        """POST a run; a streamed body goes to `read_stream`, any other is parsed as JSON.
+
+        `first_byte_s` bounds the wait for the response to start, apart from `timeout_s` for the whole
+        answer: a platform that answers some failures with nothing is then reported at once.
+        """
         client = self._require()
         what = f"flow {cap.name!r}"
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(timeout_s):
-                async with client.stream("POST", path, json=body, headers=headers, params=params,
-                                         timeout=timeout_s) as resp:
-                    if resp.status_code >= 400:
-                        await resp.aread()
-                        raise self._status_error(resp, what, cap)
-                    if EVENT_STREAM in resp.headers.get("content-type", ""):
-                        result = await read_stream(resp, cap)
-                    else:
-                        result = self._json(await resp.aread(), what, cap, obj=True)
+            async with asyncio.timeout(timeout_s), contextlib.AsyncExitStack() as stack:
+                request = client.stream("POST", path, json=body, headers=headers, params=params, timeout=timeout_s)
+                try:
+                    async with asyncio.timeout(first_byte_s):
+                        resp = await stack.enter_async_context(request)
+                except TimeoutError:
+                    if first_byte_s is None or first_byte_s >= timeout_s:
+                        raise
+                    raise self._no_first_byte(cap, first_byte_s) from None
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise self._status_error(resp, what, cap)
+                if EVENT_STREAM in resp.headers.get("content-type", ""):
+                    result = await read_stream(resp, cap)
+                else:
+                    result = self._json(await resp.aread(), what, cap, obj=True)
         except (TimeoutError, httpx.HTTPError) as exc:
             raise self._translate(exc, what, timeout_s, cap) from None
         return result, (time.perf_counter() - started) * 1000
@@ -187,10 +228,23 @@ class HttpFlowBackend:
                                       backend=self.name)
         return BackendFailed(f"backend {self.name!r} ({what}): {cause}", backend=self.name, tool=tool)
 
+    def _no_first_byte(self, cap: Capability, seconds: float) -> RouterError:
+        """No response started within `_post_flow`'s `first_byte_s`."""
+        return BackendTimeout(f"backend {self.name!r} (flow {cap.name!r}): no response within {seconds:.1f} s",
+                              backend=self.name, tool=cap.name)
+
+    def _clean_message(self, text: str) -> str:
+        """The platform's error text as a person should read it (Flowise drops its call-site prefixes)."""
+        return text
+
+    def _missing_flow(self, status: int, message: str) -> bool:
+        """Whether an error answer to a run means there is no such flow."""
+        return status == 404
+
     def _status_error(self, resp: httpx.Response, what: str, cap: Capability | None = None) -> RouterError:
         """An HTTP error status -> RouterError; an auth failure never echoes the server's text."""
         status, tool = resp.status_code, (cap.name if cap else None)
-        message = self.redact(_server_message(resp))
+        message = self._clean_message(self.redact(_server_message(resp)))
         where = f"backend {self.name!r} ({what})"
         quirk = self.auth_quirk_500 and status == 500 and "unauthorized" in message.lower()
         if status in (401, 403) or quirk:
@@ -199,10 +253,14 @@ class HttpFlowBackend:
                     "check the backend's api_key / api_key_env" + (" and the flow's api_key" if cap else ""))
             return FlowUnauthorized(f"{where}: {self.product} refused the request as unauthorized "
                                     f"(HTTP {status}); {hint}", backend=self.name, tool=tool)
+        if cap is not None and self._missing_flow(status, message):
+            return FlowNotFound(f"{where}: {self.product} has no flow {cap.name!r} (id {cap.target or cap.name!r}) "
+                                f"(HTTP {status}: {message or 'no message'})", backend=self.name, tool=tool)
         if status == 404:
-            thing = f"flow {cap.name!r} (id {cap.target or cap.name!r})" if cap else resp.url.path
-            return BackendFailed(f"{where}: {self.product} has no {thing} (HTTP 404)", backend=self.name,
-                                 tool=tool)
+            return BackendFailed(f"{where}: {self.product} has no {resp.url.path} (HTTP 404)", backend=self.name)
+        if cap is not None and status in (400, 422):
+            return BackendRejectedArguments(f"{where}: {self.product} rejected the request (HTTP {status}): "
+                                            f"{message or 'no message'}", backend=self.name, tool=tool)
         if status in (502, 503):
             return BackendUnavailable(f"{where}: HTTP {status}: {message}", backend=self.name)
         if status == 504:

@@ -2,7 +2,7 @@
 
     backend = LangflowBackend(spec)                # spec: router.config.LangflowSpec
     await backend.connect()                        # GET /health_check must say {"status": "ok", ...}
-    catalog = await backend.list_capabilities()    # GET /api/v1/flows/?get_all=true: one "flow" each
+    catalog = await backend.list_capabilities()    # GET /api/v1/flows/: one "flow" capability each
     outcome = await backend.call(catalog.capabilities[0], {}, timeout_s=30, context=ctx)
 
 A call is ``POST /api/v1/run/{flow_id}?stream=false|true`` with ``x-api-key`` and
@@ -17,32 +17,44 @@ A call is ``POST /api/v1/run/{flow_id}?stream=false|true`` with ``x-api-key`` an
 - The answer is ``outputs[0].outputs[*].results.message.text``, else the first of ``messages[0].message``,
   ``artifacts.message`` or ``outputs.message.message``; none of them -> "no message in the flow's output".
 - Session: without a ``session_id`` Langflow answers with the flow id as the session id; that is not a
-  session, so the outcome then reports the request's session id (or None).
+  session, so the outcome then reports none (whether the target was the flow's id or its endpoint name).
+
+The listing asks ``remove_example_flows=true``: Langflow lists its starter templates otherwise, and
+those cannot be run. Errors: a 500's ``detail`` is a JSON object encoded in a string (``{"message":
+"Error running graph: …", "traceback": …}``) and is unpacked to its message; a 400 (Langflow refuses a
+tweak of the chat input's ``input_value``, since the question already goes there) is
+`BackendRejectedArguments` naming the tweaks.
 
 A streamed run is bare JSON objects separated by blank lines (no ``data:`` prefix):
 ``{"event": "add_message"|"token"|"end"|"error", "data": ...}``; ``end`` carries the full result
-(``data.result``), ``error`` fails the call with its message. API keys are per Langflow user; a
-flow's ``api_key`` in ``flows`` replaces the backend's key for that flow's runs. Since 1.5 every
-request needs a key: a 403 is reported as `FlowUnauthorized`.
+(``data.result``). A failing run sends two ``error`` events (an error message object, then
+``{"error": "500: {json}"}``) and no ``end``: the call fails with the clearer of the two. API keys
+are per Langflow user; a flow's ``api_key`` in ``flows`` replaces the backend's key for that flow's
+runs. Since 1.5 every request needs a key: a 403 is reported as `FlowUnauthorized`.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from actors.backends.base import make_catalog
-from actors.backends.http_flow import FlowUnauthorized, HttpFlowBackend, iter_frames
+from actors.backends.http_flow import FlowUnauthorized, HttpFlowBackend, iter_frames, readable_error
 from router.config import LangflowSpec
-from router.errors import BackendFailed, BackendUnavailable
+from router.errors import BackendFailed, BackendRejectedArguments, BackendUnavailable
 from router.models import CallOutcome, Capability, Catalog
 from router.strategies import CallContext
 
 __all__ = ["FlowUnauthorized", "LangflowBackend"]
 _STREAMED = "\x00streamed_text"  # what the stream said, used when the final result has no message
+
+# After a stream's first `error` event Langflow sends a second, clearer one and closes: wait this long.
+ERROR_GRACE_S = 2.0
+_INPUT_COMPONENTS = ("ChatInput", "Chat Input", "TextInput", "Text Input")
+_TWEAK_REFUSED = "cannot pass a tweak with the same name"
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -86,6 +98,10 @@ class LangflowBackend(HttpFlowBackend):
     def _auth(self, key: str | None) -> dict[str, str]:
         return {"x-api-key": key} if key else {}
 
+    def _missing_flow(self, status: int, message: str) -> bool:
+        # A flow id that is not a UUID (nor an endpoint name) fails Langflow's UUID parsing with a 400.
+        return status == 404 or (status == 400 and "badly formed hexadecimal uuid" in message.lower())
+
     async def _probe(self, timeout_s: float, what: str) -> None:
         resp = await self._get("/health_check", what=what, timeout_s=timeout_s)
         try:
@@ -101,7 +117,7 @@ class LangflowBackend(HttpFlowBackend):
         what = "listing flows"
         resp = await self._get("/api/v1/flows/", what=what, timeout_s=self.spec.timeout_s,
                                headers=self._auth(self._key()),
-                               params={"get_all": "true", "header_flows": "true"})
+                               params={"get_all": "true", "header_flows": "true", "remove_example_flows": "true"})
         if resp.status_code >= 400:
             raise self._status_error(resp, what)
         body = self._json(resp.content, what)
@@ -147,9 +163,12 @@ class LangflowBackend(HttpFlowBackend):
         if context.session_id:
             body["session_id"] = context.session_id
         headers = {**self._trace(context), **self._auth(self._key(flow_id))}
-        result, latency = await self._post_flow(
-            capability, f"/api/v1/run/{quote(flow_id, safe='')}", body=body, headers=headers,
-            timeout_s=timeout_s, params={"stream": str(stream).lower()}, read_stream=self._read_stream)
+        try:
+            result, latency = await self._post_flow(
+                capability, f"/api/v1/run/{quote(flow_id, safe='')}", body=body, headers=headers,
+                timeout_s=timeout_s, params={"stream": str(stream).lower()}, read_stream=self._read_stream)
+        except BackendRejectedArguments as exc:
+            raise self._name_tweaks(exc, body["tweaks"], capability) from None
         streamed = result.pop(_STREAMED, None)
         text = answer_text(result)
         if text is None:
@@ -158,9 +177,10 @@ class LangflowBackend(HttpFlowBackend):
             raise BackendFailed(f"backend {self.name!r} (flow {capability.name!r}): no message in the flow's "
                                 "output", backend=self.name, tool=capability.name)
         session = result.get("session_id")
-        if not isinstance(session, str) or not session or (session in (flow_id, capability.target)
-                                                            and session != context.session_id):
-            session = context.session_id  # Langflow's fallback session id is the flow id: not a session
+        if not context.session_id or not isinstance(session, str) or not session:
+            # Without a session in the request Langflow reports the flow's id (a UUID even when the
+            # target was an endpoint name): not a session.
+            session = context.session_id
         return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency,
                            text=text, session_id=session)
 
@@ -170,25 +190,42 @@ class LangflowBackend(HttpFlowBackend):
         tokens: list[str] = []
         last_message: str | None = None
         session: str | None = None
-        async for frame in iter_frames(resp):
-            event = self._json(frame, what, cap, obj=True)
-            kind, data = event.get("event"), event.get("data")
-            if kind == "token":
-                chunk = data.get("chunk") if isinstance(data, dict) else data
-                if isinstance(chunk, str):
-                    tokens.append(chunk)
-            elif kind == "add_message" and isinstance(data, dict):
-                session = data.get("session_id") or session
-                if data.get("sender") != "User" and isinstance(data.get("text"), str) and data["text"]:
-                    last_message = data["text"]
-            elif kind == "error":
-                raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: "
-                                    f"{self._error_text(data)}", backend=self.name, tool=cap.name)
-            elif kind == "end":
-                result = data.get("result", data) if isinstance(data, dict) else None
-                if isinstance(result, dict) and "outputs" in result:
-                    return {**result, _STREAMED: "".join(tokens) or last_message}
-                break
+        errors: list[str] = []  # a failing run sends a message object, then {"error": "500: {json}"}
+        try:
+            async with asyncio.timeout(None) as grace:
+                async for frame in iter_frames(resp):
+                    event = self._json(frame, what, cap, obj=True)
+                    kind, data = event.get("event"), event.get("data")
+                    if kind == "error":
+                        errors.append(self._error_text(data))
+                        if isinstance(data, dict) and isinstance(data.get("error"), str):
+                            break  # the run's own error: the clearer one, and the last
+                        grace.reschedule(asyncio.get_running_loop().time() + ERROR_GRACE_S)
+                    elif errors:
+                        continue
+                    elif kind == "token":
+                        chunk = data.get("chunk") if isinstance(data, dict) else data
+                        if isinstance(chunk, str):
+                            tokens.append(chunk)
+                    elif kind == "add_message" and isinstance(data, dict):
+                        session = data.get("session_id") or session
+                        if data.get("sender") != "User" and isinstance(data.get("text"), str) and data["text"]:
+                            last_message = data["text"]
+                    elif kind == "end":
+                        result = data.get("result", data) if isinstance(data, dict) else None
+                        if isinstance(result, dict) and "outputs" in result:
+                            return {**result, _STREAMED: "".join(tokens) or last_message}
+                        break
+        except TimeoutError:
+            if not errors or not grace.expired():
+                raise
+        if errors:
+            error = errors[-1]
+            if _TWEAK_REFUSED in error:
+                raise BackendRejectedArguments(f"backend {self.name!r} ({what}): Langflow rejected the request: "
+                                               f"{error}", backend=self.name, tool=cap.name)
+            raise BackendFailed(f"backend {self.name!r} ({what}): the flow failed: {error}", backend=self.name,
+                                tool=cap.name)
         text = "".join(tokens) or last_message
         if text is None:
             raise BackendFailed(f"backend {self.name!r} ({what}): the stream ended without a result",
@@ -196,7 +233,19 @@ class LangflowBackend(HttpFlowBackend):
         return {"session_id": session, _STREAMED: text}
 
     def _error_text(self, data: Any) -> str:
-        if isinstance(data, dict):
-            data = (data.get("error") or data.get("text") or data.get("message")
-                    or json.dumps(data, default=str))
-        return self.redact(str(data))[:300]
+        """An `error` event's message: the run's error string unpacked, else the error message's text."""
+        if isinstance(data, dict) and not isinstance(data.get("error"), str):
+            data = {k: v for k, v in data.items() if k != "error"}  # an error message object: "error": true
+        return self.redact(readable_error(data))[:300]
+
+    def _name_tweaks(self, exc: BackendRejectedArguments, tweaks: dict[str, Any],
+                     cap: Capability) -> BackendRejectedArguments:
+        """Langflow's 400 does not say which tweak it refused; the request does."""
+        refused = [f"{key}.input_value" for key, value in tweaks.items()
+                   if isinstance(value, dict) and "input_value" in value
+                   and any(name in key for name in _INPUT_COMPONENTS)]
+        if not refused:
+            return exc
+        return BackendRejectedArguments(
+            f"{exc.message}; refused tweak: {', '.join(refused)} (the question is the input's value: give it as "
+            "`question` instead)", backend=self.name, tool=cap.name)

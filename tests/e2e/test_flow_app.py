@@ -18,11 +18,12 @@ from tests.fakes.flowise import Chatflow, FakeFlowise
 from tests.fakes.langflow import FakeLangflow, LangflowFlow
 
 FLOWISE_KEY, LANGFLOW_KEY = "flowise-secret-key", "langflow-secret-key"
+RECIPES_ID = "5ec1be50-0000-4000-8000-00000000c00c"  # Flowise ids are UUIDs (it answers 400 to others)
 
 
 @pytest.fixture(scope="module")
 def products() -> Iterator[dict[str, Any]]:
-    flowise = FakeFlowise([Chatflow(id="recipes", name="Recipe Assistant", category="Cooking")],
+    flowise = FakeFlowise([Chatflow(id=RECIPES_ID, name="Recipe Assistant", category="Cooking")],
                           api_key=FLOWISE_KEY)
     langflow = FakeLangflow([LangflowFlow(id="ticket-flow", name="Support Bot", endpoint_name="support",
                                           description="Answers customer support tickets about billing and refunds")],
@@ -37,7 +38,7 @@ def app(ray_local: dict[str, Any], products: dict[str, Any]) -> Iterator[str]:
         "backends": [
             stdio("calculator", EXAMPLES / "servers" / "calculator.py"),
             {"name": "cooking", "kind": "flowise", "url": products["flowise"][1], "api_key": FLOWISE_KEY,
-             "flows": [{"id": "recipes", "description": "Cooking recipes, ingredients and baking instructions",
+             "flows": [{"id": RECIPES_ID, "description": "Cooking recipes, ingredients and baking instructions",
                         "tags": ["food"]}]},
             {"name": "support", "kind": "langflow", "url": products["langflow"][1], "api_key": LANGFLOW_KEY},
         ],
@@ -60,7 +61,7 @@ def test_flows_are_listed_and_routed_like_tools(app: str, products: dict[str, An
     body = r.json()
     assert (body["backend"], body["kind"], body["capability"]) == ("cooking", "flow", "Recipe Assistant")
     assert "Recipe Assistant answers" in body["answer"]
-    sent = products["flowise"][0].last("/prediction/recipes")
+    sent = products["flowise"][0].last(f"/prediction/{RECIPES_ID}")
     assert sent.headers["authorization"] == f"Bearer {FLOWISE_KEY}"
 
 

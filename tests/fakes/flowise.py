@@ -1,19 +1,31 @@
-"""A fake Flowise 3.1.2: the endpoints the router uses, with the behaviour observed on the real one.
+"""A fake Flowise 3.1.2: the endpoints the router uses, with the behaviour of the real one.
 
 - ``GET /api/v1/ping`` -> ``200 pong`` (text).
 - ``GET /api/v1/chatflows`` needs ``Authorization: Bearer <key>`` (401 ``{"error": "Unauthorized
-  Access"}`` otherwise); a JSON array, or ``{data, total}`` when ``page`` and ``limit`` are given.
-- ``POST /api/v1/prediction/{id}``: unknown id -> 404; a chatflow with its own API key rejects any
-  other key (or none) with **HTTP 500** and ``message: "Error: buildChatflow - Unauthorized"``;
-  ``question`` may be missing (not rejected); ``chatId = body.chatId ?? overrideConfig.sessionId ??
+  Access"}`` otherwise); a JSON array, or ``{data, total}`` when ``page`` and ``limit`` are given. A
+  chatflow has no description field.
+- ``GET /api/v1/chatflows-streaming/{id}`` (no key needed) -> ``{"isStreaming": bool}``; an agentflow
+  always streams; an unknown id -> 500 ``Error: chatflowsService.checkIfChatflowIsValidForStreaming -
+  Chatflow {id} not found``.
+- ``POST /api/v1/prediction/{id}``, in Flowise's order: an id that is not a UUID -> 400 ``Invalid
+  Chatflow ID``; an unknown one -> 404 ``Chatflow {id} not found in the database!``; then, when
+  ``streaming`` is true and the flow can stream, the ``text/event-stream`` response opens at once and
+  everything after (the per-flow key, the run) fails as an ``error`` event followed by ``end``.
+  Otherwise the run answers JSON; a chatflow with its own API key rejects any other key (or none) with
+  **HTTP 500** ``Error: predictionsServices.buildChatflow - Unauthorized``, a failing flow with a 500
+  ``Error: predictionsServices.buildChatflow - {error}``. Flowise's error handler writes nothing when
+  the request asked for streaming: every such error then gets **no response at all** (the connection
+  stays open until the client gives up).
+- ``question`` may be missing (not rejected); ``chatId = body.chatId ?? overrideConfig.sessionId ??
   uuid``; the answer is ``{text, question, chatId, chatMessageId, sessionId, sourceDocuments?,
-  usedTools?}``. With ``streaming: true`` a streamable flow answers ``text/event-stream`` frames
-  ``message:\\ndata:{"event": ..., "data": ...}\\n\\n``: ``start`` (repeats the first token), ``token``
-  per token, ``metadata``, ``sourceDocuments``, ``usedTools``, ``end`` (``"[DONE]"``); a flow that
-  cannot stream answers plain JSON anyway.
+  usedTools?}``. Chatflow streams are frames ``message:\\ndata:{"event": ..., "data": ...}\\n\\n``:
+  ``start`` (repeats the first token), ``token`` per token, ``sourceDocuments``, ``usedTools``,
+  ``metadata``, ``end`` (``"[DONE]"``). Agentflow streams have no ``start``: ``agentFlowEvent``
+  (``INPROGRESS``, then ``FINISHED``), ``nextAgentFlow`` per node and status, ``token``,
+  ``agentFlowExecutedData`` (the executed nodes with their outputs), ``metadata``, ``end``.
 
 Scripted behaviour per chatflow: its own key, not streamable, a delay (timeouts), a malformed body, a
-500 error, an error event in the stream.
+failing run, an error event in the stream, an agentflow whose last node streams no token.
 """
 
 from __future__ import annotations
@@ -33,6 +45,9 @@ from starlette.routing import Route
 
 from tests.fakes import Recorded, RecordingFake, slow_down
 
+_BUILD = "Error: predictionsServices.buildChatflow - "
+_NO_ANSWER_S = 3600.0  # "no response": held open until the client disconnects
+
 
 @dataclass
 class Chatflow:
@@ -41,13 +56,18 @@ class Chatflow:
     category: str | None = None
     type: str = "CHATFLOW"
     api_key: str | None = None  # the chatflow's own API key (apikeyid set): predictions need exactly it
-    streamable: bool = True
+    streamable: bool = True  # ignored for AGENTFLOW, which Flowise always streams
     delay_s: float = 0.0
     malformed: bool = False
-    error: str | None = None  # answer HTTP 500 with this message
+    error: str | None = None  # the run fails with this message
     stream_error: str | None = None  # stream one token, then an `error` event
+    streams_tokens: bool = True  # agentflow: the last node streams its answer as a token
     source_documents: list[dict[str, Any]] = field(default_factory=list)
     used_tools: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def can_stream(self) -> bool:
+        return self.type == "AGENTFLOW" or self.streamable
 
     def reply(self, question: str, history: list[Any]) -> str:
         text = f"{self.name} answers: {question}"
@@ -58,14 +78,28 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"statusCode": status, "success": False, "message": message, "stack": {}}, status)
 
 
+def _frame(event: str, data: Any) -> str:
+    return "message:\ndata:" + json.dumps({"event": event, "data": data}) + "\n\n"
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
 class FakeFlowise(RecordingFake):
     def __init__(self, flows: list[Chatflow], *, api_key: str | None = "flowise-admin-key") -> None:
         self.flows = {f.id: f for f in flows}
         self.api_key = api_key
+        self.unanswered = 0  # requests Flowise would leave without any response
         super().__init__()
         self.app = Starlette(routes=[
             Route("/api/v1/ping", self.ping, methods=["GET"]),
             Route("/api/v1/chatflows", self.chatflows, methods=["GET"]),
+            Route("/api/v1/chatflows-streaming/{id}", self.chatflows_streaming, methods=["GET"]),
             Route("/api/v1/prediction/{id}", self.prediction, methods=["POST"]),
         ])
 
@@ -95,20 +129,51 @@ class FakeFlowise(RecordingFake):
             return JSONResponse({"data": items[(page - 1) * limit: page * limit], "total": len(items)})
         return JSONResponse(items)
 
-    async def prediction(self, request: Request) -> Response:
-        rec = await self._record(request)
+    async def chatflows_streaming(self, request: Request) -> Response:
+        await self._record(request)
         flow = self.flows.get(request.path_params["id"])
         if flow is None:
-            return _error(404, f"Chatflow {request.path_params['id']} not found")
-        if flow.api_key is not None and self._bearer(rec) != flow.api_key:
-            return _error(500, "Error: buildChatflow - Unauthorized")
+            return _error(500, "Error: chatflowsService.checkIfChatflowIsValidForStreaming - Chatflow "
+                               f"{request.path_params['id']} not found")
+        return JSONResponse({"isStreaming": flow.can_stream})
+
+    async def prediction(self, request: Request) -> Response:
+        rec = await self._record(request)
         body = rec.body if isinstance(rec.body, dict) else {}
-        if flow.delay_s:
-            await slow_down(request, flow.delay_s)
-        if flow.error:
-            return _error(500, f"Error: buildChatflow - {flow.error}")
+        streaming = body.get("streaming") in (True, "true")
+        flow_id = request.path_params["id"]
+        flow = self.flows.get(flow_id)
+        if not _is_uuid(flow_id):
+            return await self._fail(request, streaming, 400, "Invalid Chatflow ID")
+        if flow is None:
+            return await self._fail(request, streaming, 404, f"Chatflow {flow_id} not found in the database!")
+        if streaming and flow.can_stream:
+            return StreamingResponse(self._stream(request, flow, rec, body), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        problem = await self._run_problem(request, flow, rec)
+        if problem is not None:
+            return await self._fail(request, streaming, 500, _BUILD + problem)
         if flow.malformed:
             return Response(b'{"text": "half an answ', media_type="application/json")
+        return JSONResponse(self._result(flow, body))
+
+    async def _fail(self, request: Request, streaming: bool, status: int, message: str) -> Response:
+        """Flowise's error handler: JSON, unless the request asked for streaming; then nothing."""
+        if streaming:
+            self.unanswered += 1
+            await slow_down(request, _NO_ANSWER_S)
+        return _error(status, message)
+
+    async def _run_problem(self, request: Request, flow: Chatflow, rec: Recorded) -> str | None:
+        """What makes the run fail (the per-flow key, the flow's scripted error), after its delay."""
+        if flow.api_key is not None and self._bearer(rec) != flow.api_key:
+            return "Unauthorized"
+        if flow.delay_s:
+            await slow_down(request, flow.delay_s)
+        return flow.error
+
+    @staticmethod
+    def _result(flow: Chatflow, body: dict[str, Any]) -> dict[str, Any]:
         override = body.get("overrideConfig") if isinstance(body.get("overrideConfig"), dict) else {}
         chat_id = body.get("chatId") or override.get("sessionId") or str(uuid.uuid4())
         question = body.get("question") or ""
@@ -121,28 +186,47 @@ class FakeFlowise(RecordingFake):
             result["sourceDocuments"] = flow.source_documents
         if flow.used_tools:
             result["usedTools"] = flow.used_tools
-        if body.get("streaming") is True and flow.streamable:
-            return StreamingResponse(self._stream(flow, result), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        return JSONResponse(result)
+        return result
 
-    async def _stream(self, flow: Chatflow, result: dict[str, Any]) -> AsyncIterator[str]:
-        def frame(event: str, data: Any) -> str:
-            return "message:\ndata:" + json.dumps({"event": event, "data": data}) + "\n\n"
-
-        tokens = re.findall(r"\S+\s*", result["text"])
-        yield frame("start", tokens[0])
-        if flow.stream_error:
-            yield frame("token", tokens[0])
-            yield frame("error", flow.stream_error)
-            yield frame("end", "[DONE]")
+    async def _stream(self, request: Request, flow: Chatflow, rec: Recorded,
+                      body: dict[str, Any]) -> AsyncIterator[str]:
+        problem = await self._run_problem(request, flow, rec)
+        if problem is not None:
+            yield _frame("error", _BUILD + problem)
+            yield _frame("end", "[DONE]")
             return
-        for token in tokens:
-            yield frame("token", token)
+        result = self._result(flow, body)
+        tokens = re.findall(r"\S+\s*", result["text"])
+        agent = flow.type == "AGENTFLOW"
+        if agent:
+            yield _frame("agentFlowEvent", "INPROGRESS")
+            yield _frame("nextAgentFlow", {"nodeId": "directReplyAgentflow_0", "nodeLabel": "Direct Reply",
+                                           "status": "INPROGRESS"})
+        else:
+            yield _frame("start", tokens[0])
+        if flow.stream_error:
+            yield _frame("token", tokens[0])
+            yield _frame("error", flow.stream_error)
+            yield _frame("end", "[DONE]")
+            return
+        for token in tokens if (flow.streams_tokens or not agent) else ():
+            yield _frame("token", token)
             await asyncio.sleep(0)
-        yield frame("metadata", {k: result[k] for k in ("chatId", "chatMessageId", "question", "sessionId")})
         if "sourceDocuments" in result:
-            yield frame("sourceDocuments", result["sourceDocuments"])
+            yield _frame("sourceDocuments", result["sourceDocuments"])
         if "usedTools" in result:
-            yield frame("usedTools", result["usedTools"])
-        yield frame("end", "[DONE]")
+            yield _frame("usedTools", result["usedTools"])
+        if agent:
+            node = {"nodeId": "directReplyAgentflow_0", "nodeLabel": "Direct Reply", "status": "FINISHED"}
+            yield _frame("nextAgentFlow", node)
+            yield _frame("agentFlowExecutedData", [
+                {"nodeId": "startAgentflow_0", "nodeLabel": "Start", "status": "FINISHED",
+                 "data": {"id": "startAgentflow_0", "name": "startAgentflow", "input": {"question": body.get(
+                     "question")}, "output": {"question": body.get("question")}}, "previousNodeIds": []},
+                {**node, "previousNodeIds": ["startAgentflow_0"],
+                 "data": {"id": "directReplyAgentflow_0", "name": "directReplyAgentflow", "input": {},
+                          "output": {"content": result["text"]}}},
+            ])
+            yield _frame("agentFlowEvent", "FINISHED")
+        yield _frame("metadata", {k: result[k] for k in ("chatId", "chatMessageId", "question", "sessionId")})
+        yield _frame("end", "[DONE]")

@@ -5,16 +5,24 @@
 - Every ``/api/v1`` request needs an API key (``x-api-key`` header or query), since 1.5: 403
   ``{"detail": ...}`` without one or with an unknown one.
 - ``GET /api/v1/flows/`` (``get_all``, default true -> a list; false -> ``{items, total, page, size,
-  pages}``; ``header_flows`` drops ``data``).
+  pages}``; ``header_flows`` drops ``data``). The starter templates (``example=True``, in the
+  "Starter Projects" folder) are listed too unless ``remove_example_flows=true``; they cannot be run
+  (404 "Flow identifier … not found").
 - ``POST /api/v1/run/{flow_id|endpoint_name}?stream=false`` ``{input_value, input_type, output_type,
   session_id, tweaks}``: unknown flow -> 404; invalid body values are ignored; without ``session_id``
-  the answer's session id is the flow id; the answer is at
-  ``outputs[0].outputs[0].results.message.text``. With ``stream=true``: ``text/event-stream`` made of
-  bare JSON objects separated by blank lines, ``add_message`` / ``token`` / ``end`` (the full
-  result in ``data.result``) / ``error``.
+  the answer's session id is the flow's id (its UUID, also when it was run by endpoint name); the
+  answer is at ``outputs[0].outputs[0].results.message.text``. A tweak giving a Chat Input component an
+  ``input_value`` while the request has one (``input_type`` chat) -> 400 ``{"detail": "If you pass an
+  input_value to the chat input, you cannot pass a tweak with the same name."}``. A failing run -> 500
+  whose ``detail`` is a JSON object encoded in a string: ``{"message": "Error running graph: …",
+  "traceback": null, ...}``.
+- With ``stream=true``: ``text/event-stream`` made of bare JSON objects separated by blank lines,
+  ``add_message`` / ``token`` / ``end`` (the full result in ``data.result``). A failing run sends two
+  ``error`` events, an error message object (``"error": true``, ``text`` the component's error), then
+  ``{"error": "500: {json detail}"}``, and no ``end``; a refused tweak sends one ``{"error": ...}``.
 
 Scripted behaviour per flow: where the answer sits (``shape``), no token streaming, a delay, a
-malformed body, a 500 error, an error event in the stream.
+malformed body, a failing run, a failing stream, being a starter template.
 """
 
 from __future__ import annotations
@@ -51,8 +59,9 @@ class LangflowFlow:
     streams_tokens: bool = True
     delay_s: float = 0.0
     malformed: bool = False
-    error: str | None = None
-    stream_error: str | None = None
+    error: str | None = None  # the run fails: "Error running graph: {error}"
+    stream_error: str | None = None  # the stream fails after the input message, with this error
+    example: bool = False  # a starter template
 
     def reply(self, value: str) -> str:
         return f"{self.name} says: {value}"
@@ -64,6 +73,21 @@ def _message(text: str, sender: str, sid: str, flow_id: str) -> dict[str, Any]:
             "files": [], "error": False, "edit": False,
             "properties": {"source": {"id": _COMPONENT}}, "category": "message", "content_blocks": [],
             "id": str(uuid.uuid4()), "flow_id": flow_id}
+
+
+def _detail(message: str) -> str:
+    """Langflow's APIException detail: an ExceptionBody dumped to a JSON string."""
+    return json.dumps({"message": message, "traceback": None, "description": None, "code": None,
+                       "suggestion": None})
+
+
+def _refused_tweak(body: dict[str, Any]) -> str | None:
+    tweaks = body.get("tweaks") if isinstance(body.get("tweaks"), dict) else {}
+    for key, value in tweaks.items():
+        if (isinstance(value, dict) and value.get("input_value") is not None and body.get("input_value") is not None
+                and body.get("input_type", "chat") == "chat" and ("ChatInput" in key or "Chat Input" in key)):
+            return "If you pass an input_value to the chat input, you cannot pass a tweak with the same name."
+    return None
 
 
 def run_result(flow: LangflowFlow, sid: str, value: str) -> dict[str, Any]:
@@ -125,11 +149,15 @@ class FakeLangflow(RecordingFake):
         if (refused := self._refused(rec)) is not None:
             return refused
         header_only = rec.query.get("header_flows", "false").lower() == "true"
+        no_examples = rec.query.get("remove_example_flows", "false").lower() == "true"
         items = []
         for f in self.flows:
+            if f.example and no_examples:
+                continue
             item: dict[str, Any] = {
                 "id": f.id, "name": f.name, "description": f.description, "endpoint_name": f.endpoint_name,
-                "tags": f.tags, "is_component": f.is_component, "folder_id": "folder-1",
+                "tags": f.tags, "is_component": f.is_component,
+                "folder_id": "starter-projects" if f.example else "folder-1",
                 "access_type": "PRIVATE", "mcp_enabled": False, "action_name": None,
                 "action_description": None,
             }
@@ -148,30 +176,45 @@ class FakeLangflow(RecordingFake):
         if (refused := self._refused(rec)) is not None:
             return refused
         ident = request.path_params["flow"]
-        flow = next((f for f in self.flows if ident in (f.id, f.endpoint_name)), None)
+        flow = next((f for f in self.flows if ident in (f.id, f.endpoint_name) and not f.example), None)
         if flow is None:
             return JSONResponse({"detail": f"Flow identifier {ident} not found"}, 404)
         body = rec.body if isinstance(rec.body, dict) else {}
         value = body.get("input_value") if isinstance(body.get("input_value"), str) else ""
         given = body.get("session_id")
         sid = given if isinstance(given, str) and given else flow.id  # no session: the flow id stands in
+        refused = _refused_tweak(body)
+        if rec.query.get("stream", "false").lower() == "true":
+            return StreamingResponse(self._stream(request, flow, sid, value, refused),
+                                     media_type="text/event-stream")
+        if refused:
+            return JSONResponse({"detail": refused}, 400)
         if flow.delay_s:
             await slow_down(request, flow.delay_s)
         if flow.error:
-            return JSONResponse({"detail": f"Error running graph: {flow.error}"}, 500)
+            return JSONResponse({"detail": _detail(f"Error running graph: {flow.error}")}, 500)
         if flow.malformed:
             return Response(b'{"session_id": "abc", "outputs": [', media_type="application/json")
-        if rec.query.get("stream", "false").lower() == "true":
-            return StreamingResponse(self._stream(flow, sid, value), media_type="text/event-stream")
         return JSONResponse(run_result(flow, sid, value))
 
-    async def _stream(self, flow: LangflowFlow, sid: str, value: str) -> AsyncIterator[str]:
+    async def _stream(self, request: Request, flow: LangflowFlow, sid: str, value: str,
+                      refused: str | None) -> AsyncIterator[str]:
         def event(name: str, data: Any) -> str:
             return json.dumps({"event": name, "data": data}) + "\n\n"
 
+        if refused:
+            yield event("error", {"error": refused})
+            return
+        if flow.delay_s:
+            await slow_down(request, flow.delay_s)
         yield event("add_message", _message(value, "User", sid, flow.id))
         if flow.stream_error:
-            yield event("error", {"error": flow.stream_error})
+            failed = _message(flow.stream_error, "Machine", sid, flow.id) | {
+                "error": True, "category": "error", "sender_name": "Language Model",
+                "content_blocks": [{"title": "Error", "contents": [
+                    {"type": "error", "component": "Language Model", "reason": flow.stream_error}]}]}
+            yield event("error", failed)
+            yield event("error", {"error": "500: " + _detail(f"Error running graph: {flow.stream_error}")})
             return
         text = flow.reply(value)
         if flow.streams_tokens:

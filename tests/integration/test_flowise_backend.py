@@ -10,11 +10,12 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from actors.backends import build_backend
 from actors.backends.flowise import FlowiseBackend
-from actors.backends.http_flow import FlowUnauthorized
+from actors.backends.http_flow import FlowNotFound, FlowUnauthorized
 from router.config import FlowiseSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable
 from tests.fakes import serve_app
@@ -34,6 +35,14 @@ from tests.integration.flow_cases import (
 
 pytestmark = pytest.mark.timeout(30)
 
+CALC = "c41c0000-0000-4000-8000-000000000002"
+LOCKED = "10c6ed00-0000-4000-8000-000000000003"
+BATCH = "ba7c0000-0000-4000-8000-000000000004"
+SLOW = "510e0000-0000-4000-8000-000000000005"
+BROKEN = "b20e0000-0000-4000-8000-000000000006"
+FAILING = "fa110000-0000-4000-8000-000000000007"
+STREAMFAIL = "5f0a0000-0000-4000-8000-000000000008"
+
 
 # ---------------------------------------------------------------------------------------------
 # Flowise
@@ -44,14 +53,14 @@ def flowise_server() -> Iterator[tuple[FakeFlowise, str]]:
     fake = FakeFlowise([
         Chatflow(id=DOCS_ID, name="Docs QA", category="Documentation;Support",
                  source_documents=[{"pageContent": "Run pip install.", "metadata": {"source": "manual.md"}}]),
-        Chatflow(id="calc", name="Calculator Agent", type="AGENTFLOW",
+        Chatflow(id=CALC, name="Calculator Agent", type="AGENTFLOW",
                  used_tools=[{"tool": "calculator", "toolInput": {"input": "2+2"}, "toolOutput": "4"}]),
-        Chatflow(id="locked", name="Locked Flow", api_key=FLOW_KEY),
-        Chatflow(id="batch", name="Batch Flow", streamable=False),
-        Chatflow(id="slow", name="Slow Flow", delay_s=3.0),
-        Chatflow(id="broken", name="Broken Flow", malformed=True),
-        Chatflow(id="failing", name="Failing Flow", error="model provider returned 429"),
-        Chatflow(id="streamfail", name="Stream Fail", stream_error="the tool crashed"),
+        Chatflow(id=LOCKED, name="Locked Flow", api_key=FLOW_KEY),
+        Chatflow(id=BATCH, name="Batch Flow", streamable=False),
+        Chatflow(id=SLOW, name="Slow Flow", delay_s=3.0),
+        Chatflow(id=BROKEN, name="Broken Flow", malformed=True),
+        Chatflow(id=FAILING, name="Failing Flow", error="model provider returned 429"),
+        Chatflow(id=STREAMFAIL, name="Stream Fail", stream_error="the tool crashed"),
     ], api_key=FLOWISE_KEY)
     with serve_app(fake.app) as url:
         yield fake, url
@@ -62,7 +71,7 @@ def flowise_spec(url: str, **overrides: Any) -> FlowiseSpec:
         "name": "flowise", "url": url, "api_key": FLOWISE_KEY, "timeout_s": 5, "intents": ["document-qa"],
         "flows": [{"id": DOCS_ID, "description": "Answers questions from the product manual",
                    "intents": ["document-qa"], "tags": ["docs"]},
-                  {"id": "locked", "api_key": FLOW_KEY, "intents": ["general"]}],
+                  {"id": LOCKED, "api_key": FLOW_KEY, "intents": ["general"]}],
     }
     return FlowiseSpec.model_validate(data | overrides)
 
@@ -103,7 +112,7 @@ async def test_flowise_category_describes_unconfigured_flows_and_only_listed_flo
     await backend.close()
     backend = FlowiseBackend(flowise_spec(url, only_listed_flows=True))
     await backend.connect()
-    assert {c.target for c in (await backend.list_capabilities()).capabilities} == {DOCS_ID, "locked"}
+    assert {c.target for c in (await backend.list_capabilities()).capabilities} == {DOCS_ID, LOCKED}
     await backend.shutdown()
 
 
@@ -127,12 +136,12 @@ async def test_flowise_prediction_passes_session_parameters_and_trace(flowise: F
 async def test_flowise_without_session_reports_the_session_flowise_created(flowise: FlowiseBackend,
                                                                            flowise_server: Any) -> None:
     fake, _ = flowise_server
-    outcome = await flowise.call(flow_cap("flowise", "Calculator Agent", "calc"), {"question": "2+2?"},
+    outcome = await flowise.call(flow_cap("flowise", "Calculator Agent", CALC), {"question": "2+2?"},
                                  timeout_s=5, context=ctx(session_id=None))
     assert outcome.text == "Calculator Agent answers: 2+2?"
     assert outcome.extra["usedTools"][0]["tool"] == "calculator"
     assert outcome.session_id and outcome.session_id == outcome.extra["chatId"]
-    assert fake.last("/prediction/calc").body["overrideConfig"] == {}
+    assert fake.last(f"/prediction/{CALC}").body["overrideConfig"] == {}
 
 
 async def test_flowise_forwards_history(flowise: FlowiseBackend, flowise_server: Any) -> None:
@@ -147,23 +156,27 @@ async def test_flowise_forwards_history(flowise: FlowiseBackend, flowise_server:
 
 async def test_flowise_streaming_accumulates_tokens(flowise: FlowiseBackend, flowise_server: Any) -> None:
     fake, _ = flowise_server
-    outcome = await flowise.call(flow_cap("flowise", "Calculator Agent", "calc"), {}, timeout_s=5,
+    outcome = await flowise.call(flow_cap("flowise", "Docs QA", DOCS_ID), {}, timeout_s=5,
                                  context=ctx(stream=True))
     # The `start` event repeats the first token: it must not be counted twice.
-    assert outcome.text == "Calculator Agent answers: How do I install it?"
-    assert outcome.session_id == "sess-42" and outcome.extra["usedTools"][0]["toolOutput"] == "4"
-    assert fake.last("/prediction/calc").body["streaming"] is True
+    assert outcome.text == "Docs QA answers: How do I install it?"
+    assert outcome.session_id == "sess-42" and outcome.extra["sourceDocuments"][0]["pageContent"]
+    assert fake.last(f"/prediction/{DOCS_ID}").body["streaming"] is True
+    assert fake.last(f"/chatflows-streaming/{DOCS_ID}").method == "GET"
 
 
-async def test_flowise_flow_that_cannot_stream_answers_json(flowise: FlowiseBackend) -> None:
-    outcome = await flowise.call(flow_cap("flowise", "Batch Flow", "batch"), {}, timeout_s=5,
+async def test_flowise_flow_that_cannot_stream_is_asked_for_json(flowise: FlowiseBackend,
+                                                                 flowise_server: Any) -> None:
+    fake, _ = flowise_server
+    outcome = await flowise.call(flow_cap("flowise", "Batch Flow", BATCH), {}, timeout_s=5,
                                  context=ctx(stream=True))
     assert outcome.text == "Batch Flow answers: How do I install it?" and outcome.session_id == "sess-42"
+    assert fake.last(f"/prediction/{BATCH}").body["streaming"] is False
 
 
 async def test_flowise_error_event_in_a_stream_fails_the_call(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendFailed, match="the tool crashed"):
-        await flowise.call(flow_cap("flowise", "Stream Fail", "streamfail"), {}, timeout_s=5,
+        await flowise.call(flow_cap("flowise", "Stream Fail", STREAMFAIL), {}, timeout_s=5,
                            context=ctx(stream=True))
 
 
@@ -186,45 +199,59 @@ async def test_flowise_wrong_per_flow_key_500_quirk_is_an_auth_error(flowise_ser
                                                                     caplog: pytest.LogCaptureFixture) -> None:
     fake, url = flowise_server
     caplog.set_level(logging.DEBUG)
-    wrong = FlowiseBackend(flowise_spec(url, flows=[{"id": "locked", "api_key": WRONG_KEY}]))
+    wrong = FlowiseBackend(flowise_spec(url, flows=[{"id": LOCKED, "api_key": WRONG_KEY}]))
     await wrong.connect()
     with pytest.raises(FlowUnauthorized, match="unauthorized") as err:
-        await wrong.call(flow_cap("flowise", "Locked Flow", "locked"), {}, timeout_s=5, context=ctx())
+        await wrong.call(flow_cap("flowise", "Locked Flow", LOCKED), {}, timeout_s=5, context=ctx())
     assert "HTTP 500" in err.value.message and err.value.payload()["error"]["type"] == "backend_unauthorized"
-    assert fake.last("/prediction/locked").headers["authorization"] == f"Bearer {WRONG_KEY}"
+    assert fake.last(f"/prediction/{LOCKED}").headers["authorization"] == f"Bearer {WRONG_KEY}"
     assert_no_secret(err.value, wrong)
     assert all(s not in caplog.text for s in SECRETS)
     await wrong.shutdown()
 
     right = FlowiseBackend(flowise_spec(url))  # the per-flow key replaces the backend key
     await right.connect()
-    outcome = await right.call(flow_cap("flowise", "Locked Flow", "locked"), {}, timeout_s=5, context=ctx())
-    assert outcome.ok and fake.last("/prediction/locked").headers["authorization"] == f"Bearer {FLOW_KEY}"
+    outcome = await right.call(flow_cap("flowise", "Locked Flow", LOCKED), {}, timeout_s=5, context=ctx())
+    assert outcome.ok and fake.last(f"/prediction/{LOCKED}").headers["authorization"] == f"Bearer {FLOW_KEY}"
     assert_no_secret(outcome)
     await right.shutdown()
 
 
-async def test_flowise_unknown_flow_is_a_404_naming_the_flow(flowise: FlowiseBackend) -> None:
-    with pytest.raises(BackendFailed, match=r"no flow 'Ghost' \(id 'no-such-id'\) \(HTTP 404\)") as err:
-        await flowise.call(flow_cap("flowise", "Ghost", "no-such-id"), {}, timeout_s=5, context=ctx())
-    assert type(err.value) is BackendFailed
+@pytest.mark.parametrize(("target", "answer"), [
+    ("no-such-id", "HTTP 400: Invalid Chatflow ID"),  # Flowise checks the id is a UUID first
+    ("0000dead-0000-4000-8000-000000000000",
+     "HTTP 404: Chatflow 0000dead-0000-4000-8000-000000000000 not found in the database!"),
+], ids=["not-a-uuid", "unknown-uuid"])
+async def test_flowise_unknown_flow_is_no_such_flow(flowise: FlowiseBackend, target: str, answer: str) -> None:
+    with pytest.raises(FlowNotFound) as err:
+        await flowise.call(flow_cap("flowise", "Ghost", target), {}, timeout_s=5, context=ctx())
+    assert err.value.message == (f"backend 'flowise' (flow 'Ghost'): Flowise has no flow 'Ghost' (id {target!r}) "
+                                 f"({answer})")
+    assert err.value.payload()["error"]["type"] == "flow_not_found" and err.value.status_code == 502
 
 
-async def test_flowise_server_error_is_reported_with_its_message(flowise: FlowiseBackend) -> None:
-    with pytest.raises(BackendFailed, match="HTTP 500: Error: buildChatflow - model provider") as err:
-        await flowise.call(flow_cap("flowise", "Failing Flow", "failing"), {}, timeout_s=5, context=ctx())
+async def test_flowise_server_error_is_reported_with_its_message(flowise: FlowiseBackend,
+                                                                 flowise_server: Any) -> None:
+    _, url = flowise_server
+    async with httpx.AsyncClient() as client:  # what the server says: Flowise's call site comes first
+        raw = await client.post(f"{url}/api/v1/prediction/{FAILING}", json={"question": "hi"})
+    assert raw.status_code == 500
+    assert raw.json()["message"] == "Error: predictionsServices.buildChatflow - model provider returned 429"
+    with pytest.raises(BackendFailed) as err:
+        await flowise.call(flow_cap("flowise", "Failing Flow", FAILING), {}, timeout_s=5, context=ctx())
     assert type(err.value) is BackendFailed
+    assert err.value.message == "backend 'flowise' (flow 'Failing Flow'): HTTP 500: model provider returned 429"
     assert_no_secret(err.value)
 
 
 async def test_flowise_timeout(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendTimeout, match=r"'flowise' \(flow 'Slow Flow'\): no answer within 0.3 s"):
-        await flowise.call(flow_cap("flowise", "Slow Flow", "slow"), {}, timeout_s=0.3, context=ctx())
+        await flowise.call(flow_cap("flowise", "Slow Flow", SLOW), {}, timeout_s=0.3, context=ctx())
 
 
 async def test_flowise_malformed_body(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendFailed, match="malformed response"):
-        await flowise.call(flow_cap("flowise", "Broken Flow", "broken"), {}, timeout_s=5, context=ctx())
+        await flowise.call(flow_cap("flowise", "Broken Flow", BROKEN), {}, timeout_s=5, context=ctx())
 
 
 async def test_flowise_health_pings_and_a_dead_url_is_unavailable(flowise: FlowiseBackend,

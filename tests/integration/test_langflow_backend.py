@@ -14,7 +14,7 @@ import pytest
 
 from actors.backends import BACKENDS, build_backend
 from actors.backends.flowise import FlowiseBackend
-from actors.backends.http_flow import FlowUnauthorized
+from actors.backends.http_flow import FlowNotFound, FlowUnauthorized
 from actors.backends.langflow import LangflowBackend
 from router.config import LangflowSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable
@@ -155,7 +155,7 @@ async def test_langflow_streaming(langflow: LangflowBackend, langflow_server: An
 
 
 async def test_langflow_stream_error_event(langflow: LangflowBackend) -> None:
-    with pytest.raises(BackendFailed, match="the flow failed: the agent gave up"):
+    with pytest.raises(BackendFailed, match=r"the flow failed: Error running graph: the agent gave up$"):
         await langflow.call(flow_cap("langflow", "Stream Fail", "flow-streamfail"), {}, timeout_s=5,
                             context=ctx(stream=True))
 
@@ -175,12 +175,15 @@ async def test_langflow_403_is_a_clear_auth_error(langflow_server: Any, key: str
 
 
 async def test_langflow_unknown_flow_and_server_error(langflow: LangflowBackend) -> None:
-    with pytest.raises(BackendFailed, match=r"no flow 'Ghost' \(id 'nope'\) \(HTTP 404\)"):
+    with pytest.raises(FlowNotFound, match=r"no flow 'Ghost' \(id 'nope'\) \(HTTP 404: Flow identifier nope not"):
         await langflow.call(flow_cap("langflow", "Ghost", "nope"), {}, timeout_s=5, context=ctx())
-    with pytest.raises(BackendFailed, match="HTTP 500: Error running graph: component OpenAIModel") as err:
+    with pytest.raises(BackendFailed) as err:
         await langflow.call(flow_cap("langflow", "Failing Flow", "flow-failing"), {}, timeout_s=5,
                             context=ctx())
     assert type(err.value) is BackendFailed
+    # Langflow's detail is a JSON object in a string: only its message reaches the caller.
+    assert err.value.message == ("backend 'langflow' (flow 'Failing Flow'): HTTP 500: Error running graph: "
+                                 "component OpenAIModel failed")
 
 
 async def test_langflow_timeout_and_malformed_body(langflow: LangflowBackend) -> None:
