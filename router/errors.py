@@ -31,8 +31,9 @@ class ErrorKind(StrEnum):
     AMBIGUOUS_ROUTE = "ambiguous_route"
     ARGUMENTS_REQUIRED = "arguments_required"
     BACKEND_FAILED = "backend_failed"
-    BACKEND_REJECTED = "backend_rejected"
+    BACKEND_REJECTED_ARGUMENTS = "backend_rejected_arguments"
     BACKEND_UNAUTHORIZED = "backend_unauthorized"
+    FLOW_NOT_FOUND = "flow_not_found"
     TOOL_FAILED = "tool_failed"
     ALL_BACKENDS_FAILED = "all_backends_failed"
     LLM_FAILED = "llm_failed"
@@ -144,30 +145,28 @@ class ArgumentsRequired(RouterError):
     kind = ErrorKind.ARGUMENTS_REQUIRED
 
 
-class BackendRejectedArguments(RouterError):
-    """The backend refused the arguments the caller gave (e.g. a flow tweak it does not allow)."""
-
-    status_code = 422
-    code = "backend_rejected_arguments"
-    mcp_code = MCP_INVALID_PARAMS
-
-
 class BackendFailed(RouterError):
     status_code = 502
     kind = ErrorKind.BACKEND_FAILED
 
 
-class BackendRejected(RouterError):
-    """The backend refused the request as malformed (its 4xx), naming what it refused."""
+class BackendRejectedArguments(RouterError):
+    """The backend refused the arguments the caller gave (e.g. a flow tweak it does not allow)."""
 
     status_code = 422
-    kind = ErrorKind.BACKEND_REJECTED
+    kind = ErrorKind.BACKEND_REJECTED_ARGUMENTS
 
 
-class BackendUnauthorized(BackendFailed):
-    """The backend refused the router's credentials (401/403, or Flowise's 500 "Unauthorized")."""
+class FlowUnauthorized(BackendFailed):
+    """The flow platform refused the API key (or none was configured)."""
 
     kind = ErrorKind.BACKEND_UNAUTHORIZED
+
+
+class FlowNotFound(BackendFailed):
+    """The flow platform has no flow with that id (or the id is not one it accepts)."""
+
+    kind = ErrorKind.FLOW_NOT_FOUND
 
 
 class ToolFailed(BackendFailed):

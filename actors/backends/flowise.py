@@ -44,11 +44,10 @@ from urllib.parse import quote
 import httpx
 
 from actors.backends.base import make_catalog
-from actors.backends.http_flow import FlowUnauthorized, HttpFlowBackend, iter_frames, readable_error
+from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
 from router.config import FlowiseSpec
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError
-from router.models import CallOutcome, Capability, Catalog, Parameters
-from router.strategies import CallContext
+from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowUnauthorized, RouterError
+from router.models import CallContext, CallOutcome, Capability, Catalog, Parameters
 
 _EXTRA = ("sourceDocuments", "usedTools", "chatId", "chatMessageId")
 _QUESTION_SCHEMA: dict[str, Any] = {

@@ -24,25 +24,14 @@ from router.errors import (
     BackendRejectedArguments,
     BackendTimeout,
     BackendUnavailable,
+    FlowNotFound,
+    FlowUnauthorized,
     RouterError,
 )
-from router.models import Capability
-from router.strategies import CallContext
+from router.models import CallContext, Capability
 
 EVENT_STREAM = "text/event-stream"
 StreamReader = Callable[[httpx.Response, Capability], Awaitable[Any]]
-
-
-class FlowUnauthorized(BackendFailed):
-    """The flow platform refused the API key (or none was configured)."""
-
-    code = "backend_unauthorized"
-
-
-class FlowNotFound(BackendFailed):
-    """The flow platform has no flow with that id (or the id is not one it accepts)."""
-
-    code = "flow_not_found"
 
 
 _STATUS_PREFIX = re.compile(r"^\d{3}: (?=\{)")  # str() of an HTTP exception: "500: {...}"

@@ -42,11 +42,10 @@ from urllib.parse import quote
 import httpx
 
 from actors.backends.base import make_catalog
-from actors.backends.http_flow import FlowUnauthorized, HttpFlowBackend, iter_frames, readable_error
+from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
 from router.config import LangflowSpec
-from router.errors import BackendFailed, BackendRejectedArguments, BackendUnavailable
-from router.models import CallOutcome, Capability, Catalog
-from router.strategies import CallContext
+from router.errors import BackendFailed, BackendRejectedArguments, BackendUnavailable, FlowUnauthorized
+from router.models import CallContext, CallOutcome, Capability, Catalog
 
 __all__ = ["FlowUnauthorized", "LangflowBackend"]
 _STREAMED = "\x00streamed_text"  # what the stream said, used when the final result has no message

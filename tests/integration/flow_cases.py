@@ -6,8 +6,7 @@ import socket
 from typing import Any
 
 from router.errors import RouterError
-from router.models import Capability, Parameters
-from router.strategies import CallContext
+from router.models import CallContext, Capability, Parameters
 
 FLOWISE_KEY = "fw-admin-SECRET-4d2c9e71"
 FLOW_KEY = "fw-flow-SECRET-8b1f0355"

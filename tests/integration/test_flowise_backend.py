@@ -15,9 +15,8 @@ import pytest
 
 from actors.backends import build_backend
 from actors.backends.flowise import FlowiseBackend
-from actors.backends.http_flow import FlowNotFound, FlowUnauthorized
 from router.config import FlowiseSpec
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable
+from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowNotFound, FlowUnauthorized
 from tests.fakes import serve_app
 from tests.fakes.flowise import Chatflow, FakeFlowise
 from tests.integration.flow_cases import (

@@ -14,10 +14,9 @@ import pytest
 
 from actors.backends import BACKENDS, build_backend
 from actors.backends.flowise import FlowiseBackend
-from actors.backends.http_flow import FlowNotFound, FlowUnauthorized
 from actors.backends.langflow import LangflowBackend
 from router.config import LangflowSpec
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable
+from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowNotFound, FlowUnauthorized
 from tests.fakes import serve_app
 from tests.fakes.langflow import FakeLangflow, LangflowFlow
 from tests.integration.flow_cases import (
