@@ -146,10 +146,8 @@ def _table(model: type[BaseModel], prefix: str, skip: frozenset[str] = frozenset
 
 
 def _doc(model: type[BaseModel]) -> list[str]:
-    doc = (model.__doc__ or "").strip()
-    if not doc or doc.startswith(model.__name__ + "("):  # pydantic's generated signature, not a docstring
-        return []
-    return [" ".join(doc.split()), ""]
+    doc = " ".join((model.__doc__ or "").split())
+    return [doc, ""] if doc else []
 
 
 def _section_path(parent: str, name: str, tp: Any) -> str:
@@ -172,50 +170,46 @@ def _backend_kinds(tp: Any) -> tuple[type[BaseModel], ...]:
 
 
 def render(settings: type[BaseModel] = RouterSettings) -> str:
-    """The whole reference as markdown."""
+    """The whole reference as markdown: each section followed by the sections nested in it."""
     out = [_HEADER]
-    pending: list[tuple[str, type[BaseModel]]] = [("", settings)]
-    seen: set[type[BaseModel]] = set()
-    while pending:
-        path, model = pending.pop(0)
-        if model in seen:
-            continue
-        seen.add(model)
-        title = f"`{path}`" if path else "Top level"
-        out += [f"## {title}", "", *_doc(model)]
-        prefix = f"{path}." if path else ""
-        out += [*_table(model, prefix), ""]
-        for name, field in model.model_fields.items():
-            kinds = _backend_kinds(field.annotation)
-            if kinds:
-                out += _render_kinds(_section_path(prefix, name, field.annotation), kinds, pending)
-                continue
-            for nested in _nested_models(field.annotation):
-                pending.append((_section_path(prefix, name, field.annotation), nested))
+    _section(out, "", settings, set())
     return "\n".join(out).rstrip() + "\n"
 
 
-def _render_kinds(path: str, kinds: tuple[type[BaseModel], ...],
-                  pending: list[tuple[str, type[BaseModel]]]) -> list[str]:
+def _section(out: list[str], path: str, model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
+    if model in seen:  # a class reachable twice (flows of Flowise and Langflow) is described once
+        return
+    seen.add(model)
+    prefix = f"{path}." if path else ""
+    out += [f"## `{path}`" if path else "## Top level", "", *_doc(model), *_table(model, prefix), ""]
+    for name, field in model.model_fields.items():
+        kinds = _backend_kinds(field.annotation)
+        if kinds:
+            _kinds(out, _section_path(prefix, name, field.annotation), kinds, seen)
+            continue
+        for nested in _nested_models(field.annotation):
+            _section(out, _section_path(prefix, name, field.annotation), nested, seen)
+
+
+def _kinds(out: list[str], path: str, kinds: tuple[type[BaseModel], ...], seen: set[type[BaseModel]]) -> None:
     """One section per backend kind: the settings all kinds share once, then each kind's own."""
     shared = frozenset.intersection(*(frozenset(k.model_fields) for k in kinds)) - {"kind"}
     names = ", ".join(f"`{k.model_fields['kind'].default}`" for k in kinds)
-    out = [f"## `{path}`", "",
-           f"Each entry is one backend; its `kind` ({names}) selects which settings apply. "
-           "Settings every kind has:", ""]
-    base = next(iter(kinds))
-    out += [*_table(base, f"{path}.", skip=frozenset(base.model_fields) - shared), ""]
+    base = kinds[0]
+    out += [f"## `{path}`", "",
+            f"Each entry is one backend; its `kind` ({names}) selects which settings apply. "
+            "Settings every kind has:", "",
+            *_table(base, f"{path}.", skip=frozenset(base.model_fields) - shared), ""]
+    nested: list[tuple[str, type[BaseModel]]] = []
     for kind in kinds:
-        label = kind.model_fields["kind"].default
-        out += [f"### `kind: {label}`", "", *_doc(kind)]
-        out += [*_table(kind, f"{path}.", skip=shared), ""]
-        for name in kind.model_fields:
-            if name in shared:
-                continue
-            field = kind.model_fields[name]
-            for nested in _nested_models(field.annotation):
-                pending.append((_section_path(f"{path}.", name, field.annotation), nested))
-    return out
+        out += [f"### `kind: {kind.model_fields['kind'].default}`", "", *_doc(kind),
+                *_table(kind, f"{path}.", skip=shared), ""]
+        for name, field in kind.model_fields.items():
+            if name not in shared:
+                nested += [(_section_path(f"{path}.", name, field.annotation), m)
+                           for m in _nested_models(field.annotation)]
+    for sub_path, model in nested:
+        _section(out, sub_path, model, seen)
 
 
 def main() -> int:
