@@ -34,8 +34,9 @@ One YAML file configures the router (`mcp-router serve --config FILE`; the bundl
 Desktop and Cursor works as it is: an entry with `command` becomes an `mcp_stdio` backend, one with
 `url` an `mcp_http` backend. `${{VAR}}` and `${{VAR:-default}}` in values are expanded from the
 environment, and relative paths are relative to the file. Environment variables with the prefix
-`ROUTER_` override settings, with `__` between levels: `ROUTER_ROUTING__ALPHA=0.5`. Unknown keys
-and out-of-range values stop start-up with a message naming the file and the field.
+`ROUTER_` override settings, with `__` between levels: `ROUTER_ROUTING__ALPHA=0.5` (backends are
+set in the file only). Unknown keys and out-of-range values stop start-up with a message naming the
+file and the field.
 
 Every section below is one settings class; a setting written `routing.weights` is a section of
 its own further down. Secrets (`SecretStr`) are never logged or returned by any endpoint.
