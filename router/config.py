@@ -21,65 +21,80 @@ class _Strict(BaseModel):
 
 
 class _BackendBase(_Strict):
-    name: str = Field(pattern=_NAME, max_length=64)
-    description: str = ""
-    enabled: bool = True
-    # Intent names this backend is declared good at; a match adds `routing.intent_bonus`.
-    intents: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=30.0, gt=0, le=600)
-    connect_timeout_s: float = Field(default=20.0, gt=0, le=300)
-    catalog_ttl_s: float = Field(default=60.0, gt=0)
-    health_interval_s: float = Field(default=10.0, gt=0)
-    health_timeout_s: float = Field(default=5.0, gt=0)
-    max_concurrency: int = Field(default=64, ge=1, le=10_000)
+    """Settings every backend kind has."""
+
+    name: str = Field(pattern=_NAME, max_length=64,
+                      description="Unique name; shown in answers, metrics and `backend` overrides.")
+    description: str = Field(default="", description="What the backend is for; routed on with its tools' texts.")
+    enabled: bool = Field(default=True, description="false keeps the entry in the file but starts nothing.")
+    intents: list[str] = Field(default_factory=list, description=(
+        "Intent names this backend is declared good at; a match adds `routing.intent_bonus`."))
+    tags: list[str] = Field(default_factory=list, description="Free labels for operators; routing ignores them.")
+    timeout_s: float = Field(default=30.0, gt=0, le=600, description="Longest one call to this backend may take.")
+    connect_timeout_s: float = Field(default=20.0, gt=0, le=300,
+                                     description="Longest connecting (or starting the server) may take.")
+    catalog_ttl_s: float = Field(default=60.0, gt=0, description=(
+        "How long the tool catalog is cached; a list-changed notification refreshes it at once."))
+    health_interval_s: float = Field(default=10.0, gt=0, description="Seconds between health checks.")
+    health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
+    max_concurrency: int = Field(default=64, ge=1, le=10_000,
+                                 description="Calls in flight at once to this backend; more wait their turn.")
 
 
 class McpStdioSpec(_BackendBase):
-    kind: Literal["mcp_stdio"] = "mcp_stdio"
-    command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    capabilities: list[Literal["tools", "prompts", "resources"]] = ["tools", "prompts", "resources"]
+    """An MCP server the backend actor runs as a child process and talks to over stdin/stdout."""
+
+    kind: Literal["mcp_stdio"] = Field(default="mcp_stdio", description="An MCP server run as a child process.")
+    command: str = Field(min_length=1, description="The program; `python` is the router's own interpreter.")
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables added for the process.")
+    cwd: str | None = Field(default=None, description="Working directory, relative to the config file.")
+    capabilities: list[Literal["tools", "prompts", "resources"]] = Field(
+        default=["tools", "prompts", "resources"], description="Which kinds of capability are listed and routed to.")
 
 
 class LaunchSpec(_Strict):
     """A local HTTP server the backend actor starts (and restarts) itself before connecting."""
 
-    command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    startup_timeout_s: float = Field(default=30.0, gt=0)
+    command: str = Field(min_length=1, description="The server's program; `python` is the router's interpreter.")
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables added for the process.")
+    cwd: str | None = Field(default=None, description="Working directory, relative to the config file.")
+    startup_timeout_s: float = Field(default=30.0, gt=0,
+                                     description="Longest the server may take to accept connections.")
 
 
 class McpHttpSpec(_BackendBase):
-    kind: Literal["mcp_http"] = "mcp_http"
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
-    launch: LaunchSpec | None = None
-    capabilities: list[Literal["tools", "prompts", "resources"]] = ["tools", "prompts", "resources"]
+    """An MCP server reached over streamable HTTP, optionally started by the backend actor (`launch`)."""
+
+    kind: Literal["mcp_http"] = Field(default="mcp_http", description="An MCP server over streamable HTTP.")
+    url: str = Field(pattern=r"^https?://", description="The server's MCP endpoint, e.g. `http://host:8765/mcp`.")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description=(
+        "Headers sent with every request (e.g. `Authorization`); values are secrets."))
+    launch: LaunchSpec | None = Field(default=None, description="A local server to start (and restart) first.")
+    capabilities: list[Literal["tools", "prompts", "resources"]] = Field(
+        default=["tools", "prompts", "resources"], description="Which kinds of capability are listed and routed to.")
 
 
 class FlowSpec(_Strict):
     """Extra routing information for one flow; flows not listed are still discovered."""
 
-    id: str = Field(min_length=1)
-    name: str | None = None
-    description: str | None = None
-    intents: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    api_key: SecretStr | None = None  # Flowise per-flow API key
+    id: str = Field(min_length=1, description="The flow's id (Langflow also accepts its endpoint name).")
+    name: str | None = Field(default=None, description="Overrides the name the platform reports.")
+    description: str | None = Field(default=None, description="What the flow is for; routed on.")
+    intents: list[str] = Field(default_factory=list, description="Intents this flow is declared good at.")
+    tags: list[str] = Field(default_factory=list, description="Words added to the flow's routing text.")
+    api_key: SecretStr | None = Field(default=None, description=(
+        "The flow's own API key (Flowise chatflows); replaces the backend's key for its runs."))
 
 
 class _FlowBackendBase(_BackendBase):
-    url: str = Field(pattern=r"^https?://")
-    api_key: SecretStr | None = None
-    api_key_env: str | None = None
-    flows: list[FlowSpec] = Field(default_factory=list)
-    # When true, only the flows listed in `flows` are routed to.
-    only_listed_flows: bool = False
+    url: str = Field(pattern=r"^https?://", description="The platform's base URL, e.g. `http://127.0.0.1:3000`.")
+    api_key: SecretStr | None = Field(default=None, description=(
+        "API key (Flowise: `Authorization: Bearer`; Langflow: `x-api-key`); only ever sent as a header."))
+    api_key_env: str | None = Field(default=None, description="Name of an environment variable holding the key.")
+    flows: list[FlowSpec] = Field(default_factory=list, description="Optional routing hints per flow, by id.")
+    only_listed_flows: bool = Field(default=False, description="true: route only to the flows listed in `flows`.")
 
     def resolved_api_key(self) -> str | None:
         if self.api_key is not None:
@@ -90,13 +105,17 @@ class _FlowBackendBase(_BackendBase):
 
 
 class FlowiseSpec(_FlowBackendBase):
-    kind: Literal["flowise"] = "flowise"
+    """Flowise chatflows: every chatflow the platform lists becomes a capability of kind `flow`."""
+
+    kind: Literal["flowise"] = Field(default="flowise", description="Flowise chatflows, one capability each.")
 
 
 class LangflowSpec(_FlowBackendBase):
-    kind: Literal["langflow"] = "langflow"
-    input_type: str = "chat"
-    output_type: str = "chat"
+    """Langflow flows: every flow the platform lists becomes a capability of kind `flow`."""
+
+    kind: Literal["langflow"] = Field(default="langflow", description="Langflow flows, one capability each.")
+    input_type: str = Field(default="chat", description="`input_type` of every run.")
+    output_type: str = Field(default="chat", description="`output_type` of every run.")
 
 
 BackendSpec = Annotated[
@@ -105,38 +124,49 @@ BackendSpec = Annotated[
 
 
 class ScoreWeights(_Strict):
-    match: float = Field(default=0.5, ge=0)
-    health: float = Field(default=0.3, ge=0)
-    perf: float = Field(default=0.2, ge=0)
+    """Weights of the composite score `match * w_match + health * w_health + perf * w_perf`."""
+
+    match: float = Field(default=0.5, ge=0, description="Weight of relevance (retrieval score plus intent bonus).")
+    health: float = Field(default=0.3, ge=0, description="Weight of health: 1 healthy, 0.5 degraded, 0 down/ejected.")
+    perf: float = Field(default=0.2, ge=0, description="Weight of recent success rate and latency.")
 
 
 class RoutingSettings(_Strict):
-    # Chosen on LiveMCPBench (benchmarks/routing_accuracy.py): 0.5 had the best server R@1 and tool R@5.
-    alpha: float = Field(default=0.5, ge=0, le=1)
-    dense_top_n: int = Field(default=200, ge=1)
-    method: Literal["flat", "two_level"] = "flat"
-    # Share of a capability's retrieval score that comes from its server's own document (flat method).
-    # 0.35 was best on LiveMCPBench: server R@1 0.60 -> 0.66 and tool R@10 0.48 -> 0.51, tool R@5 level.
-    server_weight: float = Field(default=0.35, ge=0, le=1)
-    top_servers: int = Field(default=3, ge=1)
-    candidates: int = Field(default=5, ge=1, le=100)
-    weights: ScoreWeights = ScoreWeights()
-    intent_bonus: float = Field(default=0.1, ge=0, le=1)
-    # Below this raw cosine (and with no keyword overlap) nothing is relevant.
-    min_similarity: float = Field(default=0.2, ge=-1, le=1)
-    # Two different tools whose composite scores are this close are ambiguous.
-    ambiguity_margin: float = Field(default=0.0, ge=0, le=1)
-    # A runner-up this close to a best match that needs unknown arguments is called instead of a 422.
-    callable_margin: float = Field(default=0.15, ge=0, le=1)
-    # Retrieval score a candidate needs, relative to the best one, to be tried in fallback.
-    min_relative_match: float = Field(default=0.5, ge=0, le=1)
-    query_cache_size: int = Field(default=4096, ge=0)
+    """Hybrid retrieval (dense + BM25), the composite score and the verdict (404, 409, 422)."""
+
+    alpha: float = Field(default=0.5, ge=0, le=1, description=(
+        "Fusion weight: `alpha * dense + (1 - alpha) * bm25` (1 = embeddings only, 0 = BM25 only). "
+        "0.5 had the best server R@1 and tool R@5 on LiveMCPBench."))
+    dense_top_n: int = Field(default=200, ge=1, description="Capabilities recalled by cosine before BM25 scores them.")
+    method: Literal["flat", "two_level"] = Field(default="flat", description=(
+        "flat ranks capabilities directly; two_level ranks servers first, then tools in the best servers."))
+    server_weight: float = Field(default=0.35, ge=0, le=1, description=(
+        "Share of a capability's retrieval score that comes from its server's own document (flat method). "
+        "0.35 was best on LiveMCPBench: server R@1 0.60 -> 0.66, tool R@10 0.48 -> 0.51."))
+    top_servers: int = Field(default=3, ge=1, description="Servers whose tools are ranked by the two_level method.")
+    candidates: int = Field(default=5, ge=1, le=100, description=(
+        "Candidates returned with a decision (more are kept when a resilience mode needs them)."))
+    weights: ScoreWeights = Field(default=ScoreWeights(), description="Weights of the composite score.")
+    intent_bonus: float = Field(default=0.1, ge=0, le=1, description=(
+        "Added to the match score when the backend declares the question's intent."))
+    min_similarity: float = Field(default=0.2, ge=-1, le=1, description=(
+        "Below this raw cosine (and with no keyword overlap) nothing is relevant: 404."))
+    ambiguity_margin: float = Field(default=0.0, ge=0, le=1, description=(
+        "Two different tools whose composite scores are this close are ambiguous: 409 (0: exact ties only)."))
+    callable_margin: float = Field(default=0.15, ge=0, le=1, description=(
+        "A runner-up this close to a best match that needs unknown arguments is called instead of a 422."))
+    min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(
+        "Retrieval score a candidate needs, relative to the best one, to be tried in fallback."))
+    query_cache_size: int = Field(default=4096, ge=0, description=(
+        "Questions whose vector, intent and retrieval results each replica keeps (0 turns the cache off)."))
 
 
 class IntentDef(_Strict):
-    description: str
-    examples: list[str] = Field(default_factory=list)
-    keywords: list[str] = Field(default_factory=list)
+    """One intent: its prototype embedding is the mean of its description and examples."""
+
+    description: str = Field(description="What questions of this intent ask; part of its prototype embedding.")
+    examples: list[str] = Field(default_factory=list, description="Example questions; averaged into the prototype.")
+    keywords: list[str] = Field(default_factory=list, description="Words whose presence votes for this intent.")
 
 
 def _default_intents() -> dict[str, IntentDef]:
@@ -177,10 +207,13 @@ def _default_intents() -> dict[str, IntentDef]:
 
 
 class IntentSettings(_Strict):
-    intents: dict[str, IntentDef] = Field(default_factory=_default_intents)
-    default: str = "general"
-    # Blend of prototype-embedding similarity and keyword hits.
-    keyword_weight: float = Field(default=0.3, ge=0, le=1)
+    """Intent classification: cosine to each intent's prototype, blended with keyword hits."""
+
+    intents: dict[str, IntentDef] = Field(default_factory=_default_intents, description=(
+        "The intents a question is classified into, by name; replaces the defaults when given."))
+    default: str = Field(default="general", description="The intent of a question that matches none well.")
+    keyword_weight: float = Field(default=0.3, ge=0, le=1, description=(
+        "Share of keyword hits in the blend with prototype-embedding similarity."))
 
     @model_validator(mode="after")
     def _default_is_known(self) -> IntentSettings:
@@ -190,71 +223,93 @@ class IntentSettings(_Strict):
 
 
 class EmbeddingSettings(_Strict):
-    provider: Literal["local", "openai"] = "local"
-    model: str = "all-MiniLM-L6-v2"
-    # Where questions are embedded: `replica` runs the model inside each router replica (in a thread,
-    # concurrent questions batched); `deployment` in its own Serve deployment, for large or GPU models.
-    # Unset: by model size (the small local models and remote endpoints run in the replica).
-    placement: Literal["replica", "deployment"] | None = None
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    batch_size: int = Field(default=64, ge=1, le=2048)
-    max_batch_wait_s: float = Field(default=0.005, ge=0)
-    timeout_s: float = Field(default=30.0, gt=0)
-    threads: int = Field(default=1, ge=1, le=64)
+    """The model that embeds questions and capability texts."""
+
+    provider: Literal["local", "openai"] = Field(default="local", description=(
+        "local: the shipped all-MiniLM-L6-v2 (int8 ONNX); openai: an OpenAI-compatible embeddings endpoint."))
+    model: str = Field(default="all-MiniLM-L6-v2", description="The model name (sent to the endpoint for openai).")
+    placement: Literal["replica", "deployment"] | None = Field(default=None, description=(
+        "Where questions are embedded: replica runs the model inside each router replica (in a thread, concurrent "
+        "questions batched); deployment in its own Serve deployment, for large or GPU models. Unset: by model "
+        "size (the small local models and remote endpoints run in the replica)."))
+    base_url: str | None = Field(default=None, description="The endpoint's base URL (openai provider).")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the endpoint's key.")
+    batch_size: int = Field(default=64, ge=1, le=2048, description="Texts embedded in one model call.")
+    max_batch_wait_s: float = Field(default=0.005, ge=0, description=(
+        "While other questions are being embedded, how long the next batch waits to fill."))
+    timeout_s: float = Field(default=30.0, gt=0, description="Longest one request to the endpoint may take.")
+    threads: int = Field(default=1, ge=1, le=64, description=(
+        "onnxruntime intra-op threads of the local model (one keeps a shared machine responsive)."))
 
 
 class EjectionSettings(_Strict):
-    consecutive_failures: int = Field(default=5, ge=1)
-    failure_rate: float = Field(default=0.5, gt=0, le=1)
-    window_s: float = Field(default=30.0, gt=0)
-    min_requests: int = Field(default=10, ge=1)
-    base_ejection_s: float = Field(default=5.0, gt=0)
-    max_ejection_s: float = Field(default=300.0, gt=0)
+    """The outlier detector each backend actor runs on its own call outcomes."""
+
+    consecutive_failures: int = Field(default=5, ge=1, description="Failures in a row that eject a backend.")
+    failure_rate: float = Field(default=0.5, gt=0, le=1, description=(
+        "Failure rate within `window_s` (over at least `min_requests` calls) that ejects a backend."))
+    window_s: float = Field(default=30.0, gt=0, description="The window the failure rate is measured over.")
+    min_requests: int = Field(default=10, ge=1, description="Calls in the window before the rate counts.")
+    base_ejection_s: float = Field(default=5.0, gt=0, description=(
+        "First ejection's length; each repeat doubles it. Then one probe call decides."))
+    max_ejection_s: float = Field(default=300.0, gt=0, description="The longest an ejection grows to.")
 
 
 class ResilienceSettings(_Strict):
-    default_mode: Literal["fallback", "parallel", "hedged", "consensus"] = "fallback"
-    deadline_s: float = Field(default=30.0, gt=0, le=600)
-    max_attempts: int = Field(default=3, ge=1, le=20)
-    parallel_k: int = Field(default=3, ge=1, le=10)
-    consensus_k: int = Field(default=3, ge=1, le=10)
-    consensus_similarity: float = Field(default=0.85, ge=0, le=1)
-    hedge_min_delay_ms: float = Field(default=20.0, ge=0)
-    hedge_max_delay_ms: float = Field(default=2000.0, ge=0)
-    hedge_default_delay_ms: float = Field(default=200.0, ge=0)
-    response_cache_ttl_s: float = Field(default=300.0, ge=0)
-    response_cache_size: int = Field(default=1024, ge=0)
-    ejection: EjectionSettings = EjectionSettings()
-    perf_window: int = Field(default=100, ge=10, le=10_000)
-    perf_snapshot_interval_s: float = Field(default=5.0, gt=0)
-    stats_refresh_s: float = Field(default=1.0, gt=0)
+    """Resilience modes, deadlines, the last-resort response cache and the performance history."""
+
+    default_mode: Literal["fallback", "parallel", "hedged", "consensus"] = Field(
+        default="fallback", description="The mode of a request that names none.")
+    deadline_s: float = Field(default=30.0, gt=0, le=600, description="Whole-request deadline; a caller may lower it.")
+    max_attempts: int = Field(default=3, ge=1, le=20, description="Backends tried at most (fallback and hedged).")
+    parallel_k: int = Field(default=3, ge=1, le=10, description="Backends called at once in parallel mode.")
+    consensus_k: int = Field(default=3, ge=1, le=10, description="Backends asked in consensus mode.")
+    consensus_similarity: float = Field(default=0.85, ge=0, le=1, description=(
+        "Cosine above which two answers count as agreeing in consensus mode."))
+    hedge_min_delay_ms: float = Field(default=20.0, ge=0, description="Shortest wait before hedging.")
+    hedge_max_delay_ms: float = Field(default=2000.0, ge=0, description="Longest wait before hedging.")
+    hedge_default_delay_ms: float = Field(default=200.0, ge=0, description=(
+        "Wait before hedging when a backend has under five recorded calls (else its p95, capped at three medians)."))
+    response_cache_ttl_s: float = Field(default=300.0, ge=0, description=(
+        "How long an answer stays usable when every candidate backend is unavailable."))
+    response_cache_size: int = Field(default=1024, ge=0, description="Answers kept per replica for that case.")
+    ejection: EjectionSettings = Field(default=EjectionSettings(), description="The outlier detector.")
+    perf_window: int = Field(default=100, ge=10, le=10_000, description=(
+        "Outcomes kept per backend and intent by the performance history."))
+    perf_snapshot_interval_s: float = Field(default=5.0, gt=0, description=(
+        "How often the history is saved to Ray's GCS key-value store (a restart loses at most this)."))
+    stats_refresh_s: float = Field(default=1.0, gt=0, description="How often a replica reads the history's snapshot.")
 
 
 class ServerSettings(_Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
-    # direct: the ingress replica serves HTTP itself (Ray Serve direct ingress); proxy: Serve's HTTP proxy.
-    ingress: Literal["direct", "proxy"] = "direct"
-    replicas: int = Field(default=1, ge=1)
-    max_question_bytes: int = Field(default=32 * 1024, ge=16)
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    access_log: bool = False  # Serve's per-request access log lines
-    # Calls to backend actors on the replica's own node go over the actor's Unix socket rather than
-    # as Ray tasks (see actors.executor); false sends every call through Ray.
-    same_node_channel: bool = True
-    app_name: str = "mcp-router"
-    namespace: str = "mcp-router"
+    """The HTTP endpoint and the Serve application."""
+
+    host: str = Field(default="127.0.0.1", description="Address `mcp-router serve` listens on.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port `mcp-router serve` listens on.")
+    ingress: Literal["direct", "proxy"] = Field(default="direct", description=(
+        "direct: the ingress replica serves HTTP itself (Ray Serve direct ingress); proxy: Serve's HTTP proxy."))
+    replicas: int = Field(default=1, ge=1, description="Ingress replicas (a Serve config's autoscaling replaces it).")
+    max_question_bytes: int = Field(default=32 * 1024, ge=16, description="Longest question accepted: 413 above.")
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="Largest request body accepted: 413 above.")
+    access_log: bool = Field(default=False, description="Serve's per-request access log lines.")
+    app_name: str = Field(default="mcp-router", description=(
+        "The Serve application's name (`serve.get_app_handle(...)`)."))
+    namespace: str = Field(default="mcp-router", description="The Ray namespace the application runs in.")
 
 
 class LLMSettings(_Strict):
-    base_url: str | None = None
-    model: str | None = None
-    api_key: SecretStr | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = Field(default=30.0, gt=0)
-    max_retries: int = Field(default=2, ge=0, le=10)
-    max_tool_turns: int = Field(default=8, ge=1, le=50)
+    """An optional OpenAI-compatible chat model; everything but `/v1/chat` works without one."""
+
+    base_url: str | None = Field(default=None, description=(
+        "An OpenAI-compatible endpoint (vLLM, Ollama, ...); omit for api.openai.com."))
+    model: str | None = Field(default=None, description=(
+        "The chat model; the LLM is used once this and `base_url` or an API key are set."))
+    api_key: SecretStr | None = Field(default=None, description="The API key; else read from `api_key_env`.")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
+    timeout_s: float = Field(default=30.0, gt=0, description="Longest one model request may take.")
+    max_retries: int = Field(default=2, ge=0, le=10, description=(
+        "Retries on connection errors, 408, 409, 429 and 5xx, with backoff."))
+    max_tool_turns: int = Field(default=8, ge=1, le=50, description="Model calls per tool loop of `/v1/chat`.")
 
     @property
     def configured(self) -> bool:
@@ -267,36 +322,44 @@ class LLMSettings(_Strict):
 
 
 class ToolSelectionSettings(_Strict):
-    # Selection engages only above both thresholds; below them every tool is returned.
-    min_tools: int = Field(default=30, ge=0)
-    min_servers: int = Field(default=4, ge=0)
-    max_servers: int = Field(default=12, ge=1)
-    # Retrieval keeps whole servers, best first, until they hold this share of all tools.
-    max_tool_share: float = Field(default=0.2, gt=0, le=1)
-    # How many of retrieval's best servers an LLM chooses among.
-    llm_candidates: int = Field(default=15, ge=1)
-    session_cache_size: int = Field(default=10_000, ge=0)
+    """Smart tool selection: the tools of the servers a conversation needs, in OpenAI format."""
+
+    min_tools: int = Field(default=30, ge=0, description=(
+        "Selection engages only above this many tools (and `min_servers`); below, every tool is returned."))
+    min_servers: int = Field(default=4, ge=0, description="Selection engages only above this many servers.")
+    max_servers: int = Field(default=12, ge=1, description="Most servers kept (a request may ask for fewer).")
+    max_tool_share: float = Field(default=0.2, gt=0, le=1, description=(
+        "Retrieval keeps whole servers, best first, until they hold this share of all tools."))
+    llm_candidates: int = Field(default=15, ge=1, description="How many of retrieval's best servers an LLM picks from.")
+    session_cache_size: int = Field(default=10_000, ge=0, description=(
+        "Sessions whose selection is reused on later turns, per replica."))
 
 
 class TelemetrySettings(_Strict):
-    service_name: str = "mcp-router"
-    metrics: bool = True
+    """Traces (OpenTelemetry, exporters chosen by the standard `OTEL_*` variables) and metrics."""
+
+    service_name: str = Field(default="mcp-router", description="`service.name` of the router's traces.")
+    metrics: bool = Field(default=True, description="Export Prometheus metrics through Ray's metrics API.")
 
 
 class RouterSettings(_Strict):
-    backends: list[BackendSpec] = Field(default_factory=list)
-    routing: RoutingSettings = RoutingSettings()
-    intents: IntentSettings = IntentSettings()
-    embeddings: EmbeddingSettings = EmbeddingSettings()
-    resilience: ResilienceSettings = ResilienceSettings()
-    server: ServerSettings = ServerSettings()
-    llm: LLMSettings = LLMSettings()
-    tool_selection: ToolSelectionSettings = ToolSelectionSettings()
-    telemetry: TelemetrySettings = TelemetrySettings()
-    # Where caches that survive a restart live (embedding vectors); relative to the config file.
-    state_dir: str = ".state"
-    # Questions `mcp-router demo` asks once the router is up.
-    demo_questions: list[str] = Field(default_factory=list)
+    """Everything the router is configured with: one YAML file plus `ROUTER_` environment variables."""
+
+    backends: list[BackendSpec] = Field(default_factory=list, description="The backends, each with its `kind`.")
+    routing: RoutingSettings = Field(default=RoutingSettings(), description="How a question is matched to a tool.")
+    intents: IntentSettings = Field(default=IntentSettings(), description="The intents questions are classified into.")
+    embeddings: EmbeddingSettings = Field(default=EmbeddingSettings(), description="The embedding model.")
+    resilience: ResilienceSettings = Field(default=ResilienceSettings(), description=(
+        "Modes, deadlines, ejection and performance history."))
+    server: ServerSettings = Field(default=ServerSettings(), description="The HTTP server and the Serve application.")
+    llm: LLMSettings = Field(default=LLMSettings(), description="An optional OpenAI-compatible chat model.")
+    tool_selection: ToolSelectionSettings = Field(default=ToolSelectionSettings(), description=(
+        "Smart tool selection (`POST /v1/tools/select`)."))
+    telemetry: TelemetrySettings = Field(default=TelemetrySettings(), description="Traces and metrics.")
+    state_dir: str = Field(default=".state", description=(
+        "Where caches that survive a restart live (embedding vectors); relative to the config file."))
+    demo_questions: list[str] = Field(default_factory=list, description=(
+        "Questions `mcp-router demo` asks once the router is up."))
 
     @field_validator("backends")
     @classmethod
