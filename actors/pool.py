@@ -7,12 +7,14 @@ configuration and then call them directly (one Ray actor call per backend call):
 
     actors, performance = await pool.acquire.remote(settings.enabled_backends, settings.resilience, generation)
 
-Each backend's actor is keyed by a fingerprint of its spec and of the router's code, so a redeploy
-that changes one backend replaces that backend's actor only; the old one drains (its calls in
-flight finish, bounded) and then stops, its MCP session and child processes with it. Replicas of an
-older configuration (lower `generation`) still draining get the current actors, never a
-resurrected old one. When the pool itself stops (the application is deleted, the router is
-stopped, the code changed), every actor is shut down cleanly before it goes.
+Serve replaces every replica of an application when it is rebuilt (`serve deploy` with changed
+arguments or code), the pool's included, so a redeploy replaces every backend: the new pool starts
+fresh actors while the old one drains its own (calls in flight finish, bounded) and stops them, MCP
+sessions and child processes with them. When the application is deleted or the router stopped, the
+same graceful stop runs, and Ray ends any actor whose owner is gone. Within one pool, each actor is
+keyed by a fingerprint of its spec and the router's code: replicas of another configuration get
+their own backend, and replicas of an older build (lower `generation`) get the current actors,
+never a resurrected old one.
 """
 
 from __future__ import annotations
@@ -96,10 +98,12 @@ class BackendPool:
         task.add_done_callback(self._retiring.discard)
 
     async def shutdown(self) -> None:
-        """Stop every actor cleanly: MCP sessions closed, stdio and launched servers ended."""
-        handles = [o.handle for o in self._backends.values()]
+        """Drain every actor (its calls in flight finish, bounded), then stop it cleanly: MCP sessions
+        closed, stdio and launched servers ended."""
+        owned = dict(self._backends)
         self._backends.clear()
-        await asyncio.gather(*(_stop(h) for h in handles), *self._retiring, return_exceptions=True)
+        await asyncio.gather(*(_drain_and_stop(name, o.handle) for name, o in owned.items()), *self._retiring,
+                             return_exceptions=True)
         if self._performance is not None:
             with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
                 await asyncio.wait_for(self._performance.flush.remote(), _STOP_S)

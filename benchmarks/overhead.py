@@ -3,11 +3,14 @@
     python benchmarks/overhead.py [--requests 200] [--ingress direct|proxy] [--json OUT]
 
 1. p50/p99 of a trivial tool (the calculator's `calculate`) called directly with the MCP client;
-2. the same tool through POST /v1/query (sequential requests), with one question (after the first
-   request the router reuses its analysis) and with a new question each time (embedding, intent and
-   retrieval run for every request);
-3. a bare Serve echo app in the same ingress mode (the floor Ray Serve itself sets);
-4. /v1/query throughput at concurrency 1, 8, 32 and 64 (with `wrk` when installed, else httpx).
+2. the same tool through POST /v1/query (sequential requests) with a new question each time (the
+   headline: embedding, intent and retrieval run for every request), broken down per stage from the
+   router's own timings (`routing.stages_ms`; "ingress" is the client's latency less the router's
+   total), and with one repeated question (the router reuses its analysis);
+3. the embedding model alone on the same new questions;
+4. a bare Serve echo app in the same ingress mode (the floor Ray Serve itself sets);
+5. /v1/query throughput at concurrency 1, 8, 32 and 64 with the repeated question and with new
+   questions drawn from a pool of a few thousand (with `wrk` when installed, else httpx).
 """
 
 from __future__ import annotations
@@ -56,12 +59,22 @@ async def direct_mcp(n: int) -> list[float]:
     return out
 
 
+_TEMPLATES = ("What is {a} plus {b}?", "Compute {a} times {b}", "How much is {a} minus {b}?",
+              "Calculate {a} divided by {b}", "What is {a} to the power of {b}?", "Add {a} and {b} please")
+
+
+def question(i: int) -> str:
+    """The i-th of a pool of distinct questions the router has not seen before."""
+    return _TEMPLATES[i % len(_TEMPLATES)].format(a=1000 + i, b=i % 97 + 2)
+
+
 def unseen(i: int) -> str:
-    """A question the router has not seen: embedding and retrieval run again (no question cache hit)."""
-    return json.dumps({"question": f"What is {i} plus {i + 7}?", "include_routing_metadata": False})
+    """A new question with its routing metadata (for the stage timings)."""
+    return json.dumps({"question": question(i)})
 
 
-def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: str = "/v1/query") -> list[float]:
+def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: str = "/v1/query",
+               stages: list[dict[str, float]] | None = None) -> list[float]:
     make = body if callable(body) else (lambda _: body)
     out = []
     with httpx.Client(timeout=30) as c:
@@ -72,14 +85,44 @@ def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: 
             r = c.post(url + path, content=make(i), headers={"content-type": "application/json"})
             out.append((time.perf_counter() - t0) * 1000)
             r.raise_for_status()
+            if stages is not None:
+                meta = r.json()["routing"]
+                stages.append({"ingress": out[-1] - meta["total_ms"], **meta["stages_ms"]})
     return out
 
 
-def throughput(url: str, concurrency: int, seconds: float) -> float:
+def model_alone(n: int) -> list[float]:
+    """The local embedding model on one new question at a time, as a router replica runs it."""
+    from router.config import EmbeddingSettings
+    from router.embeddings import build_embedder
+
+    model = build_embedder(EmbeddingSettings())
+    encode = model.encode  # type: ignore[attr-defined]
+    for i in range(20):
+        encode([question(200_000 + i)])
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        encode([question(300_000 + i)])
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def _wrk_script(new_questions: bool) -> str:
+    if not new_questions:
+        return (f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY)}\n'
+                'wrk.headers["Content-Type"] = "application/json"\n')
+    pool = ",\n".join(json.dumps(json.dumps({"question": question(400_000 + i), "include_routing_metadata": False}))
+                      for i in range(4000))
+    return ('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+            f"local bodies = {{\n{pool}\n}}\n"
+            "request = function()\n  return wrk.format(nil, nil, nil, bodies[math.random(#bodies)])\nend\n")
+
+
+def throughput(url: str, concurrency: int, seconds: float, new_questions: bool = False) -> float:
     if shutil.which("wrk"):
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-            f.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY)}\n'
-                    'wrk.headers["Content-Type"] = "application/json"\n')
+            f.write(_wrk_script(new_questions))
         out = subprocess.run(["wrk", f"-t{min(2, concurrency)}", f"-c{concurrency}", f"-d{int(seconds)}s", "-s",
                               f.name, url + "/v1/query"], capture_output=True, text=True, check=True).stdout
         os.unlink(f.name)
@@ -95,7 +138,8 @@ def throughput(url: str, concurrency: int, seconds: float) -> float:
             async def worker() -> None:
                 nonlocal done
                 while time.monotonic() < stop:
-                    await c.post(url + "/v1/query", content=BODY, headers={"content-type": "application/json"})
+                    body = unseen(500_000 + done) if new_questions else BODY
+                    await c.post(url + "/v1/query", content=body, headers={"content-type": "application/json"})
                     done += 1
             await asyncio.gather(*(worker() for _ in range(concurrency)))
         return done / seconds
@@ -133,6 +177,7 @@ def main() -> None:
     from cli.local import free_port, start_local, stop_local
 
     direct = asyncio.run(direct_mcp(args.requests))
+    model = model_alone(args.requests)
     port = free_port()
     settings = RouterSettings.model_validate({
         "backends": [{"name": "calculator", "kind": "mcp_stdio", "command": sys.executable,
@@ -141,9 +186,11 @@ def main() -> None:
     })
     endpoints = start_local(settings, num_cpus=2)
     url = endpoints.url
+    stages: list[dict[str, float]] = []
+    routed_new = sequential(url, args.requests, unseen, stages=stages)
     routed = sequential(url, args.requests)
-    routed_new = sequential(url, args.requests, unseen)
     rps = {c: throughput(url, c, args.seconds) for c in (1, 8, 32, 64)}
+    rps_new = {c: throughput(url, c, args.seconds, new_questions=True) for c in (1, 8, 32, 64)}
     serve.delete(settings.server.app_name)
 
     echo_app = FastAPI()
@@ -169,16 +216,29 @@ def main() -> None:
         "router_new_p50_ms": statistics.median(routed_new), "router_new_p99_ms": pct(routed_new, 99),
         "echo_p50_ms": statistics.median(echo), "echo_p99_ms": pct(echo, 99),
         "rps": {str(k): round(v, 1) for k, v in rps.items()},
+        "new_question_p50_ms": statistics.median(routed_new),
+        "new_question_stages_ms": {name: round(statistics.median(s.get(name, 0.0) for s in stages), 3)
+                                   for name in ("ingress", "analyse", "decide", "plan", "execute", "respond")},
+        "model_p50_ms": statistics.median(model), "model_p99_ms": pct(model, 99),
+        "rps_new": {str(k): round(v, 1) for k, v in rps_new.items()},
     }
     report["added_p50_ms"] = report["router_p50_ms"] - report["direct_p50_ms"]
+    report["new_question_added_p50_ms"] = report["new_question_p50_ms"] - report["direct_p50_ms"]
+    report["new_question_added_without_model_p50_ms"] = report["new_question_added_p50_ms"] - report["model_p50_ms"]
     print(f"\ningress mode: {args.ingress}, {args.requests} sequential requests each")
-    print(f"{'path':<34}{'p50 ms':>10}{'p99 ms':>10}")
-    for label, key in (("MCP client -> tool (direct)", "direct"), ("HTTP -> router -> actor -> tool", "router"),
-                       ("  the same, every question new", "router_new"), ("HTTP -> bare Serve echo", "echo")):
-        print(f"{label:<34}{report[key + '_p50_ms']:>10.2f}{report[key + '_p99_ms']:>10.2f}")
-    print(f"added by the router (p50): {report['added_p50_ms']:.2f} ms")
-    print(f"{'concurrency':<14}" + "".join(f"{c:>10}" for c in rps))
-    print(f"{'req/s':<14}" + "".join(f"{v:>10.0f}" for v in rps.values()))
+    print(f"{'path':<40}{'p50 ms':>10}{'p99 ms':>10}")
+    for label, key in (("HTTP -> router -> actor -> tool, new question", "router_new"),
+                       ("  the same, one repeated question", "router"), ("MCP client -> tool (direct)", "direct"),
+                       ("the embedding model alone", "model"), ("HTTP -> bare Serve echo", "echo")):
+        print(f"{label:<40}{report[key + '_p50_ms']:>10.2f}{report[key + '_p99_ms']:>10.2f}")
+    print(f"added by the router (p50): new question {report['new_question_added_p50_ms']:.2f} ms "
+          f"({report['new_question_added_without_model_p50_ms']:.2f} ms without the model), "
+          f"repeated question {report['added_p50_ms']:.2f} ms")
+    print("new question, p50 per stage (ms): " + ", ".join(f"{k} {v:.2f}"
+                                                        for k, v in report["new_question_stages_ms"].items()))
+    print(f"{'concurrency':<22}" + "".join(f"{c:>10}" for c in rps))
+    print(f"{'req/s, repeated':<22}" + "".join(f"{v:>10.0f}" for v in rps.values()))
+    print(f"{'req/s, new questions':<22}" + "".join(f"{v:>10.0f}" for v in rps_new.values()))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2))
 

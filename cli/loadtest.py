@@ -234,8 +234,11 @@ def write_json(path: Path, summary: dict[str, Any], samples: list[Sample]) -> No
 
 def write_plot(path: Path, samples: list[Sample], title: str = "mcp-router load test") -> None:
     """Two panels: latency over time (every request, with p50/p95 per second) and the latency histogram."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install 'mcp-router[plots]'") from None
 
     fig = Figure(figsize=(12, 4.5), layout="constrained")
     FigureCanvasAgg(fig)

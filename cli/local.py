@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -68,6 +70,10 @@ def start_local(settings: RouterSettings, *, num_cpus: int | None = None, wait_s
         ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=settings.server.namespace,
                  log_to_driver=not quiet, configure_logging=True,
                  logging_level=logging.WARNING if quiet else logging.INFO)
+        if threading.current_thread() is threading.main_thread():
+            # Ray's own SIGTERM handler would kill its processes at once; as Ctrl-C instead, the caller's
+            # clean-up (stop_local) deletes the application gracefully first.
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
     serve.start(http_options=HTTPOptions(host=host, port=proxy_port),
                 logging_config=LoggingConfig(log_level="WARNING" if quiet else "INFO", enable_access_log=not quiet))
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)

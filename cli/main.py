@@ -13,7 +13,6 @@ import argparse
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -77,8 +76,9 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
     started = time.monotonic()
     print(f"starting Ray and the Serve application {settings.server.app_name!r} "
           f"({len(settings.enabled_backends)} backends from {args.config}) ...", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM stops the router as Ctrl-C does: the application is deleted gracefully (backends drained
+    # and stopped, no child process left), then Ray (start_local keeps this once Ray is up).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         endpoints = start_local(settings, num_cpus=args.num_cpus, quiet=not args.verbose)
         report = wait_until_healthy(endpoints.url, 60 if demo else 20)
@@ -89,8 +89,8 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
         if demo:
             _demo(endpoints.url, settings.demo_questions, started)
         print("serving; press Ctrl-C to stop", flush=True)
-        while not stop.wait(1):
-            pass
+        while True:
+            time.sleep(3600)
     except KeyboardInterrupt:
         pass
     finally:

@@ -8,6 +8,8 @@ its `RouterError` carries; malformed JSON, missing fields, wrong types and overs
 from __future__ import annotations
 
 import logging
+import re
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from router.errors import InvalidRequest, PayloadTooLarge, RouterError
+from router.errors import ErrorKind, InvalidRequest, PayloadTooLarge, RouterError
 from router.models import (
     BackendInfo,
     ChatRequest,
@@ -37,6 +39,15 @@ if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
 
 log = logging.getLogger("mcp_router.http")
+
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def request_id(request: Request) -> str:
+    """The caller's `x-request-id` when it is a plain token, else a new one."""
+    given = request.headers.get("x-request-id", "")
+    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
 def describe_validation(errors: list[Any]) -> str:
@@ -131,11 +142,15 @@ def build_http_app(ingress: RouterIngress,
         return JSONResponse(err.payload(), status_code=400)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        # The one top-level boundary: anything unforeseen is logged and answered as JSON, not a bare 500.
-        log.exception("unhandled error")
-        return JSONResponse({"error": {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}},
-                            status_code=500)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # The one top-level boundary: anything unforeseen is logged with a request id, and the caller
+        # gets that id and a generic message; exception text can hold internals and never goes out.
+        rid = request_id(request)
+        log.error("unhandled error in %s %s (request id %s)", request.method, request.url.path, rid,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+        body = {"error": {"type": ErrorKind.INTERNAL.value, "request_id": rid,
+                          "message": f"internal error; the router's log has the details under request id {rid}"}}
+        return JSONResponse(body, status_code=500, headers={"x-request-id": rid})
 
     def check_question(question: str) -> None:
         size = len(question.encode("utf-8"))

@@ -82,14 +82,21 @@ class Router:
 
     async def decide(self, question: str, *, intent: str | None = None, backend: str | None = None,
                      tool: str | None = None, session_id: str | None = None, k: int | None = None,
-                     fallback_on_override: bool = False) -> Decision:
-        """analyse, then decide: the ranked candidates and the verdict (no call is made)."""
+                     fallback_on_override: bool = False, stages: dict[str, float] | None = None) -> Decision:
+        """analyse, then decide: the ranked candidates and the verdict (no call is made). `decision_ms`
+        covers both; `stages`, when given, receives each one's milliseconds."""
+        started = time.perf_counter()
         dense = self.index is not None and self.index.tools.dense
         analysis = await self.analyser.analyse(question, dense=dense, intent=intent)
+        analysed = time.perf_counter()
         sticky = self._sessions.get(session_id) if session_id else None
-        return self.decider.decide(analysis, self.index, self.catalogs, statuses=self.stats.statuses(),
-                                   perf=self.stats.perf(), backend=backend, tool=tool, sticky=sticky,
-                                   fallback_on_override=fallback_on_override, k=k)
+        d = self.decider.decide(analysis, self.index, self.catalogs, statuses=self.stats.statuses(),
+                                perf=self.stats.perf(), backend=backend, tool=tool, sticky=sticky,
+                                fallback_on_override=fallback_on_override, k=k, started=started)
+        if stages is not None:
+            stages["analyse"] = _ms(started, analysed)
+            stages["decide"] = _ms(analysed, time.perf_counter())
+        return d
 
     async def route(self, req: RouteRequest) -> RouteResponse:
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, k=req.k)
@@ -112,10 +119,12 @@ class Router:
 
     async def _query(self, req: QueryRequest) -> QueryResponse:
         started = time.monotonic()
+        stages: dict[str, float] = {}
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
-                              session_id=req.session_id, fallback_on_override=req.fallback_on_override)
+                              session_id=req.session_id, fallback_on_override=req.fallback_on_override, stages=stages)
         if d.verdict == "ambiguous" and self.llm is not None:
             d = await assist.resolve_ambiguity(self.llm, d, self.catalogs)
+        mark = time.perf_counter()
         statuses = self.stats.statuses()
         p = plan(d, req, statuses, self.settings)
         if self.llm is not None and assist.needs_arguments(p, req):
@@ -126,12 +135,18 @@ class Router:
         cached = self.responses.lookup(key, statuses)
         if cached is not None:
             return cached_response(cached, d, p.mode, started, req)
+        stages["plan"], mark = _ms(mark, time.perf_counter()), time.perf_counter()
         result = await execute(p, d, req, settings=self.settings, executor=self.executor, perf=self.stats.perf(),
                                record=self.stats.record, embed=self._embed, started=started)
-        answer = respond(result, d, p.mode, started, req)
+        stages["execute"] = _ms(mark, time.perf_counter())
+        answer = respond(result, d, p.mode, started, req, stages)
         if isinstance(answer, RouterError):
             raise answer
         self.responses.store(key, answer)
         if req.session_id:
             self._sessions.put(req.session_id, answer.backend)
         return answer
+
+
+def _ms(start: float, end: float) -> float:
+    return round((end - start) * 1000, 3)

@@ -17,43 +17,30 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
-
-import openai
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from router.config import LLMSettings
 from router.errors import (
     ArgumentsRequired,
-    BackendFailed,
     BackendTimeout,
+    ConfigError,
     InvalidRequest,
+    LLMBadOutput,
+    LLMFailed,
     LLMNotConfigured,
+    LLMTimeout,
     RouterError,
 )
 from router.models import CallContext, CallOutcome, Capability
 from router.strategies.base import Executor
 
+if TYPE_CHECKING:
+    import openai
+
 Message = dict[str, Any]
 ServerCandidate = tuple[str, str, Sequence[str]]  # (server name, description, its top tool names)
 REROUTE_SENTINEL = "[[REROUTE]]"
 _FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
-
-
-class LLMFailed(BackendFailed):
-    """The LLM endpoint could not be reached or answered with an HTTP error (after retries)."""
-
-    code = "llm_failed"
-
-
-class LLMBadOutput(LLMFailed):
-    """The LLM answered, but not with JSON matching the schema it was asked for."""
-
-    code = "llm_bad_output"
-
-
-class LLMTimeout(BackendTimeout):
-    code = "llm_timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +107,16 @@ class LLMClient:
             raise LLMNotConfigured(
                 f"no LLM is configured: set llm.base_url, or an API key in the environment variable "
                 f"{settings.api_key_env} (or llm.api_key)", missing=f"llm.base_url or {settings.api_key_env}")
+        try:
+            import openai
+        except ImportError:
+            raise ConfigError("llm is configured but the openai package is missing: "
+                              "pip install 'mcp-router[llm]'") from None
+        self._openai = openai
         self.settings = settings
         self.model: str = settings.model
         # A local server usually needs no key, but the SDK always sends one.
-        self._client = AsyncOpenAI(base_url=settings.base_url, api_key=key or "unused",
+        self._client = openai.AsyncOpenAI(base_url=settings.base_url, api_key=key or "unused",
                                    timeout=settings.timeout_s, max_retries=settings.max_retries)
 
     async def close(self) -> None:
@@ -135,13 +128,13 @@ class LLMClient:
         try:
             return await self._client.chat.completions.create(model=self.model, messages=cast(Any, messages),
                                                               **params)
-        except openai.APITimeoutError as exc:
+        except self._openai.APITimeoutError as exc:
             raise LLMTimeout(f"the LLM ({self.model}) did not answer within {s.timeout_s:g} s "
                              f"({s.max_retries} retries)", model=self.model) from exc
-        except openai.APIConnectionError as exc:
+        except self._openai.APIConnectionError as exc:
             raise LLMFailed(f"cannot reach the LLM at {self._client.base_url}: {exc}",
                             model=self.model) from exc
-        except openai.APIStatusError as exc:
+        except self._openai.APIStatusError as exc:
             status = exc.status_code
             retried = s.max_retries if status in (408, 409, 429) or status >= 500 else 0
             after = f" after {retried} retries" if retried else ""

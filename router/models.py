@@ -337,6 +337,8 @@ class RoutingMetadata(_Model):
     decision_ms: float = 0.0
     execution_ms: float = 0.0
     total_ms: float = 0.0
+    # Milliseconds per stage of the router core: analyse, decide, plan, execute, respond.
+    stages_ms: dict[str, float] = Field(default_factory=dict)
     session_id: str | None = None
     cached: bool = False
     agreement: float | None = None

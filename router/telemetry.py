@@ -14,6 +14,8 @@ from typing import Any
 
 from opentelemetry import trace
 
+from router.errors import ConfigError
+
 TRACER = trace.get_tracer("mcp-router")
 log = logging.getLogger("mcp_router")
 _configured = False
@@ -50,19 +52,23 @@ def configure_tracing(service_name: str, environ: Mapping[str, str] | None = Non
     names = {n.strip() for n in env.get("OTEL_TRACES_EXPORTER", "").split(",") if n.strip()}
     if "none" in names:
         return False
-    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "otlp" in names:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        exporters.append(OTLPSpanExporter())
-    if "console" in names:
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-        exporters.append(ConsoleSpanExporter())
-    if not exporters:
+    otlp = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "otlp" in names
+    if not otlp and "console" not in names:
         return False
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+        if otlp:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+    except ImportError:
+        raise ConfigError("exporting traces (OTEL_* variables) needs the OpenTelemetry SDK: "
+                          "pip install 'mcp-router[telemetry]'") from None
+    if "console" in names:
+        exporters.append(ConsoleSpanExporter())
 
     provider = TracerProvider(resource=Resource.create({"service.name": env.get("OTEL_SERVICE_NAME",
                                                                                    service_name)}))

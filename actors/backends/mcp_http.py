@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from actors.backends.mcp import McpBackend
 from actors.backends.mcp_stdio import resolve_command
@@ -48,7 +47,7 @@ class McpHttpBackend(McpBackend):
             await self._ensure_process()
         headers = {k: v.get_secret_value() for k, v in s.headers.items()}
         timeout = httpx2.Timeout(s.connect_timeout_s, read=max(s.timeout_s, 30.0))
-        client = await stack.enter_async_context(create_mcp_http_client(headers=headers, timeout=timeout))
+        client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=timeout))
         return streamable_http_client(s.url, http_client=client)
 
     async def _ensure_process(self) -> None:

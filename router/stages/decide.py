@@ -43,8 +43,9 @@ class Decider:
     def decide(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], *,
                statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
                backend: str | None = None, tool: str | None = None, sticky: str | None = None,
-               fallback_on_override: bool = False, k: int | None = None) -> Decision:
-        started = time.perf_counter()
+               fallback_on_override: bool = False, k: int | None = None, started: float | None = None) -> Decision:
+        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too."""
+        started = time.perf_counter() if started is None else started
         if backend is not None and backend not in self._known:
             raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(self._known)}",
                                  backend=backend)

@@ -49,7 +49,8 @@ def failure_error(result: StrategyResult) -> RouterError:
 
 
 def routing_metadata(d: Decision, mode: str, started: float, result: StrategyResult | None,
-                     req: QueryRequest, call: PlannedCall | None) -> RoutingMetadata:
+                     req: QueryRequest, call: PlannedCall | None,
+                     stages: dict[str, float] | None = None) -> RoutingMetadata:
     chosen = None
     if call is not None:
         chosen = next((c.info(i + 1) for i, c in enumerate(d.candidates) if c is call.candidate), None)
@@ -64,17 +65,20 @@ def routing_metadata(d: Decision, mode: str, started: float, result: StrategyRes
         execution_ms=round(result.outcome.latency_ms, 2) if result and result.outcome else 0.0,
         total_ms=round((time.monotonic() - started) * 1000, 2), session_id=req.session_id,
         agreement=result.agreement if result else None, answers=result.answers if result else None,
-        disagreed=result.disagreed if result else None,
+        disagreed=result.disagreed if result else None, stages_ms=stages or {},
     )
 
 
-def respond(result: StrategyResult, d: Decision, mode: str, started: float,
-            req: QueryRequest) -> QueryResponse | RouterError:
-    """The answer of the attempt that won, with its routing metadata; the failure's error otherwise."""
+def respond(result: StrategyResult, d: Decision, mode: str, started: float, req: QueryRequest,
+            stages: dict[str, float] | None = None) -> QueryResponse | RouterError:
+    """The answer of the attempt that won, with its routing metadata; the failure's error otherwise.
+    `stages`: each stage's milliseconds so far; this one's own time is the request's remainder."""
     if result.outcome is None or result.call is None:
         return failure_error(result)
     o, call = result.outcome, result.call
-    meta = routing_metadata(d, mode, started, result, req, call)
+    if stages is not None:
+        stages["respond"] = max(0.0, round((time.monotonic() - started) * 1000 - sum(stages.values()), 3))
+    meta = routing_metadata(d, mode, started, result, req, call, stages)
     return QueryResponse(answer=o.text, backend=o.backend, capability=o.capability, kind=call.capability.kind,
                          content=list(o.content), structured=o.structured,
                          session_id=o.session_id or req.session_id,

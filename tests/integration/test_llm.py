@@ -12,14 +12,8 @@ import pytest
 
 from router.config import EmbeddingSettings, LLMSettings
 from router.embeddings import OpenAIEmbedder
-from router.errors import ArgumentsRequired, InvalidRequest, LLMNotConfigured
-from router.llm import (
-    Choice,
-    LLMBadOutput,
-    LLMClient,
-    LLMFailed,
-    LLMTimeout,
-)
+from router.errors import ArgumentsRequired, InvalidRequest, LLMBadOutput, LLMFailed, LLMNotConfigured, LLMTimeout
+from router.llm import Choice, LLMClient
 from tests.fakes.openai_server import ApiError, FakeOpenAI, Reply, default_embedding, json_reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from router.embeddings import CachedEmbedder, EmbeddingCache, normalize
+from router.embeddings import CachedEmbedder, EmbeddingCache, MicroBatcher, normalize
 from tests.unit.helpers import embed_texts
 
 
@@ -96,3 +97,51 @@ def test_cache_lookup_handles_many_keys(tmp_path: Path, n: int) -> None:
     found = cache.get_many("m", texts)
     assert len(found) == n
     assert found[EmbeddingCache.key(texts[-1])].tolist() == [n - 1, n - 1]
+
+
+class SlowModel:
+    """Records the batches it is given; each takes a little while, like the real model in its thread."""
+
+    model_id = "slow"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        await asyncio.sleep(0.02)
+        return normalize(np.array([[float(len(t)), 1.0] for t in texts]))
+
+
+async def test_a_lone_question_is_embedded_at_once_and_concurrent_ones_share_the_next_model_call() -> None:
+    model = SlowModel()
+    batcher = MicroBatcher(model, max_batch=64)
+    first = await batcher.embed(["alone"])
+    assert model.batches == [["alone"]] and first.shape == (1, 2)
+    texts = [f"question {'x' * i}" for i in range(10)]
+    running = asyncio.create_task(batcher.embed([texts[0]]))
+    await asyncio.sleep(0.005)  # the model is busy with the first question
+    vectors = [await running, *await asyncio.gather(*(batcher.embed([t]) for t in texts[1:]))]
+    # The nine that arrived while the model ran went together in its next call.
+    assert model.batches[1:] == [texts[:1], texts[1:]]
+    for t, v in zip(texts, vectors, strict=True):
+        assert np.allclose(v[0], normalize(np.array([[float(len(t)), 1.0]]))[0])
+
+
+async def test_a_failing_model_fails_every_question_of_its_batch_and_the_next_batch_runs() -> None:
+    class Broken(SlowModel):
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            if texts[0] == "boom":
+                raise RuntimeError("model crashed")
+            return await super().embed(texts)
+
+    batcher = MicroBatcher(Broken())
+    results = await asyncio.gather(batcher.embed(["boom"]), return_exceptions=True)
+    assert isinstance(results[0], RuntimeError)
+    assert (await batcher.embed(["fine"])).shape == (1, 2)
+
+
+async def test_lists_of_texts_bypass_the_queue() -> None:
+    model = SlowModel()
+    out = await MicroBatcher(model).embed(["a", "bb", "ccc"])
+    assert out.shape == (3, 2) and model.batches == [["a", "bb", "ccc"]]

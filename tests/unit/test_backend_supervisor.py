@@ -1,0 +1,84 @@
+"""BackendSupervisor without Ray: a fault in a backend's own code is a failed call, never a stuck backend."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from actors.backend import BackendSupervisor
+from router.config import RouterSettings
+from router.errors import ErrorKind
+from router.models import CallContext, CallOutcome, Capability, Catalog
+
+CTX = CallContext(question="q", intent="general")
+TOOL = Capability(backend="flaky", name="work")
+
+
+class ScriptedBackend:
+    """A connected backend whose calls follow a script: "ok", "boom" (an unexpected exception)."""
+
+    name, kind, transport, connected = "flaky", "mcp_stdio", "stdio", True
+    on_change = None
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = script
+
+    async def connect(self) -> None: ...
+
+    async def list_capabilities(self) -> Catalog:
+        return Catalog(backend="flaky", version="1", description="", capabilities=(TOOL,))
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext) -> CallOutcome:
+        if self.script.pop(0) == "boom":
+            raise KeyError("a bug in the backend adapter")
+        return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0, text="done")
+
+    async def health(self, timeout_s: float) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+def supervisor(script: list[str]) -> BackendSupervisor:
+    settings = RouterSettings.model_validate({
+        "backends": [{"name": "flaky", "kind": "mcp_stdio", "command": "x", "max_concurrency": 1}],
+        "resilience": {"ejection": {"consecutive_failures": 1, "base_ejection_s": 0.05}}})
+    sup = BackendSupervisor(settings.backends[0], settings.resilience)
+    sup.backend = ScriptedBackend(script)  # type: ignore[assignment]
+    return sup
+
+
+async def call(sup: BackendSupervisor) -> CallOutcome:
+    return await sup.call(TOOL, {}, 5.0, CTX)
+
+
+async def test_an_unexpected_exception_is_a_backend_failed_outcome_that_releases_the_call_slot() -> None:
+    sup = supervisor(["boom", "ok"])
+    await sup.start(wait_s=2)
+    failed = await call(sup)
+    assert not failed.ok and failed.error_kind is ErrorKind.BACKEND_FAILED
+    assert "KeyError" in (failed.error or "") and "adapter" not in (failed.error or "")  # the type, not the text
+    assert sup.status().inflight == 0
+    await asyncio.sleep(0.06)  # the one-failure ejection runs out; the next call is the probe
+    assert (await call(sup)).ok  # the only slot (max_concurrency 1) was given back
+    await sup.shutdown()
+
+
+async def test_a_half_open_probe_that_raises_unexpectedly_does_not_leave_the_backend_refusing_calls() -> None:
+    sup = supervisor(["boom", "boom", "ok"])
+    await sup.start(wait_s=2)
+    assert not (await call(sup)).ok  # ejected after one failure
+    await asyncio.sleep(0.06)
+    probe = await call(sup)  # the probe: the backend raises something unexpected
+    assert not probe.ok and probe.error_kind is ErrorKind.BACKEND_FAILED
+    refused = await call(sup)  # ejected again, for a while
+    assert refused.error_kind is ErrorKind.BACKEND_UNAVAILABLE and "ejected" in (refused.error or "")
+    for _ in range(50):  # the next probe goes through once the (doubled) ejection is over
+        await asyncio.sleep(0.05)
+        outcome = await call(sup)
+        if outcome.ok:
+            break
+    assert outcome.ok and sup.status().health == "healthy"
+    await sup.shutdown()
