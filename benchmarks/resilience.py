@@ -9,12 +9,13 @@ answers in 20 ms. All latencies have +-10% jitter. They are listed worst first, 
 on a faulty backend and has only its own performance history to move away from it.
 
 For each mode (fallback, parallel, hedged, consensus) N questions go one after the other through
-the router's own decision and strategy code, wired in-process (`benchmarks/inprocess.py`: no
-Ray, no HTTP), each mode starting from an empty history. Reported per mode: the share of requests
-answered, end-to-end latency percentiles of all requests, and backend calls per request (every
-attempt in the routing metadata, cancelled ones included). `fastest_backend_p50_ms` is the
-healthy backend called directly, without the router, half before the modes and half after (every
-backend first answers a few direct calls, so that no mode pays for a server's first call).
+the real path: POST /v1/query to the router running under Ray Serve on a local Ray, its backend
+actors and their stdio servers. Each mode runs on a freshly started router, so it starts from an
+empty history and fresh outlier detectors. Reported per mode: the share of requests answered,
+end-to-end latency percentiles of all requests, backend calls per request (every attempt in the
+routing metadata, cancelled ones included) and calls that reached a server (each server's own
+counters). `fastest_backend_p50_ms` is the healthy backend's server called directly with the MCP
+client, without the router.
 
 Settings are the router's defaults; `ROUTER_*` environment variables change them as they do for
 the router itself, e.g. ``ROUTER_RESILIENCE__HEDGE_MAX_DELAY_MS=50``.
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import statistics
 import sys
@@ -33,17 +33,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.inprocess import InProcessRouter  # noqa: E402
 from router.config import ResilienceSettings, RouterSettings  # noqa: E402
 from router.config_file import load_settings  # noqa: E402
-from router.errors import RouterError  # noqa: E402
-from router.models import QueryRequest  # noqa: E402
-from router.strategies import CallContext  # noqa: E402
 
 MODES = ("fallback", "parallel", "hedged", "consensus")
 SERVER = str(ROOT / "examples" / "servers" / "faulty.py")
@@ -69,43 +66,68 @@ QUESTIONS = [
 ]
 
 
-def settings() -> RouterSettings:
+def settings(port: int = 8000) -> RouterSettings:
     """Router defaults, `ROUTER_*` environment variables applied, and the three faulty backends."""
     backends = [{"name": name, "kind": "mcp_stdio", "command": sys.executable, "timeout_s": 10.0,
                  "args": [SERVER, "--name", name, *flags]} for name, flags in BACKENDS.items()]
-    return load_settings(None, overrides={"backends": backends})
+    return load_settings(None, overrides={"backends": backends, "server": {"port": port},
+                                          "state_dir": str(ROOT / ".state")})
 
 
 def pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)), 2) if values else 0.0
 
 
-async def run_mode(local: InProcessRouter, mode: str, n: int) -> dict[str, Any]:
-    local.reset()
-    sent_before = sum(b.sent for b in local.backends.values())
-    latencies: list[float] = []
-    succeeded = calls = 0
-    served: Counter[str] = Counter()
-    outcomes: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    for i in range(n):
-        req = QueryRequest(question=QUESTIONS[i % len(QUESTIONS)], mode=mode)  # type: ignore[arg-type]
-        started = time.perf_counter()
-        try:
-            resp = await local.router.query(req)
-            attempts = [a.model_dump() for a in resp.routing.attempts] if resp.routing else []
-            if resp.capability == "answer" and resp.answer == ANSWER:
-                succeeded += 1
-                served[resp.backend] += 1
-            else:
-                errors[f"wrong answer from {resp.backend}/{resp.capability}"] += 1
-        except RouterError as exc:
-            attempts = exc.details.get("attempts", [])
-            errors[exc.code] += 1
-        latencies.append((time.perf_counter() - started) * 1000)
-        calls += len(attempts)
-        outcomes.update(f"{a['backend']}:{a['outcome']}" for a in attempts)
-    sent = sum(b.sent for b in local.backends.values()) - sent_before
+def server_calls(client: httpx.Client, url: str) -> int:
+    """Calls the three servers have answered or failed so far, from their own counters."""
+    total = 0
+    for name in BACKENDS:
+        r = client.post(f"{url}/v1/query", json={"question": "stats", "backend": name, "tool": "stats",
+                                                 "include_routing_metadata": False})
+        r.raise_for_status()
+        counts = json.loads(r.json()["answer"])
+        total += sum(v for k, v in counts.items() if k != "cancelled")
+    return total
+
+
+def run_mode(mode: str, n: int, num_cpus: int) -> dict[str, Any]:
+    """N requests in one mode against a freshly started router (empty history, fresh detectors)."""
+    from cli.local import free_port, start_local, stop_local, wait_until_healthy
+
+    config = settings(free_port())
+    url = start_local(config, num_cpus=num_cpus).url
+    try:
+        wait_until_healthy(url, 60)
+        latencies: list[float] = []
+        succeeded = calls = 0
+        served: Counter[str] = Counter()
+        outcomes: Counter[str] = Counter()
+        errors: Counter[str] = Counter()
+        with httpx.Client(timeout=60) as client:
+            for i in range(3):  # first calls pay for imports and caches in the server processes
+                client.post(f"{url}/v1/query", json={"question": QUESTIONS[i], "mode": "parallel"})
+            sent_before = server_calls(client, url)
+            for i in range(n):
+                started = time.perf_counter()
+                r = client.post(f"{url}/v1/query", json={"question": QUESTIONS[i % len(QUESTIONS)], "mode": mode})
+                latencies.append((time.perf_counter() - started) * 1000)
+                body = r.json()
+                if r.is_success:
+                    attempts = body["routing"]["attempts"]
+                    if body["capability"] == "answer" and body["answer"] == ANSWER:
+                        succeeded += 1
+                        served[body["backend"]] += 1
+                    else:
+                        errors[f"wrong answer from {body['backend']}/{body['capability']}"] += 1
+                else:
+                    attempts = body["error"].get("details", {}).get("attempts", [])
+                    errors[body["error"]["type"]] += 1
+                calls += len(attempts)
+                outcomes.update(f"{a['backend']}:{a['outcome']}" for a in attempts)
+            sent = server_calls(client, url) - sent_before
+            backends = client.get(f"{url}/v1/stats").json()["backends"]
+    finally:
+        stop_local(config)
     return {
         "requests": n, "success_rate": round(succeeded / n, 4), "p50_ms": pct(latencies, 50),
         "p95_ms": pct(latencies, 95), "p99_ms": pct(latencies, 99), "max_ms": round(max(latencies), 2),
@@ -113,38 +135,29 @@ async def run_mode(local: InProcessRouter, mode: str, n: int) -> dict[str, Any]:
         # Attempts that reached a server: without those the outlier detector refused on the spot.
         "sent_per_request": round(sent / n, 3),
         "served_by": dict(served), "attempts": dict(sorted(outcomes.items())), "errors": dict(errors),
-        # Outlier detectors at the end ("half_open" with a probe in flight refuses calls until it returns).
-        "detectors": {name: {"state": b.detector.state, "ejections": b.detector.ejections}
-                      for name, b in local.backends.items()},
+        "detectors": {name: {"state": b["health"], "ejections": b["ejections"]} for name, b in backends.items()},
     }
 
 
-async def call_directly(local: InProcessRouter, name: str, n: int) -> list[float]:
-    """Latencies of the backend alone: its MCP client called directly, no routing."""
-    backend = local.backends[name].backend
-    cap = next(c for c in local.backends[name].catalog.capabilities if c.name == "answer")  # type: ignore[union-attr]
-    ctx = CallContext(question="", intent="general")
+async def call_directly(name: str, n: int) -> list[float]:
+    """Latencies of one backend's server alone: the MCP client calls it directly, no routing."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=[SERVER, "--name", name, *BACKENDS[name]])
     times = []
-    for i in range(n):
-        started = time.perf_counter()
-        with contextlib.suppress(RouterError):
-            await backend.call(cap, {"query": QUESTIONS[i % len(QUESTIONS)]}, timeout_s=10.0, context=ctx)
-        times.append((time.perf_counter() - started) * 1000)
+    async with Client(params, cache=None) as client:
+        for i in range(n + 3):
+            started = time.perf_counter()
+            await client.call_tool("answer", {"query": QUESTIONS[i % len(QUESTIONS)]})
+            if i >= 3:  # the first calls pay for imports and caches in the server process
+                times.append((time.perf_counter() - started) * 1000)
     return times
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {}
-    async with InProcessRouter(settings()) as local:
-        for name in local.backends:  # first calls pay for imports and caches in the server process
-            await call_directly(local, name, 3)
-        # Half the direct samples before the modes and half after, so that both see the same machine.
-        k = max(min(args.requests, 200) // 2, 1)
-        direct = await call_directly(local, FASTEST, k)
-        for mode in MODES:
-            results[mode] = await run_mode(local, mode, args.requests)
-        direct += await call_directly(local, FASTEST, k)
-        results["fastest_backend_p50_ms"] = round(statistics.median(direct), 2)
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {mode: run_mode(mode, args.requests, args.num_cpus) for mode in MODES}
+    direct = asyncio.run(call_directly(FASTEST, min(args.requests, 200)))
+    results["fastest_backend_p50_ms"] = round(statistics.median(direct), 2)
     return results
 
 
@@ -186,10 +199,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--requests", type=int, default=300, help="requests per mode (default 300)")
     p.add_argument("--json", type=Path, help="write the results to this file")
+    p.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray (default 2)")
     args = p.parse_args()
     if args.requests < 1:
         p.error("--requests must be at least 1")
-    results = asyncio.run(main_async(args))
+    results = run(args)
     report(results, args.requests, settings().resilience)
     if args.json:
         out = {m: results[m] for m in MODES} | {"fastest_backend_p50_ms": results["fastest_backend_p50_ms"]}

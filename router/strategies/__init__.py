@@ -20,5 +20,4 @@ STRATEGIES: dict[str, Strategy] = {
     "consensus": consensus.run,
 }
 
-__all__ = ["STRATEGIES", "CallContext", "Executor", "PlannedCall", "Strategy", "StrategyContext",
-           "StrategyResult"]
+__all__ = ["STRATEGIES", "Executor", "Strategy", "StrategyContext", "StrategyResult"]

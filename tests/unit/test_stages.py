@@ -1,0 +1,112 @@
+"""Each stage of the router core alone, on frozen values: analyse, decide, plan, respond."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, ToolFailed, UnknownIntent
+from router.intent import IntentClassifier
+from router.models import Analysis, AttemptInfo, CallOutcome, Decision, QueryRequest
+from router.stages.analyse import Analyser
+from router.stages.decide import Decider
+from router.stages.plan import plan
+from router.stages.respond import respond
+from router.strategies import StrategyResult
+from tests.unit.helpers import embed_texts, fake_embed
+from tests.unit.router_world import ONLY_TIME, UNRELATED, Stats, world
+
+
+async def analysis_of(question: str) -> Analysis:
+    w = world()
+    return await w.router.analyser.analyse(question, dense=True)
+
+
+async def test_analyse_embeds_a_question_once_and_lets_an_override_replace_only_the_intent() -> None:
+    calls: list[list[str]] = []
+
+    async def embed(texts: list[str]):  # type: ignore[no-untyped-def]
+        calls.append(texts)
+        return embed_texts(texts)
+
+    w = world()
+    analyser = Analyser(w.router.analyser.classifier, embed, cache_size=16)
+    first = await analyser.analyse(ONLY_TIME, dense=True)
+    again = await analyser.analyse(ONLY_TIME, dense=True, intent="document-qa")
+    assert calls == [[ONLY_TIME]]
+    assert again.intent == "document-qa" and again.intent_source == "override"
+    assert again.vector is first.vector
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.intent = "general"  # type: ignore[misc]
+    with pytest.raises(UnknownIntent):
+        await analyser.analyse(ONLY_TIME, dense=True, intent="astrology")
+
+
+async def test_analyse_without_dense_retrieval_embeds_nothing() -> None:
+    analyser = Analyser(IntentClassifier(world().router.settings.intents, {}), fake_embed, cache_size=4)
+    assert (await analyser.analyse("hello", dense=False)).vector is None
+
+
+async def test_decide_ranks_on_live_state_and_gives_a_verdict_without_calling_anything() -> None:
+    w = world()
+    decider = Decider(w.router.settings)
+    stats = Stats()
+    d = decider.decide(await analysis_of(ONLY_TIME), w.router.index, w.router.catalogs,
+                       statuses=stats.statuses(), perf={})
+    assert d.verdict == "route" and d.candidates[0].capability.key == "time/tool/get_current_time"
+    stats.health["time"] = "down"
+    down = decider.decide(await analysis_of(ONLY_TIME), w.router.index, w.router.catalogs,
+                          statuses=stats.statuses(), perf={})
+    assert down.candidates[0].scores.health == 0.0 < d.candidates[0].scores.health
+    assert w.executor.calls == []
+    nothing = decider.decide(await analysis_of(UNRELATED), w.router.index, w.router.catalogs,
+                             statuses=stats.statuses(), perf={})
+    assert nothing.verdict == "no_match"
+
+
+async def test_plan_turns_verdicts_and_missing_arguments_into_refusals_without_raising() -> None:
+    w = world()
+    decider = Decider(w.router.settings)
+    statuses = Stats().statuses()
+    d = decider.decide(await analysis_of(ONLY_TIME), w.router.index, w.router.catalogs, statuses=statuses, perf={})
+    ok = plan(d, QueryRequest(question=ONLY_TIME), statuses, w.router.settings)
+    assert ok.refusal is None and ok.calls[0].arguments == {"timezone": "Asia/Tokyo"} and ok.mode == "fallback"
+
+    no_match = dataclasses.replace(d, verdict="no_match", message="nothing fits")
+    assert isinstance(plan(no_match, QueryRequest(question="x"), statuses, w.router.settings).refusal,
+                      NoRelevantBackend)
+    ambiguous = dataclasses.replace(d, verdict="ambiguous", message="too close")
+    assert isinstance(plan(ambiguous, QueryRequest(question="x"), statuses, w.router.settings).refusal,
+                      AmbiguousRoute)
+    only_time_tool = dataclasses.replace(d, candidates=d.candidates[:1])
+    missing = plan(only_time_tool, QueryRequest(question="what time is it"), statuses, w.router.settings)
+    assert isinstance(missing.refusal, ArgumentsRequired) and missing.refusal.details["tool"] == "get_current_time"
+
+
+async def test_respond_names_a_single_failure_and_carries_the_stage_timings_of_a_success() -> None:
+    w = world()
+    d: Decision = Decider(w.router.settings).decide(await analysis_of(ONLY_TIME), w.router.index,
+                                                    w.router.catalogs, statuses=Stats().statuses(), perf={})
+    call = plan(d, QueryRequest(question=ONLY_TIME), Stats().statuses(), w.router.settings).calls[0]
+    failed = StrategyResult(outcome=None, call=None, attempts=[AttemptInfo(
+        backend="time", capability="get_current_time", outcome="error", latency_ms=1.0, error_type="tool_failed",
+        error="bad zone")])
+    error = respond(failed, d, "fallback", 0.0, QueryRequest(question=ONLY_TIME))
+    assert isinstance(error, ToolFailed) and "bad zone" in error.message
+
+    outcome = CallOutcome(backend="time", capability="get_current_time", ok=True, latency_ms=2.0, text="12:00")
+    stages = {"analyse": 1.0, "decide": 0.5, "plan": 0.1, "execute": 2.0}
+    response = respond(StrategyResult(outcome=outcome, call=call, attempts=[]), d, "fallback", time.monotonic(),
+                       QueryRequest(question=ONLY_TIME), stages)
+    assert not isinstance(response, Exception) and response.routing is not None
+    assert list(response.routing.stages_ms) == ["analyse", "decide", "plan", "execute", "respond"]
+    assert response.answer == "12:00" and response.routing.arguments == {"timezone": "Asia/Tokyo"}
+
+
+async def test_a_query_reports_every_stage_once() -> None:
+    response = await world().router.query(QueryRequest(question=ONLY_TIME))
+    assert response.routing is not None
+    assert set(response.routing.stages_ms) == {"analyse", "decide", "plan", "execute", "respond"}
+    assert response.routing.decision_ms >= response.routing.stages_ms["decide"]
