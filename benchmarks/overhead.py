@@ -60,7 +60,7 @@ async def direct_mcp(n: int) -> list[float]:
 
 
 _TEMPLATES = ("What is {a} plus {b}?", "Compute {a} times {b}", "How much is {a} minus {b}?",
-              "Calculate {a} divided by {b}", "What is {a} to the power of {b}?", "Add {a} and {b} please")
+              "Calculate {a} divided by {b}", "What is {b} percent of {a}?", "Add {a} and {b} please")
 
 
 def question(i: int) -> str:

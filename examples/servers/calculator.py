@@ -24,8 +24,15 @@ server = MCPServer(
                  "units of length, mass, volume, temperature, speed, time and digital storage.",
 )
 
+_N = r"(-?\d+(?:\.\d+)?)"
 _WORDS = [
-    (r"(\d),(\d{3})", r"\1\2"), (r"(\d+(?:\.\d+)?)\s*(?:%|percent)\s*of\b", r"(\1/100)*"),
+    (r"(\d),(\d{3})", r"\1\2"),
+    # Verb phrasings name the operation before its operands: "add 2 and 40", "subtract 3 from 10".
+    (rf"\b(?:add|sum(?: of)?|total of)\s+{_N}\s+(?:and|to|with|plus)\s+{_N}", r"\1 + \2"),
+    (rf"\bsubtract\s+{_N}\s+from\s+{_N}", r"\2 - \1"),
+    (rf"\b(?:multiply|product of)\s+{_N}\s+(?:by|and|with)\s+{_N}", r"\1 * \2"),
+    (rf"\bdivide\s+{_N}\s+by\s+{_N}", r"\1 / \2"),
+    (rf"\bdifference between\s+{_N}\s+and\s+{_N}", r"\1 - \2"), (r"(\d+(?:\.\d+)?)\s*(?:%|percent)\s*of\b", r"(\1/100)*"),
     (r"\bsquare root of\s*(-?\d+(?:\.\d+)?)", r"sqrt(\1)"), (r"\bto the power of\b", "**"),
     (r"\bsquared\b", "**2"), (r"\bcubed\b", "**3"), (r"\btimes\b", "*"),
     (r"\bmultiplied by\b", "*"), (r"\bdivided by\b", "/"), (r"\bover\b", "/"), (r"\bplus\b", "+"),

@@ -1,0 +1,17 @@
+"""The calculator example finds the arithmetic in a question, verb phrasings included."""
+
+from __future__ import annotations
+
+import pytest
+
+from examples.servers.calculator import evaluate
+
+
+@pytest.mark.parametrize(("question", "value"), [
+    ("add 2 and 40", 42), ("Add 7 to 5 please", 12), ("what is the sum of 2 and 3?", 5),
+    ("subtract 3 from 10", 7), ("multiply 6 by 7", 42), ("divide 10 by 4", 2.5),
+    ("the difference between 10 and 4", 6), ("What is 12 times (3 + 4)?", 84), ("what is 15 percent of 80?", 12),
+    ("2^10 / 4", 256), ("What is 1,000 plus 1?", 1001),
+])
+def test_the_arithmetic_of_a_question_is_evaluated(question: str, value: float) -> None:
+    assert evaluate(question)[1] == pytest.approx(value)
