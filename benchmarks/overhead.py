@@ -166,7 +166,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=8)
-    parser.add_argument("--ingress", choices=["direct", "proxy"], default="direct")
+    parser.add_argument("--ingress", choices=["haproxy", "direct", "proxy"], default="direct")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
 

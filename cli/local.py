@@ -1,20 +1,24 @@
 """Running the router on a local Ray: the embedded default for a laptop.
 
-The ingress replica serves HTTP itself on 127.0.0.1 (Ray Serve's direct ingress), which measured
-about 4x the throughput of the Serve HTTP proxy on a 2-core machine (README, "Ingress modes"); the
-proxy keeps running on `proxy_port` for apps that prefer it. Ray's internal ports are protected by
-its token authentication, which Ray 2.60 turns on by default and sets up by itself.
+By default Ray Serve's HAProxy ingress listens on the configured host and port and forwards to the
+ingress replicas' own HTTP servers (direct ingress behind it): close to direct ingress in latency,
+and the address keeps working when a replica dies and is replaced, or with several replicas
+(docs/operations.md, "Ingress modes"). Ray's internal ports are protected by its token
+authentication, which Ray 2.60 turns on by default and sets up by itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -39,7 +43,26 @@ def ingress_environment(settings: RouterSettings, host: str, port: int) -> dict[
            # The router's code is all async: running it on the replica's own event loop (and the handle
            # router on the same loop) saves the cross-thread hops, about 1 ms a request here.
            "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0", "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0"}
-    if settings.server.ingress == "direct":
+    if settings.server.ingress == "haproxy":
+        # HAProxy listens on host:port and forwards to the replicas' own servers on ports Serve picks;
+        # when a replica is replaced, HAProxy reloads (keeping its socket) and the address keeps working.
+        # Private (0700): the admin socket lives here. Short: Ray adds the node id, and a socket path must
+        # stay under 98 bytes.
+        state = tempfile.mkdtemp(prefix="mrh-", dir="/tmp")
+        env.update({
+            "RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_HAPROXY_NBTHREAD": "1",
+            "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+            "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port(host)),
+            "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port(host)),
+            "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port(host)),
+            "RAY_SERVE_HAPROXY_SOCKET_PATH": f"{state}/admin.sock",
+            "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": f"{state}/haproxy.cfg",
+            "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": state,
+            "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": f"{state}/server-state",
+            "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": f"{state}/metrics.sock",
+            "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+        })
+    elif settings.server.ingress == "direct":
         env.update({
             "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
             "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
@@ -50,6 +73,18 @@ def ingress_environment(settings: RouterSettings, host: str, port: int) -> dict[
             "RAY_SERVE_PORT_QUARANTINE_S": "0",
         })
     return env
+
+
+def serve_ports(settings: RouterSettings, env: dict[str, str], port: int) -> tuple[int, int]:
+    """(Serve's `http_options` port, the Serve proxy's port) for an ingress mode: HAProxy binds
+    `http_options` and its fallback proxy has a port of its own; direct ingress leaves the configured
+    port to the replicas and puts the proxy elsewhere; the proxy mode is the proxy on the port."""
+    if settings.server.ingress == "haproxy":
+        return port, int(env["RAY_SERVE_FALLBACK_PROXY_HTTP_PORT"])
+    if settings.server.ingress == "direct":
+        other = free_port(settings.server.host)
+        return other, other
+    return port, port
 
 
 def start_local(settings: RouterSettings, *, num_cpus: int | None = None, wait_s: float = 180.0,
@@ -63,9 +98,9 @@ def start_local(settings: RouterSettings, *, num_cpus: int | None = None, wait_s
     from deployments.app import build_application
 
     host, port = settings.server.host, settings.server.port
-    direct = settings.server.ingress == "direct"
-    proxy_port = free_port(host) if direct else port
-    os.environ.update(ingress_environment(settings, host, port))
+    env = ingress_environment(settings, host, port)
+    os.environ.update(env)
+    http_port, proxy_port = serve_ports(settings, env, port)
     if not ray.is_initialized():
         ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=settings.server.namespace,
                  log_to_driver=not quiet, configure_logging=True,
@@ -74,7 +109,7 @@ def start_local(settings: RouterSettings, *, num_cpus: int | None = None, wait_s
             # Ray's own SIGTERM handler would kill its processes at once; as Ctrl-C instead, the caller's
             # clean-up (stop_local) deletes the application gracefully first.
             signal.signal(signal.SIGTERM, signal.default_int_handler)
-    serve.start(http_options=HTTPOptions(host=host, port=proxy_port),
+    serve.start(http_options=HTTPOptions(host=host, port=http_port),
                 logging_config=LoggingConfig(log_level="WARNING" if quiet else "INFO", enable_access_log=not quiet))
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
     url = f"http://{host}:{port}"
@@ -88,9 +123,10 @@ def wait_until_serving(url: str, wait_s: float) -> None:
     while time.monotonic() < deadline:
         try:
             r = httpx.get(f"{url}/health", timeout=5)
-            if r.status_code in (200, 503):
+            # The router's own report (HAProxy or Serve's proxy answer first with errors of their own).
+            if r.status_code in (200, 503) and r.json().get("status") in ("ok", "degraded", "down"):
                 return
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
             last = exc
         time.sleep(0.25)
     raise TimeoutError(f"the router did not answer on {url} within {wait_s:.0f} s ({last})")
@@ -122,6 +158,31 @@ def stop_local(settings: RouterSettings) -> None:
         # launched servers ended) before its replica goes.
         serve.delete(settings.server.app_name)
     finally:
-        # The local Ray belongs to this process: shutting it down stops Serve with it, without
-        # waiting out the direct-ingress draining period.
+        shutdown_ray()
+
+
+def shutdown_ray() -> None:
+    """Serve first (its proxies stop their HAProxy), then the local Ray, which belongs to this process;
+    then any HAProxy of ours that a hard stop left behind."""
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    finally:
         ray.shutdown()
+        state = os.path.dirname(os.environ.get("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", ""))
+        if state.startswith("/tmp/mrh-"):
+            for pid in _processes_mentioning(state):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    pids.append(int(entry))
+    return pids

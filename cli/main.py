@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", default=default_config, required=default_config is None)
         sp.add_argument("--host")
         sp.add_argument("--port", type=int)
-        sp.add_argument("--ingress", choices=["direct", "proxy"])
+        sp.add_argument("--ingress", choices=["haproxy", "direct", "proxy"])
         sp.add_argument("--num-cpus", type=int, default=None)
         sp.add_argument("--verbose", action="store_true", help="show Ray and Serve logs")
 

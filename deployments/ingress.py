@@ -82,7 +82,8 @@ async def _query_embedder(settings: RouterSettings, handle: Any) -> Embedder:
     return _HandleEmbedder(handle, await handle.model_id.remote())
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
+# A replica that dies is noticed within a second or two (its health check does nothing but answer).
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000, health_check_period_s=1)
 @serve.ingress()
 class RouterIngress:
     async def __init__(self, settings: RouterSettings, pool: Any, embedder: Any,  # type: ignore[misc]

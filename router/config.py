@@ -286,8 +286,10 @@ class ServerSettings(_Strict):
 
     host: str = Field(default="127.0.0.1", description="Address `mcp-router serve` listens on.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port `mcp-router serve` listens on.")
-    ingress: Literal["direct", "proxy"] = Field(default="direct", description=(
-        "direct: the ingress replica serves HTTP itself (Ray Serve direct ingress); proxy: Serve's HTTP proxy."))
+    ingress: Literal["haproxy", "direct", "proxy"] = Field(default="haproxy", description=(
+        "haproxy: Ray Serve's HAProxy ingress on host:port, in front of the replicas' own HTTP servers (keeps "
+        "the address when a replica is replaced); direct: the ingress replica serves HTTP itself (Ray Serve "
+        "direct ingress; a replaced replica may come back on another port); proxy: Serve's HTTP proxy."))
     replicas: int = Field(default=1, ge=1, description="Ingress replicas (a Serve config's autoscaling replaces it).")
     max_question_bytes: int = Field(default=32 * 1024, ge=16, description="Longest question accepted: 413 above.")
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="Largest request body accepted: 413 above.")

