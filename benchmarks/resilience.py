@@ -79,14 +79,20 @@ def pct(values: list[float], q: float) -> float:
 
 
 def server_calls(client: httpx.Client, url: str) -> int:
-    """Calls the three servers have answered or failed so far, from their own counters."""
+    """Calls the three servers have answered or failed so far, from their own counters (an ejected
+    backend refuses even this call, so it is asked again once its ejection is over)."""
     total = 0
     for name in BACKENDS:
-        r = client.post(f"{url}/v1/query", json={"question": "stats", "backend": name, "tool": "stats",
-                                                 "include_routing_metadata": False})
+        deadline = time.monotonic() + 120
+        while True:
+            r = client.post(f"{url}/v1/query", json={"question": "stats", "backend": name, "tool": "stats",
+                                                     "include_routing_metadata": False})
+            if r.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         r.raise_for_status()
         counts = json.loads(r.json()["answer"])
-        total += sum(v for k, v in counts.items() if k != "cancelled")
+        total += counts["calls"]
     return total
 
 
