@@ -158,10 +158,11 @@ async def run(args: argparse.Namespace) -> dict:
     catalogs, queries = load(Path(args.data_dir))
     if args.limit:
         queries = queries[: args.limit]
-    settings = RoutingSettings()
+    overrides = {k: v for k, v in (("alpha", args.alpha), ("server_weight", args.server_weight)) if v is not None}
+    settings = RoutingSettings(**overrides)  # overrides: for sweeping the defaults, not for reporting them
     models = args.model or [EmbeddingSettings().model]
     report: dict = {"data_dir": str(args.data_dir), "queries": len(queries), "defaults": {
-        "alpha": settings.alpha, "method": settings.method}, "models": {}}
+        "alpha": settings.alpha, "server_weight": settings.server_weight, "method": settings.method}, "models": {}}
     for model_name in models:
         model = LocalMiniLM(model=model_name)
         embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
@@ -217,6 +218,8 @@ def main() -> None:
     parser.add_argument("--no-scale", action="store_true", help="skip the replicated-catalog pass")
     parser.add_argument("--model", action="append", help="local model in models/ (repeat to compare; "
                         "default: the configured embeddings.model)")
+    parser.add_argument("--alpha", type=float, help="override routing.alpha (a sweep)")
+    parser.add_argument("--server-weight", type=float, help="override routing.server_weight (a sweep)")
     parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
     args = parser.parse_args()
     report = asyncio.run(run(args))

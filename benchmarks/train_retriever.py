@@ -95,16 +95,29 @@ def train(args: argparse.Namespace, out: Path) -> dict:
     seconds = time.time() - t0
     model.eval()
     model.save(str(out / "torch"))
-    return {"model": model, "seconds": round(seconds), "triples_available": len(triples),
-            "triples_seen": sum(len(b) for b in plan), "final_loss": round(float(np.mean(losses[-20:])), 4)}
+    run = {"seconds": round(seconds), "triples_available": len(triples),
+           "triples_seen": sum(len(b) for b in plan), "final_loss": round(float(np.mean(losses[-20:])), 4)}
+    (out / "run.json").write_text(json.dumps(run, indent=1))  # kept apart so that --export-only can reuse it
+    return model, run
+
+
+class _Encoder(torch.nn.Module):
+    """The BERT body called by keyword, so the export has exactly the router's three inputs."""
+
+    def __init__(self, bert: torch.nn.Module) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                         token_type_ids=token_type_ids).last_hidden_state
 
 
 def export(model, out: Path) -> tuple[Path, Path]:
     """fp32 ONNX with the router's input names, then dynamic int8 quantisation of the weights."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    bert = model[0].auto_model
-    bert.eval()
+    bert = _Encoder(model[0].auto_model).eval()
     enc = model.tokenizer(["export example text", "a second, somewhat longer example text"], padding=True,
                           return_tensors="pt")
     fp32 = out / "model-fp32.onnx"
@@ -116,7 +129,9 @@ def export(model, out: Path) -> tuple[Path, Path]:
                           ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")},
             opset_version=17)
     int8 = out / "model.onnx"
-    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    # Per-channel scales: with one scale per tensor the fine-tuned weights lost too much (cosine to the
+    # torch model min 0.92 over sample texts, against 0.99 per channel).
+    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
     return fp32, int8
 
 
@@ -165,13 +180,19 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=96, help="training truncation, in tokens")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--export-only", action="store_true", help="skip training; export OUT_DIR/torch")
     parser.add_argument("--ship", metavar="NAME", help="copy model.onnx + tokenizer.json to models/NAME/")
     args = parser.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    info = train(args, out)
-    model = info.pop("model")
+    if args.export_only:  # the training finished earlier: export what it saved
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(out / "torch"), device="cpu")
+        info = json.loads((out / "run.json").read_text())
+    else:
+        model, info = train(args, out)
     fp32, int8 = export(model, out)
     triples = [json.loads(line) for line in (Path(args.data_dir) / "train.jsonl").read_text().splitlines()[:100]]
     texts = [t["query"] for t in triples[:50]] + [t["positive"] for t in triples[:50]]
