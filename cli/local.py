@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import signal
 import socket
 import tempfile
@@ -31,10 +32,26 @@ class LocalEndpoints:
     proxy_url: str
 
 
+# Ports picked before Ray starts come from below the kernel's ephemeral range (32768 and up on Linux),
+# where the ports Ray's own processes bind at random cannot take them in the meantime; Ray's worker
+# ports stop at 19999.
+_PICK_FROM, _PICK_TO = 20000, 32767
+_given: set[int] = set()  # never the same port twice from one process (it is free only until used)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A port free now, outside the ranges Ray binds at random."""
+    for port in random.sample(range(_PICK_FROM, _PICK_TO), 200):
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            _given.add(port)
+            return port
+    raise OSError(f"no free port between {_PICK_FROM} and {_PICK_TO} on {host}")
 
 
 def ingress_environment(settings: RouterSettings, host: str, port: int) -> dict[str, str]:
