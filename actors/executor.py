@@ -22,6 +22,7 @@ from typing import Any
 
 import ray
 from opentelemetry.propagate import inject
+from ray.serve.exceptions import RayServeException
 
 from router.errors import ErrorKind
 from router.models import CallContext, CallOutcome, Capability
@@ -55,7 +56,8 @@ class ActorTable:
             self.reacquired += 1
         try:
             await asyncio.shield(self._refreshing)
-        except Exception as exc:  # the pool is restarting too: the caller's backoff tries again
+        except (ray.exceptions.RayError, RayServeException, TimeoutError) as exc:
+            # The pool is restarting too: the caller's backoff tries again.
             log.warning("asking the backend pool for the current actors failed: %r", exc)
         return True
 

@@ -36,7 +36,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cli.local import free_port, start_local, stop_local, wait_until_healthy  # noqa: E402
+from cli.local import free_port, processes_mentioning, start_local, stop_local, wait_until_healthy  # noqa: E402
 from router.config import RouterSettings  # noqa: E402
 
 SERVER = str(ROOT / "examples" / "servers" / "faulty.py")
@@ -50,18 +50,6 @@ def settings(port: int, replicas: int, marker: str) -> RouterSettings:
                 for n in ("a", "b", "c")]
     return RouterSettings.model_validate({"backends": backends, "state_dir": str(ROOT / ".state"),
                                           "server": {"port": port, "replicas": replicas}})
-
-
-def processes(needle: bytes) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if needle in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    pids.append(int(entry))
-            except OSError:
-                continue
-    return pids
 
 
 async def load(url: str, concurrency: int, seconds: float, samples: list[tuple[float, float, bool]]) -> None:
@@ -79,13 +67,13 @@ async def load(url: str, concurrency: int, seconds: float, samples: list[tuple[f
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def killer(needle: bytes, every_s: float, seconds: float, kills: list[float]) -> None:
+async def killer(needle: str, every_s: float, seconds: float, kills: list[float]) -> None:
     """Kill one process matching `needle` every `every_s` seconds, the first a third of the way in
     (or after half a period, when that is sooner)."""
     stop = time.monotonic() + seconds
     await asyncio.sleep(min(every_s / 2, seconds / 3))
     while time.monotonic() < stop - 1:
-        pids = processes(needle)
+        pids = sorted(processes_mentioning(needle))
         if pids:
             os.kill(random.choice(pids), signal.SIGKILL)
             kills.append(time.monotonic())
@@ -101,7 +89,7 @@ def summary(samples: list[tuple[float, float, bool]]) -> dict[str, Any]:
             "max_ms": round(latencies[-1], 1) if latencies else 0.0}
 
 
-async def phase(url: str, args: argparse.Namespace, needle: bytes | None, every_s: float) -> dict[str, Any]:
+async def phase(url: str, args: argparse.Namespace, needle: str | None, every_s: float) -> dict[str, Any]:
     samples: list[tuple[float, float, bool]] = []
     kills: list[float] = []
     jobs = [load(url, args.concurrency, args.duration, samples)]
@@ -117,7 +105,7 @@ async def phase(url: str, args: argparse.Namespace, needle: bytes | None, every_
     return result
 
 
-def run_with(replicas: int, args: argparse.Namespace, steps: list[tuple[str, bytes | None, float]]
+def run_with(replicas: int, args: argparse.Namespace, steps: list[tuple[str, str | None, float]]
              ) -> dict[str, Any]:
     marker = str(random.randrange(10**9))
     config = settings(free_port(), replicas, marker)
@@ -141,9 +129,9 @@ def main() -> None:
     p.add_argument("--num-cpus", type=int, default=2)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    replica = b"ServeReplica:mcp-router:RouterIngress"
-    one = run_with(1, args, [("backend_process", SERVER.encode(), 10.0), ("backend_actor", b"ray::BackendSupervisor",
-                                                                          12.0), ("replica_one", replica, 10**6)])
+    replica = "ServeReplica:mcp-router:RouterIngress"
+    one = run_with(1, args, [("backend_process", SERVER, 10.0), ("backend_actor", "ray::BackendSupervisor", 12.0),
+                             ("replica_one", replica, 10**6)])
     two = run_with(2, args, [("replica_two", replica, 10**6)])
     phases = {**one, **two}
     report = {"backend_kill_success": phases["backend_process"]["success"],

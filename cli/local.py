@@ -190,16 +190,17 @@ def shutdown_ray() -> None:
         ray.shutdown()
         state = os.path.dirname(os.environ.get("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", ""))
         if state.startswith("/tmp/mrh-"):
-            for pid in _processes_mentioning(state):
+            for pid in processes_mentioning(state):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
 
 
-def _processes_mentioning(text: str) -> list[int]:
-    pids = []
+def processes_mentioning(text: str) -> set[int]:
+    """Live processes (other than this one) whose command line contains `text` (Linux /proc)."""
+    pids = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             with contextlib.suppress(OSError):
                 if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    pids.append(int(entry))
+                    pids.add(int(entry))
     return pids

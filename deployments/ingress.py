@@ -82,6 +82,11 @@ async def _query_embedder(settings: RouterSettings, handle: Any) -> Embedder:
     return _HandleEmbedder(handle, await handle.model_id.remote())
 
 
+async def _backends_only(acquired: Any) -> dict[str, Any]:
+    handles, _ = await acquired
+    return handles
+
+
 # A replica that dies is noticed within a second or two (its health check does nothing but answer).
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000, health_check_period_s=1)
 @serve.ingress()
@@ -94,13 +99,14 @@ class RouterIngress:
         query_embedder = await _query_embedder(settings, embedder)
         self.embedder = CachedEmbedder(query_embedder, EmbeddingCache(f"{settings.state_dir}/embeddings"))
 
-        async def acquire() -> dict[str, Any]:
-            handles, _ = await pool.acquire.remote(settings.enabled_backends, settings.resilience, generation)
-            return dict(handles)
-
-        handles, self.perf_actor = await pool.acquire.remote(settings.enabled_backends, settings.resilience,
+        async def acquire() -> tuple[dict[str, Any], Any]:
+            """This configuration's backend actors and the performance actor, from the application's pool."""
+            handles, performance = await pool.acquire.remote(settings.enabled_backends, settings.resilience,
                                                              generation)
-        self.actors = ActorTable(dict(handles), acquire)
+            return dict(handles), performance
+
+        handles, self.perf_actor = await acquire()
+        self.actors = ActorTable(handles, lambda: _backends_only(acquire()))
         self.executor = RayExecutor(self.actors)
         self.llm, llm_error = _llm_client(settings)
         prototypes = IntentClassifier.prototype_texts(settings.intents)

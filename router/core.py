@@ -72,6 +72,7 @@ class Router:
                                  settings.routing.query_cache_size)
         self.decider = Decider(settings)
         self.responses = ResponseCache(settings.resilience)
+        self._timeouts = {b.name: b.timeout_s for b in settings.backends}
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
@@ -136,8 +137,8 @@ class Router:
         if cached is not None:
             return cached_response(cached, d, p.mode, started, req)
         stages["plan"], mark = _ms(mark, time.perf_counter()), time.perf_counter()
-        result = await execute(p, d, req, settings=self.settings, executor=self.executor, perf=self.stats.perf(),
-                               record=self.stats.record, embed=self._embed, started=started)
+        result = await execute(p, d, req, settings=self.settings, timeouts=self._timeouts, executor=self.executor,
+                               perf=self.stats.perf(), record=self.stats.record, embed=self._embed, started=started)
         stages["execute"] = _ms(mark, time.perf_counter())
         answer = respond(result, d, p.mode, started, req, stages)
         if isinstance(answer, RouterError):

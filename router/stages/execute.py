@@ -22,12 +22,12 @@ RecordFn = Callable[[str, str, CallOutcome], None]
 
 
 async def execute(plan: Plan, decision: Decision, request: QueryRequest, *, settings: RouterSettings,
-                  executor: Executor, perf: Mapping[tuple[str, str], PerfSnapshot], record: RecordFn,
-                  embed: EmbedFn | None, started: float) -> StrategyResult:
+                  timeouts: Mapping[str, float], executor: Executor, perf: Mapping[tuple[str, str], PerfSnapshot],
+                  record: RecordFn, embed: EmbedFn | None, started: float) -> StrategyResult:
+    """`timeouts`: each backend's `timeout_s`, derived once from the settings by the caller."""
     res = settings.resilience
     # The caller may lower the deadline, never raise it.
     deadline = started + min(request.deadline_s or res.deadline_s, res.deadline_s)
-    timeouts = {b.name: b.timeout_s for b in settings.backends}
     intent = decision.intent
 
     def hedge_delay(backend: str) -> float:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from ray import serve
 
-from cli.local import free_port
+from cli.local import free_port, processes_mentioning
 from deployments.app import build_application
 from router.config import RouterSettings
 from router.models import QueryRequest
@@ -29,17 +29,7 @@ from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
 
 def marked(marker: str) -> set[int]:
     """Live processes whose command line holds `marker`."""
-    pids = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            pids.add(int(entry))
-    return pids
+    return processes_mentioning(marker)
 
 
 def dynamic(name: str, marker: str) -> dict[str, Any]:

@@ -5,28 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 import httpx
 from mcp import Client
 
+from cli.local import processes_mentioning
 from router.config import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio, wait_for
 
 
 def replica_pids() -> set[int]:
     """The processes of the router's ingress replicas (Ray names them in their process title)."""
-    pids = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"ServeReplica:mcp-router:RouterIngress" in cmdline:
-                pids.add(int(entry))
-    return pids
+    return processes_mentioning("ServeReplica:mcp-router:RouterIngress")
 
 
 def answers(url: str) -> bool:
