@@ -32,8 +32,9 @@ import ray
 from pydantic import SecretStr
 
 from actors.backend import BackendActor
+from actors.feedback import create_feedback_actor
 from actors.performance import PerformanceActor
-from router.config import BackendSpec, ResilienceSettings
+from router.config import BackendSpec, LearningSettings, ResilienceSettings
 
 log = logging.getLogger("mcp_router.pool")
 _HEADROOM = 32  # actor concurrency beyond backend calls, for status and catalog requests
@@ -62,6 +63,7 @@ class BackendPool:
         self.code_version = code_version
         self._backends: dict[str, _Owned] = {}
         self._performance: Any = None
+        self._feedback: Any = None
         self._generation = 0.0
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -89,6 +91,13 @@ class BackendPool:
                 self._performance = create_performance_actor(resilience, f"{self.app_name}:performance-history")
             return out, self._performance
 
+    async def feedback(self, state_dir: str, learning: LearningSettings) -> Any:
+        """The owner of the labelled examples (one per application, created on first use)."""
+        async with self._lock:
+            if self._feedback is None:
+                self._feedback = create_feedback_actor(state_dir, learning)
+            return self._feedback
+
     def backend_count(self) -> int:
         return len(self._backends)
 
@@ -109,6 +118,9 @@ class BackendPool:
                 await asyncio.wait_for(self._performance.flush.remote(), _STOP_S)
             ray.kill(self._performance, no_restart=True)
             self._performance = None
+        if self._feedback is not None:  # every write is committed: nothing to flush
+            ray.kill(self._feedback, no_restart=True)
+            self._feedback = None
 
 
 def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings) -> Any:

@@ -23,9 +23,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from router.errors import ErrorKind, InvalidRequest, PayloadTooLarge, RouterError
 from router.models import (
+    BackendDetail,
     BackendInfo,
     ChatRequest,
     ChatResponse,
+    FeedbackRequest,
+    FeedbackResponse,
     HealthResponse,
     QueryRequest,
     QueryResponse,
@@ -183,6 +186,20 @@ def build_http_app(ingress: RouterIngress,
     @app.get("/v1/backends", response_model=list[BackendInfo], summary="Every configured backend and its state")
     async def backends() -> list[BackendInfo]:
         return await ingress.backends()
+
+    @app.get("/v1/backends/{name}", response_model=BackendDetail,
+             summary="One backend: its state and its labelled examples")
+    async def backend(name: str) -> BackendDetail:
+        return await ingress.backend(name)
+
+    @app.delete("/v1/backends/{name}/examples", summary="Remove every labelled example of a backend")
+    async def delete_examples(name: str) -> dict[str, Any]:
+        return await ingress.delete_examples(name)
+
+    @app.post("/v1/feedback", response_model=FeedbackResponse,
+              summary="Say whether a query was routed right (by its routing.request_id); the router learns from it")
+    async def feedback(body: FeedbackRequest) -> FeedbackResponse:
+        return await ingress.feedback(body)
 
     @app.get("/v1/stats", summary="Recent performance per backend and intent")
     async def stats() -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ray import serve
 
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable, RayExecutor
+from actors.feedback import FeedbackView
 from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
@@ -30,14 +31,19 @@ from router.chat import ChatService
 from router.config import RouterSettings
 from router.core import Router
 from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
-from router.errors import LLMNotConfigured
+from router.errors import LLMNotConfigured, UnknownBackend
+from router.feedback import may_give_feedback
 from router.intent import IntentClassifier
+from router.learning import chat_examples, chat_question, check_allowed, feedback_examples
 from router.llm import LLMClient
 from router.models import (
+    BackendDetail,
     BackendInfo,
     BackendStatus,
     ChatRequest,
     ChatResponse,
+    FeedbackRequest,
+    FeedbackResponse,
     HealthResponse,
     QueryRequest,
     QueryResponse,
@@ -97,6 +103,7 @@ class RouterIngress:
         configure_tracing(settings.telemetry.service_name)
         self.metrics = RouterMetrics(settings.telemetry.metrics)
         query_embedder = await _query_embedder(settings, embedder)
+        self.query_embed = query_embedder.embed
         self.embedder = CachedEmbedder(query_embedder, EmbeddingCache(f"{settings.state_dir}/embeddings"))
 
         async def acquire() -> tuple[dict[str, Any], Any]:
@@ -114,16 +121,21 @@ class RouterIngress:
         self.directory = BackendDirectory(settings, self.actors, self.perf_actor, self.embedder,
                                           on_index=lambda cats, index: self.router.set_catalogs(cats, index),
                                           on_status=self.metrics.observe_health)
+        self.learning = FeedbackView(settings.learning, await pool.feedback.remote(settings.state_dir,
+                                                                                  settings.learning))
+        with contextlib.suppress(Exception):  # the examples arrive with the next refresh if not now
+            await self.learning.refresh()
         self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor),
                              embed=query_embedder.embed,
                              stats=self.directory, classifier=IntentClassifier(settings.intents, proto_vecs),
-                             llm=self.llm)
+                             llm=self.llm, learning=self.learning)
         await self.directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))
         self.selector = ToolSelector(settings.tool_selection, query_embedder.embed, chooser=self.llm)
         self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error)
         self.directory.start()
+        self.learning.start()
         self.extensions: list[Any] = [McpEndpoint(self)]
         log.info("router ready: %d backends, %d capabilities", len(self.actors.handles),
                  len(self.router.index) if self.router.index else 0)
@@ -161,7 +173,42 @@ class RouterIngress:
                                   metrics=selection.metrics)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await self.chat_service.chat(request, self.router.index)
+        response = await self.chat_service.chat(request, self.router.index)
+        await self._learn_from_chat(request, response)
+        return response
+
+    # -- learning from use ----------------------------------------------------------------------
+
+    async def feedback(self, request: FeedbackRequest, principal: str | None = None) -> FeedbackResponse:
+        check_allowed(principal, self.settings)
+        decision = await self.learning.decision(request.request_id)
+        examples = feedback_examples(decision, request, self.router.catalogs, principal)
+        stored = await self.learning.add(examples)
+        return FeedbackResponse(request_id=request.request_id, stored=[e.info() for e in stored])
+
+    async def backend(self, name: str) -> BackendDetail:
+        info = next((b for b in await self.backends() if b.name == name), None)
+        if info is None:
+            raise UnknownBackend(f"unknown backend {name!r}", backend=name)
+        return BackendDetail(**info.model_dump(), examples=await self.learning.examples(name))
+
+    async def delete_examples(self, name: str) -> dict[str, Any]:
+        if self.settings.backend(name) is None:
+            raise UnknownBackend(f"unknown backend {name!r}", backend=name)
+        return {"backend": name, "deleted": await self.learning.delete(name)}
+
+    async def _learn_from_chat(self, request: ChatRequest, response: ChatResponse, principal: str | None = None
+                               ) -> None:
+        if not self.settings.learning.learn_from_chat or not any(c.get("ok") for c in response.tool_calls):
+            return
+        if not may_give_feedback(principal, self.settings):
+            return
+        try:
+            vector = (await self.query_embed([chat_question(request)]))[0]
+        except Exception as exc:  # learning never fails the conversation it learns from
+            log.warning("embedding a chat question for learning failed: %s", exc)
+            return
+        self.learning.learn(chat_examples(request, response, vector, self.router.catalogs, principal))
 
     async def backends(self) -> list[BackendInfo]:
         statuses = self.directory.statuses()

@@ -1,7 +1,8 @@
 """The router as an MCP server at /mcp (streamable HTTP, stateless, so any replica answers).
 
 Tools: `universal_query` (one tool for everything), `list_backends`, `explain_route` (the
-/v1/route dry run) and `select_tools` (smart tool selection). Routing errors come back as tool
+/v1/route dry run), `select_tools` (smart tool selection) and `feedback` (whether an answer was
+routed right, by its request id; the router learns from it). Routing errors come back as tool
 errors with the router's message; malformed protocol messages are answered by the SDK with
 JSON-RPC errors.
 
@@ -23,7 +24,7 @@ from pydantic import Field, ValidationError
 
 from deployments.http import describe_validation
 from router.errors import RouterError
-from router.models import Parameters, QueryRequest, QueryResponse, RouteRequest, ToolSelectRequest
+from router.models import FeedbackRequest, Parameters, QueryRequest, QueryResponse, RouteRequest, ToolSelectRequest
 
 if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
@@ -48,6 +49,8 @@ def routing_info(response: QueryResponse) -> str:
     lines += [f"- execution: {meta.execution_ms:.1f} ms (decision {meta.decision_ms:.1f} ms, "
               f"total {meta.total_ms:.1f} ms)", f"- mode: {meta.mode}", f"- session: {meta.session_id or '-'}",
               f"- fallbacks used: {meta.fallbacks_used}"]
+    if meta.request_id:
+        lines.append(f"- request id: {meta.request_id} (for the feedback tool)")
     if meta.agreement is not None:
         lines.append(f"- agreement: {meta.agreement:.2f}" + (f"; disagreed: {', '.join(meta.disagreed)}"
                                                             if meta.disagreed else ""))
@@ -114,7 +117,20 @@ class McpEndpoint:
                 raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
             return (await self._run(self.ingress.select_tools(req))).model_dump(mode="json")
 
-        for fn in (universal_query, list_backends, explain_route, select_tools):
+        async def feedback(
+            request_id: Annotated[str, Field(description="The request id in an answer's routing info.")],
+            correct: Annotated[bool, Field(description="Whether the router chose the right backend and tool.")],
+            backend: Annotated[str | None, Field(description="If not: the backend that should have answered.")] = None,
+            tool: Annotated[str | None, Field(description="If not: the tool that should have answered.")] = None,
+        ) -> dict[str, Any]:
+            """Tell the router whether it routed a question right; similar questions are routed accordingly."""
+            try:
+                req = FeedbackRequest(request_id=request_id, correct=correct, backend=backend, tool=tool)
+            except ValidationError as exc:
+                raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
+            return (await self._run(self.ingress.feedback(req))).model_dump(mode="json")
+
+        for fn in (universal_query, list_backends, explain_route, select_tools, feedback):
             self.server.add_tool(fn)
         self.app = self.server.streamable_http_app(streamable_http_path="/", stateless_http=True,
                                                    json_response=True, host=settings.server.host)

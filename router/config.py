@@ -344,6 +344,32 @@ class TelemetrySettings(_Strict):
     metrics: bool = Field(default=True, description="Export Prometheus metrics through Ray's metrics API.")
 
 
+class LearningSettings(_Strict):
+    """Learning from use: labelled examples (feedback, chat tool calls, routed calls) pull a capability up or
+    push it down for similar questions, by nearest neighbours over the examples' question vectors."""
+
+    accept_feedback: bool | None = Field(default=None, description=(
+        "Whether examples are taken at all (feedback, chat, routed calls). Unset: only while the router listens "
+        "on a loopback address (`server.host`), where every caller is local."))
+    weight: float = Field(default=0.5, ge=0, le=2, description=(
+        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`; chosen by benchmarks/feedback_curve.py."))
+    neighbours: int = Field(default=5, ge=1, le=100, description=(
+        "Nearest examples of a capability that make its score."))
+    min_similarity: float = Field(default=0.6, ge=0, lt=1, description=(
+        "Question cosine below which an example says nothing about a question (0.6: lower ones pulled questions "
+        "of servers that never had feedback towards those that had)."))
+    max_examples_per_capability: int = Field(default=200, ge=1, le=100_000, description=(
+        "Examples kept per capability; the oldest are dropped beyond it."))
+    learn_from_chat: bool = Field(default=True, description=(
+        "The tools an LLM called successfully in `/v1/chat` become positive examples."))
+    learn_from_routed: bool = Field(default=False, description=(
+        "Every routed call that succeeded becomes a positive example (it reinforces the router's own choices)."))
+    decision_ttl_s: float = Field(default=3600.0, gt=0, description=(
+        "How long a query's `request_id` can be given feedback on."))
+    refresh_s: float = Field(default=2.0, gt=0, description=(
+        "How often a replica reads the examples other replicas added."))
+
+
 class RouterSettings(_Strict):
     """Everything the router is configured with: one YAML file plus `ROUTER_` environment variables."""
 
@@ -358,8 +384,11 @@ class RouterSettings(_Strict):
     tool_selection: ToolSelectionSettings = Field(default=ToolSelectionSettings(), description=(
         "Smart tool selection (`POST /v1/tools/select`)."))
     telemetry: TelemetrySettings = Field(default=TelemetrySettings(), description="Traces and metrics.")
+    learning: LearningSettings = Field(default=LearningSettings(), description=(
+        "Labelled examples from feedback and use, blended into `match`."))
     state_dir: str = Field(default=".state", description=(
-        "Where caches that survive a restart live (embedding vectors); relative to the config file."))
+        "Where state that survives a restart lives (embedding vectors, `feedback.sqlite`); relative to the config "
+        "file."))
     demo_questions: list[str] = Field(default_factory=list, description=(
         "Questions `mcp-router demo` asks once the router is up."))
 

@@ -15,6 +15,7 @@ answer served when every backend is down) and the sessions' backends.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -24,7 +25,9 @@ from opentelemetry import trace
 from router.cache import LRU
 from router.config import RouterSettings
 from router.errors import RouterError
+from router.feedback import may_give_feedback
 from router.intent import IntentClassifier
+from router.learning import LearningView, RecentDecision, example
 from router.llm import LLMClient
 from router.models import (
     BackendStatus,
@@ -62,11 +65,13 @@ class StatsView(Protocol):
 
 class Router:
     def __init__(self, settings: RouterSettings, *, executor: Executor, embed: EmbedFn, stats: StatsView,
-                 classifier: IntentClassifier | None = None, llm: LLMClient | None = None) -> None:
+                 classifier: IntentClassifier | None = None, llm: LLMClient | None = None,
+                 learning: LearningView | None = None) -> None:
         self.settings = settings
         self.llm = llm
         self.executor = executor
         self.stats = stats
+        self.learning = learning
         self._embed = embed
         self.analyser = Analyser(classifier or IntentClassifier(settings.intents, {}), embed,
                                  settings.routing.query_cache_size)
@@ -91,9 +96,11 @@ class Router:
         analysis = await self.analyser.analyse(question, dense=dense, intent=intent)
         analysed = time.perf_counter()
         sticky = self._sessions.get(session_id) if session_id else None
+        evidence = self.learning.evidence(analysis.vector) if self.learning is not None else None
         d = self.decider.decide(analysis, self.index, self.catalogs, statuses=self.stats.statuses(),
                                 perf=self.stats.perf(), backend=backend, tool=tool, sticky=sticky,
-                                fallback_on_override=fallback_on_override, k=k, started=started)
+                                fallback_on_override=fallback_on_override, k=k, started=started,
+                                evidence=evidence)
         if stages is not None:
             stages["analyse"] = _ms(started, analysed)
             stages["decide"] = _ms(analysed, time.perf_counter())
@@ -146,7 +153,25 @@ class Router:
         self.responses.store(key, answer)
         if req.session_id:
             self._sessions.put(req.session_id, answer.backend)
-        return answer
+        return self._learn_from(answer, d)
+
+    def _learn_from(self, answer: QueryResponse, d: Decision) -> QueryResponse:
+        """Remember the decision under a new request id (for feedback on it), and with
+        `learning.learn_from_routed`, take the successful call as a positive example."""
+        if self.learning is None:
+            return answer
+        request_id = uuid.uuid4().hex
+        chosen = (answer.backend, answer.kind, answer.capability)
+        self.learning.remember(RecentDecision(
+            request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
+            candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates)))
+        if (self.settings.learning.learn_from_routed and d.analysis.vector is not None
+                and may_give_feedback(None, self.settings)):
+            self.learning.learn([example(self.catalogs, chosen, 1, d.analysis.question, d.analysis.vector, "routed",
+                                         None)])
+        if answer.routing is None:
+            return answer
+        return answer.model_copy(update={"routing": answer.routing.model_copy(update={"request_id": request_id})})
 
 
 def _ms(start: float, end: float) -> float:

@@ -27,6 +27,8 @@ class ErrorKind(StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNKNOWN_BACKEND = "unknown_backend"
     UNKNOWN_CAPABILITY = "unknown_capability"
+    UNKNOWN_REQUEST = "unknown_request"
+    FEEDBACK_REFUSED = "feedback_refused"
     NO_RELEVANT_BACKEND = "no_relevant_backend"
     AMBIGUOUS_ROUTE = "ambiguous_route"
     ARGUMENTS_REQUIRED = "arguments_required"
@@ -122,6 +124,20 @@ class UnknownBackend(RouterError):
 class UnknownCapability(RouterError):
     status_code = 404
     kind = ErrorKind.UNKNOWN_CAPABILITY
+
+
+class UnknownRequest(RouterError):
+    """A `request_id` the router does not remember (never issued, or older than `learning.decision_ttl_s`)."""
+
+    status_code = 404
+    kind = ErrorKind.UNKNOWN_REQUEST
+
+
+class FeedbackRefused(RouterError):
+    """The caller may not give feedback (`learning.accept_feedback`)."""
+
+    status_code = 403
+    kind = ErrorKind.FEEDBACK_REFUSED
 
 
 class NoRelevantBackend(RouterError):

@@ -287,6 +287,11 @@ class ScoreBreakdown(_Model):
     hybrid: float = 0.0
     server: float = 0.0  # the fused score of the capability's server document, when the ranking uses it
     intent_bonus: float = 0.0
+    # Learned from labelled examples: how many the capability has, the nearest one's cosine to the
+    # question, and what their nearest-neighbour score added to `match` (negative: pushed down).
+    examples: int = 0
+    nearest_example: float = 0.0
+    learned: float = 0.0
     match: float = 0.0
     health: float = 0.0
     perf: float = 0.0
@@ -344,6 +349,8 @@ class RoutingMetadata(_Model):
     agreement: float | None = None
     answers: list[ConsensusAnswer] | None = None
     disagreed: list[str] | None = None
+    # Names this decision in `POST /v1/feedback` (within `learning.decision_ttl_s`).
+    request_id: str | None = None
 
 
 class QueryResponse(_Model):
@@ -388,6 +395,25 @@ class BackendInfo(_Model):
     @classmethod
     def from_status(cls, status: BackendStatus) -> BackendInfo:
         return cls(**{name: getattr(status, name) for name in cls.model_fields})
+
+
+class FeedbackRequest(_Model):
+    request_id: str = Field(min_length=1, max_length=64, description="`routing.request_id` of the query's answer.")
+    correct: bool = Field(description="Whether the capability the router chose was the right one.")
+    backend: str | None = Field(default=None, max_length=64, description=(
+        "With correct=false: the backend that should have answered (its best tool for the question, or `tool`)."))
+    tool: str | None = Field(default=None, max_length=256, description=(
+        "With correct=false: the tool, prompt or flow that should have answered."))
+
+
+class FeedbackResponse(_Model):
+    request_id: str
+    stored: list[dict[str, Any]] = Field(description="The examples stored, one per capability it concerns.")
+
+
+class BackendDetail(BackendInfo):
+    examples: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Labelled examples of this backend's capabilities (no vectors), oldest first."))
 
 
 class HealthResponse(_Model):

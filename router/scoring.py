@@ -2,7 +2,8 @@
 
 - match: the retrieval score (the capability's fused dense + BM25 score, blended with its server
   document's by `server_weight`), plus `intent_bonus` when the backend (or the capability)
-  declares the request's intent;
+  declares the request's intent, plus what the capability's labelled examples say about this
+  question (`router.feedback`: their nearest-neighbour score times `learning.weight`);
 - health: 1 healthy, 0.5 degraded or starting, 0 down or ejected;
 - perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
   0.5 with no history. History is per (backend, intent), falling back to the backend's overall
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from router.config import RoutingSettings
+from router.feedback import Evidence
 from router.models import BackendStatus, Candidate, ScoreBreakdown
 from router.retrieval import Ranked
 
@@ -66,8 +68,10 @@ def score_candidates(
     perf: Mapping[tuple[str, str], PerfSnapshot],
     settings: RoutingSettings,
     backend_intents: Mapping[str, tuple[str, ...]] | None = None,
+    evidence: Mapping[str, Evidence] | None = None,
 ) -> list[Candidate]:
-    """Composite-scored candidates, best first; `relevant` marks those worth calling."""
+    """Composite-scored candidates, best first; `relevant` marks those worth calling. `evidence`: what
+    each capability's labelled examples say about the question, by capability key."""
     if not ranked:
         return []
     w = settings.weights
@@ -77,7 +81,9 @@ def score_candidates(
         cap = r.capability
         declared = intent in cap.intents or intent in (backend_intents or {}).get(cap.backend, ())
         bonus = settings.intent_bonus if declared else 0.0
-        match = r.score + bonus
+        ev = (evidence or {}).get(cap.key)
+        learned = ev.contribution if ev is not None else 0.0
+        match = r.score + bonus + learned
         health = health_score(statuses.get(cap.backend))
         perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
         composite = w.match * match + w.health * health + w.perf * perf_value
@@ -85,11 +91,13 @@ def score_candidates(
         scores = ScoreBreakdown(
             dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
             bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
-            intent_bonus=bonus,
+            intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
+            learned=learned,
             match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
         )
-        absolute = h.dense >= settings.min_similarity or h.bm25 > 0
-        relative = best_match <= 0 or r.score >= settings.min_relative_match * best_match
+        # Examples that vouch for a capability on questions like this one make it worth calling.
+        absolute = h.dense >= settings.min_similarity or h.bm25 > 0 or learned > 0
+        relative = best_match <= 0 or r.score >= settings.min_relative_match * best_match or learned > 0
         out.append(Candidate(cap, scores, absolute and relative))
     out.sort(key=lambda c: -c.scores.composite)
     return out

@@ -17,6 +17,7 @@ from opentelemetry import trace
 from router.cache import LRU
 from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
+from router.feedback import Evidence
 from router.models import Analysis, BackendStatus, Candidate, Catalog, Decision, DecisionKind, Verdict
 from router.retrieval import CatalogIndex, Ranked
 from router.scoring import PerfSnapshot, score_candidates
@@ -43,8 +44,10 @@ class Decider:
     def decide(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], *,
                statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
                backend: str | None = None, tool: str | None = None, sticky: str | None = None,
-               fallback_on_override: bool = False, k: int | None = None, started: float | None = None) -> Decision:
-        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too."""
+               fallback_on_override: bool = False, k: int | None = None, started: float | None = None,
+               evidence: Mapping[str, Evidence] | None = None) -> Decision:
+        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too;
+        `evidence`: what labelled examples say about the question, per capability key."""
         started = time.perf_counter() if started is None else started
         if backend is not None and backend not in self._known:
             raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(self._known)}",
@@ -54,9 +57,12 @@ class Decider:
 
             def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
-                                        self._backend_intents)
+                                        self._backend_intents, evidence)
 
-            candidates = scored(self._retrieve(analysis, index, catalogs, want * 2, backend, tool))[:want]
+            ranked = self._retrieve(analysis, index, catalogs, want * 2, backend, tool)
+            if evidence and tool is None:
+                ranked = _with_learned(ranked, analysis, index, evidence, backend)
+            candidates = scored(ranked)[:want]
             kind: DecisionKind = "override" if backend else "route"
             if backend is not None and fallback_on_override:
                 # The caller's backend first, then everything routing would have tried elsewhere.
@@ -111,6 +117,21 @@ class Decider:
                                      "name a backend (and tool) to choose")
         top = relevant[0].capability
         return "route", f"routed to {top.backend}/{top.name}"
+
+
+def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex | None,
+                  evidence: Mapping[str, Evidence], backend: str | None) -> list[Ranked]:
+    """Capabilities that examples vouch for on questions like this one compete even when retrieval
+    alone ranks them below the cut: learning is for exactly the questions retrieval gets wrong."""
+    have = {r.capability.key for r in ranked}
+    wanted = {key for key, e in evidence.items() if e.contribution > 0 and key not in have}
+    backends = {key.split("/", 1)[0] for key in wanted}
+    if backend is not None:
+        backends &= {backend}
+    if index is None or not backends:
+        return ranked
+    found = index.search(analysis.question, analysis.vector, len(index), backends=backends)
+    return ranked + [r for r in found if r.capability.key in wanted]
 
 
 def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, BackendStatus],

@@ -1,0 +1,213 @@
+"""Learning curve: how server R@1 grows as feedback accumulates.
+
+    python benchmarks/feedback_curve.py DATA_DIR [--json OUT] [--plot OUT.png] [--seed 14]
+        [--weights 0.25,0.5,1] [--window 20] [--unfed-share 0.25]
+
+DATA_DIR is in the format `benchmarks/routing_accuracy.py` reads (catalog.json + queries.jsonl),
+e.g. the ToolAlpaca evaluation set that `benchmarks/retriever_data.py` writes to heldout/toolalpaca.
+The questions are replayed in a random (seeded) order through the router's own decide stage
+(`Decider`, hybrid retrieval, composite score with the kNN evidence of `router.feedback`). After
+each question the benchmark gives the feedback a user would: right (+1 for the chosen tool), or
+wrong (-1 for it, +1 for the gold tool, as `POST /v1/feedback {correct: false, backend, tool}`).
+A seeded share of servers never gets feedback; their questions measure what learning does to
+capabilities nobody taught it about.
+
+Reported (per blend weight `learning.weight`; the first meeting both targets with the best R@1 is
+the recommended one):
+- windows: server R@1 per window of questions, with and without examples (same questions);
+- r1_after_5_per_capability: R@1 of the questions whose gold server had already received five
+  feedback events (ToolAlpaca has about ten questions per server, so the unit is the server);
+- max_regression_unfed: the largest drop of R@1, over servers that got no feedback, between the
+  router with no examples and the router with every example of the replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.routing_accuracy import Query, build, load
+from router.config import LearningSettings, RouterSettings
+from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.feedback import Example, ExampleIndex
+from router.models import Analysis
+from router.retrieval import CatalogIndex
+from router.stages.decide import Decider
+
+TARGET_R1 = 0.90
+TARGET_REGRESSION = 0.02
+
+
+class Replay:
+    """One router (index + decide stage) and the questions with their vectors."""
+
+    def __init__(self, index: CatalogIndex, queries: list[Query], vectors: list, settings: RouterSettings) -> None:
+        self.index = index
+        self.queries = queries
+        self.vectors = vectors
+        self.settings = settings
+        self.decider = Decider(settings)
+
+    def top(self, i: int, examples: ExampleIndex | None) -> tuple[str, str, str] | None:
+        q = self.queries[i]
+        analysis = Analysis(question=q.text, vector=self.vectors[i], intent="general", intent_source="default")
+        evidence = examples.evidence(self.vectors[i]) if examples is not None else None
+        d = self.decider.decide(analysis, self.index, {}, statuses={}, perf={}, evidence=evidence)
+        if not d.candidates:
+            return None
+        cap = d.candidates[0].capability
+        return cap.backend, cap.kind, cap.name
+
+
+def gold_of(q: Query) -> tuple[str, str]:
+    name, servers = q.gold_tools[0]
+    return (sorted(servers)[0] if servers else sorted(q.gold_servers)[0]), name
+
+
+def run_weight(replay: Replay, order: list[int], unfed: set[str], learning: LearningSettings,
+               window: int) -> dict:
+    queries, vectors = replay.queries, replay.vectors
+    baseline = {i: replay.top(i, None) for i in order}
+    examples: list[Example] = []
+    index = ExampleIndex([], learning)
+    fed_events: Counter[str] = Counter()
+    hits, base_hits, after5, after5_tool = [], [], [], []
+    tool_events: Counter[tuple[str, str]] = Counter()
+    for i in order:
+        q = queries[i]
+        top = replay.top(i, index)
+        hit = top is not None and top[0] in q.gold_servers
+        hits.append(hit)
+        base_hits.append(baseline[i] is not None and baseline[i][0] in q.gold_servers)
+        server, tool = gold_of(q)
+        if server in unfed:
+            continue
+        if fed_events[server] >= 5:
+            after5.append(hit)
+        if tool_events[(server, tool)] >= 5:
+            after5_tool.append(hit)
+        fed_events[server] += 1
+        tool_events[(server, tool)] += 1
+        if top is not None and hit:
+            examples.append(Example(backend=top[0], kind=top[1], name=top[2], label=1, question=q.text,
+                                    vector=vectors[i], id=len(examples)))
+        else:
+            if top is not None:
+                examples.append(Example(backend=top[0], kind=top[1], name=top[2], label=-1, question=q.text,
+                                        vector=vectors[i], id=len(examples)))
+            examples.append(Example(backend=server, kind="tool", name=tool, label=1, question=q.text,
+                                    vector=vectors[i], id=len(examples)))
+        index = ExampleIndex(examples, learning)
+    per_server_base: dict[str, list[bool]] = defaultdict(list)
+    per_server_final: dict[str, list[bool]] = defaultdict(list)
+    for i in order:
+        server = gold_of(queries[i])[0]
+        if server in unfed:
+            b, f = baseline[i], replay.top(i, index)
+            per_server_base[server].append(b is not None and b[0] in queries[i].gold_servers)
+            per_server_final[server].append(f is not None and f[0] in queries[i].gold_servers)
+    regressions = {s: _mean(per_server_base[s]) - _mean(per_server_final[s]) for s in per_server_base}
+    windows = [{"start": s, "questions": len(hits[s:s + window]), "r1": round(_mean(hits[s:s + window]), 4),
+                "r1_without_examples": round(_mean(base_hits[s:s + window]), 4)}
+               for s in range(0, len(hits), window)]
+    return {
+        "weight": learning.weight, "windows": windows,
+        "r1_after_5_per_capability": round(_mean(after5), 4), "questions_after_5": len(after5),
+        "r1_after_5_per_tool": round(_mean(after5_tool), 4) if after5_tool else None,
+        "questions_after_5_per_tool": len(after5_tool),
+        "max_regression_unfed": round(max(regressions.values(), default=0.0), 4),
+        "unfed_r1_before": round(_mean([h for v in per_server_base.values() for h in v]), 4),
+        "unfed_r1_after": round(_mean([h for v in per_server_final.values() for h in v]), 4),
+        "r1_overall": round(_mean(hits), 4), "r1_overall_without_examples": round(_mean(base_hits), 4),
+        "examples": len(examples),
+    }
+
+
+def _mean(values: list[bool] | list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+async def run(args: argparse.Namespace) -> dict:
+    catalogs, queries = load(Path(args.data_dir))
+    queries = [q for q in queries if q.gold_tools and q.gold_servers]
+    settings = RouterSettings()
+    model = LocalMiniLM()
+    embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
+    index = await build(catalogs, embedder, settings.routing)
+    vectors = list(await embedder.embed([q.text for q in queries]))
+    replay = Replay(index, queries, vectors, settings)
+    rng = random.Random(args.seed)
+    order = list(range(len(queries)))
+    rng.shuffle(order)
+    servers = sorted({gold_of(q)[0] for q in queries})
+    unfed = set(rng.sample(servers, round(len(servers) * args.unfed_share)))
+    results = []
+    for weight in (float(w) for w in args.weights.split(",")):
+        learning = LearningSettings(weight=weight, min_similarity=args.min_similarity, neighbours=args.neighbours)
+        r = run_weight(replay, order, unfed, learning, args.window)
+        results.append(r)
+        print(f"weight {weight:<5} R@1 after 5/capability {r['r1_after_5_per_capability']:.3f} "
+              f"({r['questions_after_5']} q)  max regression unfed {r['max_regression_unfed']:+.3f}  "
+              f"overall {r['r1_overall']:.3f} (without examples {r['r1_overall_without_examples']:.3f})")
+    meeting = [r for r in results if r["r1_after_5_per_capability"] >= TARGET_R1
+               and r["max_regression_unfed"] <= TARGET_REGRESSION]
+    chosen = max(meeting or results, key=lambda r: (r["r1_after_5_per_capability"], -r["max_regression_unfed"]))
+    print(f"\nchosen weight {chosen['weight']} (targets {'met' if meeting else 'NOT met'}); learning curve:")
+    for w in chosen["windows"]:
+        print(f"  questions {w['start']:>4}-{w['start'] + w['questions'] - 1:<4} R@1 {w['r1']:.3f} "
+              f"(without examples {w['r1_without_examples']:.3f})")
+    return {"data_dir": str(args.data_dir), "queries": len(queries), "servers": len(servers),
+            "unfed_servers": sorted(unfed), "seed": args.seed, "min_similarity": args.min_similarity,
+            "neighbours": args.neighbours, "targets_met": bool(meeting), **chosen, "by_weight": results}
+
+
+def plot(report: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ws = report["windows"]
+    x = [w["start"] + w["questions"] for w in ws]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(x, [w["r1"] for w in ws], marker="o", label=f"with feedback (weight {report['weight']})")
+    ax.plot(x, [w["r1_without_examples"] for w in ws], linestyle="--", label="without examples")
+    ax.set_xlabel("questions replayed")
+    ax.set_ylabel("server R@1 in window")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("Learning from feedback")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("data_dir")
+    parser.add_argument("--json", help="write the report here")
+    parser.add_argument("--plot", help="write the learning curve as a PNG here (needs the plots extra)")
+    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--weights", default="0.1,0.25,0.5,0.75,1.0")
+    parser.add_argument("--min-similarity", type=float, default=LearningSettings().min_similarity)
+    parser.add_argument("--neighbours", type=int, default=LearningSettings().neighbours)
+    parser.add_argument("--window", type=int, default=20)
+    parser.add_argument("--unfed-share", type=float, default=0.25)
+    parser.add_argument("--cache-dir", default="~/.cache/mcp-router/embeddings")
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    if args.plot:
+        plot(report, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Learning from use: the decisions a router remembers, and the examples feedback and use turn into.
+
+    learning.remember(RecentDecision(request_id=..., question=..., vector=..., chosen=("clock", "tool", "now")))
+    examples = feedback_examples(decision, FeedbackRequest(request_id=..., correct=False, backend="weather"),
+                                 catalogs, principal=None)
+
+A query's answer carries a `request_id`; feedback on it names the decision (question, vector, chosen
+capability) the router remembered. Right: +1 for the chosen capability. Wrong: -1 for it and, when
+the caller says which backend (and tool) should have answered, +1 for that one. The `LearningView`
+is what the router core reads (evidence) and writes (decisions, examples) without waiting; the
+Ray implementation lives in `actors.feedback`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from router.config import RouterSettings
+from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
+from router.feedback import Evidence, Example, Source, may_give_feedback
+from router.models import Capability, Catalog, ChatRequest, ChatResponse, FeedbackRequest
+from router.retrieval import capability_dense_text
+
+CapabilityId = tuple[str, str, str]  # (backend, kind, name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecentDecision:
+    request_id: str
+    question: str
+    vector: Any = field(repr=False)  # np.ndarray or None
+    chosen: CapabilityId
+    candidates: tuple[CapabilityId, ...] = ()  # the ranked candidates, best first
+
+
+class LearningView(Protocol):
+    """What the router core reads (cached locally) and writes (without waiting)."""
+
+    def evidence(self, vector: Any) -> Mapping[str, Evidence]: ...
+
+    def remember(self, decision: RecentDecision) -> None: ...
+
+    def learn(self, examples: Sequence[Example]) -> None: ...
+
+
+def example(catalogs: Mapping[str, Catalog], cap: CapabilityId, label: int, question: str, vector: Any,
+            source: Source, principal: str | None) -> Example:
+    backend, kind, name = cap
+    return Example(backend=backend, kind=kind, name=name, label=label, question=question, vector=vector,
+                   source=source, principal=principal, document=document_of(catalogs, cap))
+
+
+def document_of(catalogs: Mapping[str, Catalog], cap: CapabilityId) -> str:
+    """The capability's text as the retriever sees it, kept with the example for training."""
+    catalog = catalogs.get(cap[0])
+    found = _find(catalog, cap[1], cap[2]) if catalog else None
+    return capability_dense_text(found, catalog.description) if found and catalog else ""
+
+
+def _find(catalog: Catalog, kind: str | None, name: str) -> Capability | None:
+    return next((c for c in catalog.capabilities if c.name == name and kind in (None, c.kind)), None)
+
+
+def check_allowed(principal: str | None, settings: RouterSettings) -> None:
+    if not may_give_feedback(principal, settings):
+        raise FeedbackRefused("this router does not accept feedback (learning.accept_feedback)")
+
+
+def feedback_examples(decision: RecentDecision | None, req: FeedbackRequest, catalogs: Mapping[str, Catalog],
+                      principal: str | None) -> list[Example]:
+    """The examples one piece of feedback means; raises the 4xx that names the offending field."""
+    if decision is None:
+        raise UnknownRequest(f"request_id: {req.request_id!r} is unknown or older than learning.decision_ttl_s",
+                             request_id=req.request_id)
+    if decision.vector is None:
+        raise InvalidRequest(f"request_id: {req.request_id!r} was routed without a question vector; "
+                             "feedback needs dense retrieval")
+    if req.correct and (req.backend or req.tool):
+        raise InvalidRequest("backend, tool: only with correct=false (they name what should have answered)")
+    if req.correct:
+        return [example(catalogs, decision.chosen, 1, decision.question, decision.vector, "feedback", principal)]
+    out = [example(catalogs, decision.chosen, -1, decision.question, decision.vector, "feedback", principal)]
+    right = _named(decision, req, catalogs)
+    if right is not None:
+        if right == decision.chosen:
+            raise InvalidRequest(f"backend, tool: {'/'.join(right)} is what the router chose; "
+                                 "send correct=true to confirm it")
+        out.append(example(catalogs, right, 1, decision.question, decision.vector, "feedback", principal))
+    return out
+
+
+def _named(decision: RecentDecision, req: FeedbackRequest, catalogs: Mapping[str, Catalog]) -> CapabilityId | None:
+    """The capability the caller says should have answered, if any."""
+    if req.backend is None and req.tool is None:
+        return None
+    if req.backend is not None and req.backend not in catalogs:
+        raise UnknownBackend(f"backend: unknown backend {req.backend!r}; known: {', '.join(sorted(catalogs))}",
+                             backend=req.backend)
+    if req.tool is not None:
+        where = [catalogs[req.backend]] if req.backend else list(catalogs.values())
+        found = [(c.backend, c.kind, c.name) for cat in where for c in cat.capabilities if c.name == req.tool]
+        if not found:
+            raise UnknownCapability(f"tool: no capability named {req.tool!r}"
+                                    + (f" in backend {req.backend!r}" if req.backend else ""), tool=req.tool)
+        if len(found) > 1:
+            raise InvalidRequest(f"tool: {req.tool!r} exists in several backends "
+                                 f"({', '.join(sorted({f[0] for f in found}))}); name the backend too")
+        return found[0]
+    # A backend without a tool: its best-ranked capability for the question, else its only one.
+    ranked = [c for c in decision.candidates if c[0] == req.backend]
+    if ranked:
+        return ranked[0]
+    caps = catalogs[req.backend or ""].capabilities
+    if len(caps) == 1:
+        return caps[0].backend, caps[0].kind, caps[0].name
+    raise InvalidRequest(f"tool: backend {req.backend!r} has {len(caps)} capabilities and none was a candidate; "
+                         "name the tool")
+
+
+def chat_examples(request: ChatRequest, response: ChatResponse, vector: Any, catalogs: Mapping[str, Catalog],
+                  principal: str | None) -> list[Example]:
+    """The tools an LLM called successfully in a conversation, as positive examples of its last user turn."""
+    question = chat_question(request)
+    seen: set[CapabilityId] = set()
+    out = []
+    for call in response.tool_calls:
+        backend, name = call.get("backend"), call.get("capability")
+        if not call.get("ok") or not backend or not name or backend not in catalogs:
+            continue
+        cap: CapabilityId = (backend, "tool", name)
+        if cap not in seen:
+            seen.add(cap)
+            out.append(example(catalogs, cap, 1, question, vector, "chat", principal))
+    return out
+
+
+def chat_question(request: ChatRequest) -> str:
+    users = [m.get("content") for m in request.messages if m.get("role") == "user"]
+    text = users[-1] if users else ""
+    return text if isinstance(text, str) else str(text)

@@ -1,0 +1,106 @@
+"""The example store, the nearest-neighbour evidence and its blend into the score, without Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from router.config import LearningSettings, RouterSettings, RoutingSettings
+from router.feedback import Example, ExampleIndex, ExampleStore, may_give_feedback
+from router.index import Hit
+from router.models import Capability
+from router.retrieval import Ranked
+from router.scoring import score_candidates
+
+
+def unit(*values: float) -> np.ndarray:
+    v = np.array(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def ex(name: str, label: int, vector: np.ndarray, backend: str = "b", question: str = "q") -> Example:
+    return Example(backend=backend, kind="tool", name=name, label=label, question=question, vector=vector)
+
+
+def test_store_keeps_examples_across_reopening_and_drops_the_oldest_beyond_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "feedback.sqlite"
+    store = ExampleStore(path, cap=2)
+    for i in range(3):
+        store.add([ex("t", 1, unit(1, i, 0), question=f"q{i}")])
+    store.add([ex("other", -1, unit(0, 1, 0), backend="c")])
+    store.close()
+    reopened = ExampleStore(path, cap=2)
+    kept = reopened.for_backend("b")
+    assert [e.question for e in kept] == ["q1", "q2"]
+    assert kept[0].vector.dtype == np.float32
+    np.testing.assert_allclose(kept[1].vector, unit(1, 2, 0))
+    assert [(e.backend, e.label) for e in reopened.all()] == [("b", 1), ("b", 1), ("c", -1)]
+
+
+def test_store_deletes_per_backend_and_bumps_its_version(tmp_path: Path) -> None:
+    store = ExampleStore(tmp_path / "f.sqlite", cap=10)
+    store.add([ex("t", 1, unit(1, 0)), ex("u", 1, unit(0, 1), backend="c")])
+    before = store.version
+    assert store.delete_backend("b") == 1
+    assert store.version > before
+    assert [e.backend for e in store.all()] == ["c"]
+    assert store.delete_backend("nobody") == 0
+
+
+def test_a_close_positive_example_pulls_up_and_a_close_negative_pushes_down() -> None:
+    settings = LearningSettings(weight=0.5, min_similarity=0.5)
+    index = ExampleIndex([ex("good", 1, unit(1, 0.1, 0)), ex("bad", -1, unit(1, 0, 0.1)),
+                          ex("far", 1, unit(0, 0, 1))], settings)
+    evidence = index.evidence(unit(1, 0, 0))
+    assert evidence["b/tool/good"].score > 0.9 and evidence["b/tool/good"].contribution == pytest.approx(
+        0.5 * evidence["b/tool/good"].score, abs=1e-3)
+    assert evidence["b/tool/bad"].score < -0.9
+    far = evidence["b/tool/far"]
+    assert far.score == 0.0 and far.contribution == 0.0 and far.examples == 1 and far.nearest == pytest.approx(0.0)
+
+
+def test_mixed_verdicts_cancel_and_the_nearest_similarity_scales_the_score() -> None:
+    settings = LearningSettings(weight=1.0, min_similarity=0.5)
+    mixed = ExampleIndex([ex("t", 1, unit(1, 0.05)), ex("t", -1, unit(1, -0.05))], settings)
+    assert abs(mixed.evidence(unit(1, 0))["b/tool/t"].score) < 1e-3
+    one = ExampleIndex([ex("t", 1, unit(1, 1))], settings)  # cosine 0.707 to (1, 0)
+    ev = one.evidence(unit(1, 0))["b/tool/t"]
+    assert ev.nearest == pytest.approx(0.7071, abs=1e-3)
+    assert ev.score == pytest.approx((0.7071 - 0.5) / 0.5, abs=1e-3)
+
+
+def test_no_evidence_without_a_vector_or_with_vectors_of_another_model() -> None:
+    index = ExampleIndex([ex("t", 1, unit(1, 0))], LearningSettings())
+    assert index.evidence(None) == {}
+    assert index.evidence(unit(1, 0, 0)) == {}
+    assert ExampleIndex([], LearningSettings()).evidence(unit(1, 0)) == {}
+
+
+def ranked(name: str, score: float) -> Ranked:
+    cap = Capability(backend="b", name=name)
+    return Ranked(cap, Hit(0, 0.5, 1.0, 0.5, 1.0, score), score)
+
+
+def test_the_learned_contribution_is_added_to_match_and_shown_in_the_breakdown() -> None:
+    index = ExampleIndex([ex("second", 1, unit(1, 0.1)), ex("first", -1, unit(1, -0.1))],
+                         LearningSettings(weight=0.5, min_similarity=0.5))
+    evidence = index.evidence(unit(1, 0))
+    plain = score_candidates([ranked("first", 0.6), ranked("second", 0.55)], "general", {}, {}, RoutingSettings())
+    learned = score_candidates([ranked("first", 0.6), ranked("second", 0.55)], "general", {}, {},
+                               RoutingSettings(), evidence=evidence)
+    assert [c.capability.name for c in plain] == ["first", "second"]
+    assert [c.capability.name for c in learned] == ["second", "first"]
+    top = learned[0].scores
+    assert top.examples == 1 and top.nearest_example == pytest.approx(0.995, abs=1e-3)
+    assert top.match == pytest.approx(0.55 + top.learned, abs=1e-3) and top.learned > 0.4
+    assert learned[1].scores.learned < -0.4
+
+
+def test_feedback_is_taken_on_loopback_by_default_and_the_switch_overrides() -> None:
+    assert may_give_feedback(None, RouterSettings())
+    assert not may_give_feedback(None, RouterSettings.model_validate({"server": {"host": "0.0.0.0"}}))
+    assert may_give_feedback(None, RouterSettings.model_validate(
+        {"server": {"host": "0.0.0.0"}, "learning": {"accept_feedback": True}}))
+    assert not may_give_feedback("alice", RouterSettings.model_validate({"learning": {"accept_feedback": False}}))

@@ -1,0 +1,117 @@
+"""Feedback on a query's request id, through the router core with a local store, without Ray."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from router.config import LearningSettings
+from router.errors import InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
+from router.feedback import Evidence, Example, ExampleIndex, ExampleStore
+from router.learning import RecentDecision, chat_examples, feedback_examples
+from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest
+from tests.unit.helpers import embed_texts, small_catalogs
+from tests.unit.router_world import ONLY_TIME, world
+
+
+class LocalLearning:
+    """A LearningView over an ExampleStore in one process."""
+
+    def __init__(self, path: Path, settings: LearningSettings) -> None:
+        self.settings = settings
+        self.store = ExampleStore(path, settings.max_examples_per_capability)
+        self.decisions: dict[str, RecentDecision] = {}
+        self.index = ExampleIndex([], settings)
+
+    def evidence(self, vector: Any) -> Mapping[str, Evidence]:
+        return self.index.evidence(vector)
+
+    def remember(self, decision: RecentDecision) -> None:
+        self.decisions[decision.request_id] = decision
+
+    def learn(self, examples: Sequence[Example]) -> None:
+        self.store.add(examples)
+        self.index = ExampleIndex(self.store.all(), self.settings)
+
+
+CATALOGS = {c.backend: c for c in small_catalogs()}
+
+
+def decision(**kw: Any) -> RecentDecision:
+    return RecentDecision(request_id="r1", question="what time is it", vector=embed_texts(["what time is it"])[0],
+                          chosen=("time", "tool", "get_current_time"),
+                          candidates=(("time", "tool", "get_current_time"), ("clock", "tool", "world_clock")), **kw)
+
+
+async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_question(tmp_path: Path) -> None:
+    w = world()
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=1.0, min_similarity=0.3))
+    w.router.learning = learning
+    first = await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert first.backend == "time" and first.routing is not None and first.routing.request_id
+    remembered = learning.decisions[first.routing.request_id]
+    assert remembered.chosen == ("time", "tool", "get_current_time")
+    examples = feedback_examples(remembered, FeedbackRequest(request_id=first.routing.request_id, correct=False,
+                                                             backend="clock"), w.router.catalogs, None)
+    learning.learn(examples)
+    assert [(e.backend, e.label, e.source) for e in examples] == [("time", -1, "feedback"), ("clock", 1, "feedback")]
+    assert "world clock" in examples[1].document.lower()
+    again = await w.router.query(QueryRequest(question="What time is it in Tokyo now?"))
+    assert again.backend == "clock"
+    assert again.routing is not None and again.routing.chosen is not None
+    assert again.routing.chosen.scores.examples == 1 and again.routing.chosen.scores.learned > 0
+    unrelated = await w.router.query(QueryRequest(question="add 2 and 40"))
+    assert unrelated.backend == "calc"
+
+
+async def test_routed_calls_become_examples_only_when_switched_on(tmp_path: Path) -> None:
+    for on in (False, True):
+        w = world(settings={"learning": {"learn_from_routed": on}})
+        learning = LocalLearning(tmp_path / f"{on}.sqlite", LearningSettings())
+        w.router.learning = learning
+        await w.router.query(QueryRequest(question=ONLY_TIME))
+        stored = learning.store.all()
+        assert [(e.backend, e.source) for e in stored] == ([("time", "routed")] if on else [])
+
+
+def test_correct_feedback_is_one_positive_example() -> None:
+    out = feedback_examples(decision(), FeedbackRequest(request_id="r1", correct=True), CATALOGS, "alice")
+    assert [(e.key, e.label, e.principal) for e in out] == [("time/tool/get_current_time", 1, "alice")]
+
+
+def test_wrong_with_a_named_tool_is_a_negative_and_a_positive() -> None:
+    out = feedback_examples(decision(), FeedbackRequest(request_id="r1", correct=False, tool="multiply"),
+                            CATALOGS, None)
+    assert [(e.key, e.label) for e in out] == [("time/tool/get_current_time", -1), ("calc/tool/multiply", 1)]
+
+
+def test_bad_feedback_is_a_4xx_naming_the_field() -> None:
+    cases = [
+        (None, FeedbackRequest(request_id="nope", correct=True), UnknownRequest, "request_id"),
+        (decision(), FeedbackRequest(request_id="r1", correct=False, backend="nowhere"), UnknownBackend, "backend"),
+        (decision(), FeedbackRequest(request_id="r1", correct=False, backend="calc", tool="divide"),
+         UnknownCapability, "tool"),
+        (decision(), FeedbackRequest(request_id="r1", correct=True, backend="calc"), InvalidRequest, "backend"),
+        (decision(), FeedbackRequest(request_id="r1", correct=False, backend="calc"), InvalidRequest, "tool"),
+        (decision(), FeedbackRequest(request_id="r1", correct=False, backend="time"), InvalidRequest, "backend"),
+    ]
+    for remembered, req, error, field in cases:
+        with pytest.raises(error) as info:
+            feedback_examples(remembered, req, CATALOGS, None)
+        assert field in info.value.message and 400 <= info.value.status_code < 500
+
+
+def test_the_tools_an_llm_called_successfully_become_positive_examples_of_the_last_user_turn() -> None:
+    request = ChatRequest(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                                    {"role": "user", "content": "what is 2 times 3"}])
+    response = ChatResponse(answer="6", servers=["calc"], turns=2, max_turns_reached=False, reroute=False,
+                            selection={}, tool_calls=[
+                                {"backend": "calc", "capability": "multiply", "ok": True},
+                                {"backend": "calc", "capability": "multiply", "ok": True},
+                                {"backend": "calc", "capability": "add", "ok": False}])
+    out = chat_examples(request, response, embed_texts(["what is 2 times 3"])[0], CATALOGS, None)
+    assert [(e.key, e.label, e.source, e.question) for e in out] == [
+        ("calc/tool/multiply", 1, "chat", "what is 2 times 3")]
