@@ -23,12 +23,12 @@ import ray
 
 from router.cache import LRU
 from router.config import LearningSettings
-from router.feedback import Evidence, Example, ExampleIndex, ExampleStore
+from router.feedback import FEEDBACK_FILE, Evidence, Example, ExampleIndex, ExampleStore
 from router.learning import RecentDecision
 
 log = logging.getLogger("mcp_router.feedback")
 _FLUSH_S = 0.2
-FEEDBACK_FILE = "feedback.sqlite"
+
 
 
 class FeedbackOwner:

@@ -5,6 +5,7 @@
     mcp-router query "What time is it in Tokyo?"       # ask a running router
     mcp-router route "..." | mcp-router backends
     mcp-router loadtest --url URL --concurrency 32 --duration 30
+    mcp-router train --from-feedback [--out DIR]        # fine-tune retrieval on the collected examples
 """
 
 from __future__ import annotations
@@ -191,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.loadtest import add_loadtest_parser
 
     add_loadtest_parser(sub)
+    from cli.train import add_train_parser
+
+    add_train_parser(sub)
     return p
 
 
@@ -202,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         from cli.loadtest import cmd_loadtest
 
         return cmd_loadtest(args)
+    if args.command == "train":
+        from cli.train import cmd_train
+
+        return cmd_train(args)
     try:
         return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends}[args.command](args)
     except httpx.ConnectError as exc:

@@ -29,6 +29,7 @@ import numpy as np
 from router.config import LearningSettings, RouterSettings
 
 Source = Literal["feedback", "chat", "routed"]
+FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
 _LOOPBACK = ("127.", "localhost", "::1")
 
 

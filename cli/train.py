@@ -1,0 +1,108 @@
+"""`mcp-router train --from-feedback`: fine-tune the retrieval model on the examples the router collected.
+
+    mcp-router train --from-feedback --config router.yaml [--out models/NAME] [--python .venv-train/bin/python]
+
+The examples in `state_dir/feedback.sqlite` become (question, positive, negative) triples: the
+positive is the document of a capability that was right for the question; the negative is one that
+was wrong for it, else the document of another capability. `benchmarks/train_retriever.py` then
+fine-tunes the model on them (it needs torch, so `--python` names an environment that has it; the
+router itself stays torch-free) and the ONNX model and tokenizer are written to `--out`. A folder
+under models/ is what `embeddings.model` names: set it to the folder's name and restart the router.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from router.config_file import load_settings
+from router.errors import ConfigError
+from router.feedback import FEEDBACK_FILE, Example, ExampleStore
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN_SCRIPT = ROOT / "benchmarks" / "train_retriever.py"
+
+
+def export_triples(examples: list[Example], out_dir: Path, seed: int = 14) -> dict[str, int]:
+    """Write out_dir/train.jsonl and manifest.json; returns the counts."""
+    rng = random.Random(seed)
+    documents = {e.key: e.document for e in examples if e.document}
+    by_question: dict[str, dict[int, list[str]]] = defaultdict(lambda: {1: [], -1: []})
+    for e in examples:
+        if e.document:
+            by_question[e.question][e.label].append(e.key)
+    triples = []
+    for question, labelled in by_question.items():
+        for positive in dict.fromkeys(labelled[1]):
+            wrong = [k for k in labelled[-1] if k != positive]
+            others = [k for k in documents if k != positive and k not in labelled[1]]
+            negative = wrong[0] if wrong else (rng.choice(others) if others else None)
+            if negative is not None:
+                triples.append({"query": question, "positive": documents[positive], "negative": documents[negative]})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / "train.jsonl").open("w", encoding="utf-8") as fh:
+        for t in triples:
+            fh.write(json.dumps(t, ensure_ascii=False) + "\n")
+    counts = {"examples": len(examples), "questions": len(by_question), "triples": len(triples),
+              "capabilities": len(documents)}
+    (out_dir / "manifest.json").write_text(json.dumps({"source": "feedback", "counts": counts}, indent=1))
+    return counts
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if not args.from_feedback:
+        print("mcp-router train: only --from-feedback is supported", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"mcp-router: {exc}", file=sys.stderr)
+        return 2
+    store_path = Path(settings.state_dir) / FEEDBACK_FILE
+    if not store_path.is_file():
+        print(f"mcp-router train: no examples yet ({store_path} does not exist)", file=sys.stderr)
+        return 1
+    store = ExampleStore(store_path, settings.learning.max_examples_per_capability)
+    examples = store.all()
+    store.close()
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="mcp-router-train-"))
+    counts = export_triples(examples, work / "data")
+    print(f"exported {counts['triples']} triples from {counts['examples']} examples to {work / 'data'}")
+    if counts["triples"] == 0:
+        print("mcp-router train: nothing to train on (an example needs a capability document and a negative)",
+              file=sys.stderr)
+        return 1
+    if args.export_only:
+        return 0
+    command = [args.python, str(TRAIN_SCRIPT), str(work / "data"), str(work / "run"), "--steps", str(args.steps)]
+    print("running " + " ".join(command), flush=True)
+    if subprocess.run(command, cwd=ROOT).returncode:
+        print(f"mcp-router train: training failed; {args.python} needs torch, sentence-transformers, onnx "
+              f"(see {TRAIN_SCRIPT.relative_to(ROOT)})", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else ROOT / "models" / f"{settings.embeddings.model}-feedback"
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(work / "run" / "model.onnx", out / "model.onnx")
+    shutil.copy(ROOT / "models" / "all-MiniLM-L6-v2" / "tokenizer.json", out / "tokenizer.json")
+    shutil.copy(work / "run" / "training.json", out / "training.json")
+    print(f"model written to {out}; set embeddings.model: {out.name} (a folder under models/) and restart")
+    return 0
+
+
+def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    t = sub.add_parser("train", help="fine-tune the retrieval model on the collected examples")
+    t.add_argument("--from-feedback", action="store_true", required=True,
+                   help="train on the examples in state_dir/feedback.sqlite")
+    t.add_argument("--config", default=str(ROOT / "examples" / "router.yaml"))
+    t.add_argument("--out", help="model folder to write (default models/<embeddings.model>-feedback)")
+    t.add_argument("--python", default=sys.executable, help="an interpreter with torch (the training environment)")
+    t.add_argument("--steps", type=int, default=200)
+    t.add_argument("--work-dir", help="where the triples and training run go (default: a temporary folder)")
+    t.add_argument("--export-only", action="store_true", help="write the triples, do not train")
