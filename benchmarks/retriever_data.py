@@ -249,11 +249,16 @@ def main() -> None:
     parser.add_argument("--overlap-report", help="LiveMCPBench-format dir whose tool names to compare with")
     parser.add_argument("--drop-overlap-with", help="like --overlap-report, and remove the overlapping tools")
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--heldout-only", action="store_true",
+                        help="write only heldout/ (needs only the ToolAlpaca copy, loads no model)")
     args = parser.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     root = Path(args.mirror_root)
+    if args.heldout_only:
+        write_heldout(root, out, {})
+        return
     model = LocalMiniLM()
 
     manifest: dict = {"sources": SOURCES, "seed": args.seed, "counts": {}}
@@ -284,17 +289,22 @@ def main() -> None:
         for t in triples:
             fh.write(json.dumps(t, ensure_ascii=False) + "\n")
 
+    write_heldout(root, out, manifest["counts"])
+    manifest["triples"] = len(triples)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    print(f"{len(triples)} triples; held out toolalpaca: {manifest['counts']['toolalpaca']}")
+
+
+def write_heldout(root: Path, out: Path, counts: dict) -> None:
     catalog, queries = load_toolalpaca(Source(root, "toolalpaca"))
     held = out / "heldout" / "toolalpaca"
     held.mkdir(parents=True, exist_ok=True)
     (held / "catalog.json").write_text(json.dumps(catalog, indent=1, ensure_ascii=False), encoding="utf-8")
     (held / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries),
                                         encoding="utf-8")
-    manifest["counts"]["toolalpaca"] = {"servers": len(catalog), "tools": sum(len(c["tools"]) for c in catalog),
-                                        "queries": len(queries)}
-    manifest["triples"] = len(triples)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    print(f"{len(triples)} triples; held out toolalpaca: {manifest['counts']['toolalpaca']}")
+    counts["toolalpaca"] = {"servers": len(catalog), "tools": sum(len(c["tools"]) for c in catalog),
+                            "queries": len(queries)}
+    print(f"held out toolalpaca: {counts['toolalpaca']} in {held}")
 
 
 if __name__ == "__main__":

@@ -351,8 +351,9 @@ class LearningSettings(_Strict):
     accept_feedback: bool | None = Field(default=None, description=(
         "Whether examples are taken at all (feedback, chat, routed calls). Unset: only while the router listens "
         "on a loopback address (`server.host`), where every caller is local."))
-    weight: float = Field(default=0.5, ge=0, le=2, description=(
-        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`; chosen by benchmarks/feedback_curve.py."))
+    weight: float = Field(default=0.25, ge=0, le=2, description=(
+        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`. 0.25: the largest that made no server "
+        "without feedback worse in benchmarks/feedback_curve.py on ToolAlpaca (docs/benchmarks.md)."))
     neighbours: int = Field(default=5, ge=1, le=100, description=(
         "Nearest examples of a capability that make its score."))
     min_similarity: float = Field(default=0.6, ge=0, lt=1, description=(
