@@ -34,7 +34,8 @@ _FLUSH_S = 0.2
 class FeedbackOwner:
     def __init__(self, path: str, settings: LearningSettings) -> None:
         self.store = ExampleStore(path, settings.max_examples_per_capability)
-        self._decisions: LRU[str, RecentDecision] = LRU(200_000, ttl_s=settings.decision_ttl_s)
+        # A decision holds its question's vector (1.5 KB with MiniLM): 50,000 of them are about 75 MB.
+        self._decisions: LRU[str, RecentDecision] = LRU(50_000, ttl_s=settings.decision_ttl_s)
         log.info("feedback store %s: %d examples", path, self.store.count())
 
     async def remember(self, decisions: list[RecentDecision]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import numpy as np
+import ray
 from fastapi import FastAPI
 from ray import serve
 
@@ -123,7 +124,7 @@ class RouterIngress:
                                           on_status=self.metrics.observe_health)
         self.learning = FeedbackView(settings.learning, await pool.feedback.remote(settings.state_dir,
                                                                                   settings.learning))
-        with contextlib.suppress(Exception):  # the examples arrive with the next refresh if not now
+        with contextlib.suppress(ray.exceptions.RayError, TimeoutError):  # else they come with the next refresh
             await self.learning.refresh()
         self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor),
                              embed=query_embedder.embed,
