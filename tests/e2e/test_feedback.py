@@ -3,11 +3,13 @@ question, and the examples survive a restart of the feedback actor and of the wh
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import httpx
 import ray
+from mcp import Client
 from ray import serve
 
 from router.config import RouterSettings
@@ -75,6 +77,12 @@ def test_feedback_changes_the_next_decision_and_survives_restarts(ray_local: dic
         assert status == 404 and "backend" in message
         assert httpx.get(f"{url}/v1/backends/nowhere").status_code == 404
 
+        # The same over MCP: the answer's routing info names its request id, the feedback tool takes it.
+        answer_text, stored, unknown = asyncio.run(_mcp_feedback(url))
+        assert "- request id: " in answer_text and stored == [("calculate", 1)]
+        assert unknown.is_error and "request_id" in unknown.content[0].text
+        assert [e["source"] for e in examples_of(url, "calculator")] == ["feedback"]
+
         # The owner restarts and reopens the same file: the example given before is still there.
         pool = serve.get_deployment_handle("BackendPool", settings.server.app_name)
         owner = pool.feedback.remote(settings.state_dir, settings.learning).result(timeout_s=30)
@@ -103,3 +111,13 @@ def _examples_or_none(url: str, backend: str) -> list[dict[str, Any]] | None:
 def _candidates(url: str, question: str) -> list[tuple[str, dict[str, Any]]]:
     r = httpx.post(f"{url}/v1/route", json={"question": question}, timeout=60)
     return [(c["capability"], c["scores"]) for c in r.json()["candidates"]]
+
+
+async def _mcp_feedback(url: str) -> tuple[str, list[tuple[str, int]], Any]:
+    async with Client(f"{url}/mcp/") as client:
+        answer = await client.call_tool("universal_query", {"question": "What is 6 times 7?"})
+        request_id = answer.structured_content["routing"]["request_id"]
+        ok = await client.call_tool("feedback", {"request_id": request_id, "correct": True})
+        unknown = await client.call_tool("feedback", {"request_id": "nope", "correct": True})
+    assert not ok.is_error, ok.content
+    return (answer.content[0].text, [(e["name"], e["label"]) for e in ok.structured_content["stored"]], unknown)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from router.config import LearningSettings
-from router.errors import InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
+from router.config import LearningSettings, RouterSettings
+from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
 from router.feedback import Evidence, Example, ExampleIndex, ExampleStore
-from router.learning import RecentDecision, chat_examples, feedback_examples
+from router.learning import RecentDecision, chat_examples, check_allowed, feedback_examples
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest
 from tests.unit.helpers import embed_texts, small_catalogs
 from tests.unit.router_world import ONLY_TIME, world
@@ -115,3 +115,11 @@ def test_the_tools_an_llm_called_successfully_become_positive_examples_of_the_la
     out = chat_examples(request, response, embed_texts(["what is 2 times 3"])[0], CATALOGS, None)
     assert [(e.key, e.label, e.source, e.question) for e in out] == [
         ("calc/tool/multiply", 1, "chat", "what is 2 times 3")]
+
+
+def test_feedback_is_refused_with_403_when_the_switch_is_off() -> None:
+    off = RouterSettings.model_validate({"learning": {"accept_feedback": False}})
+    with pytest.raises(FeedbackRefused) as info:
+        check_allowed(None, off)
+    assert info.value.status_code == 403 and "accept_feedback" in info.value.message
+    check_allowed(None, RouterSettings())  # loopback by default: taken
