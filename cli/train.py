@@ -4,7 +4,7 @@
 
 The examples in `state_dir/feedback.sqlite` become (question, positive, negative) triples: the
 positive is the document of a capability that was right for the question; the negative is one that
-was wrong for it, else the document of another capability. `benchmarks/train_retriever.py` then
+was wrong for it, else another capability's document (of the same backend when it has others). `benchmarks/train_retriever.py` then
 fine-tunes the model on them (it needs torch, so `--python` names an environment that has it; the
 router itself stays torch-free) and the ONNX model and tokenizer are written to `--out`. A folder
 under models/ is what `embeddings.model` names: set it to the folder's name and restart the router.
@@ -43,7 +43,9 @@ def export_triples(examples: list[Example], out_dir: Path, seed: int = 14) -> di
         for positive in dict.fromkeys(labelled[1]):
             wrong = [k for k in labelled[-1] if k != positive]
             others = [k for k in documents if k != positive and k not in labelled[1]]
-            negative = wrong[0] if wrong else (rng.choice(others) if others else None)
+            # A sibling of the same backend is the harder (more useful) negative when there is one.
+            siblings = [k for k in others if k.split("/", 1)[0] == positive.split("/", 1)[0]]
+            negative = wrong[0] if wrong else (rng.choice(siblings or others) if others else None)
             if negative is not None:
                 triples.append({"query": question, "positive": documents[positive], "negative": documents[negative]})
     out_dir.mkdir(parents=True, exist_ok=True)
