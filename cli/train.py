@@ -94,7 +94,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     shutil.copy(work / "run" / "model.onnx", out / "model.onnx")
     shutil.copy(ROOT / "models" / "all-MiniLM-L6-v2" / "tokenizer.json", out / "tokenizer.json")
     shutil.copy(work / "run" / "training.json", out / "training.json")
-    print(f"model written to {out}; set embeddings.model: {out.name} (a folder under models/) and restart")
+    if out.resolve().parent == (ROOT / "models").resolve():
+        print(f"model written to {out}; set embeddings.model: {out.name} and restart the router")
+    else:
+        print(f"model written to {out}; copy it to models/{out.name}/, set embeddings.model: {out.name} and restart")
     return 0
 
 
