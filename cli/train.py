@@ -4,10 +4,11 @@
 
 The examples in `state_dir/feedback.sqlite` become (question, positive, negative) triples: the
 positive is the document of a capability that was right for the question; the negative is one that
-was wrong for it, else another capability's document (of the same backend when it has others). `benchmarks/train_retriever.py` then
-fine-tunes the model on them (it needs torch, so `--python` names an environment that has it; the
-router itself stays torch-free) and the ONNX model and tokenizer are written to `--out`. A folder
-under models/ is what `embeddings.model` names: set it to the folder's name and restart the router.
+was wrong for it, else another capability's document (of the same backend when it has others).
+`benchmarks/train_retriever.py` then fine-tunes the model on them (it needs torch, so `--python`
+names an environment that has it; the router itself stays torch-free), and the ONNX model and
+tokenizer are written to `--out`. A folder under models/ is what `embeddings.model` names: set it
+to the folder's name and restart the router.
 """
 
 from __future__ import annotations
