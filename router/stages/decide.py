@@ -9,6 +9,7 @@ follow it, from the same pass. A session's backend goes first while it is up and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 
@@ -122,16 +123,19 @@ class Decider:
 def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex | None,
                   evidence: Mapping[str, Evidence], backend: str | None) -> list[Ranked]:
     """Capabilities that examples vouch for on questions like this one compete even when retrieval
-    alone ranks them below the cut: learning is for exactly the questions retrieval gets wrong."""
+    alone ranks them below the cut: learning is for exactly the questions retrieval gets wrong. They
+    enter with the cut's retrieval score (a search within their backends alone would normalise its
+    scores over those few, and overrate them), so only their examples lift them."""
     have = {r.capability.key for r in ranked}
     wanted = {key for key, e in evidence.items() if e.contribution > 0 and key not in have}
     backends = {key.split("/", 1)[0] for key in wanted}
     if backend is not None:
         backends &= {backend}
-    if index is None or not backends:
+    if index is None or not backends or not ranked:
         return ranked
+    floor = min(r.score for r in ranked)
     found = index.search(analysis.question, analysis.vector, len(index), backends=backends)
-    return ranked + [r for r in found if r.capability.key in wanted]
+    return ranked + [dataclasses.replace(r, score=min(r.score, floor)) for r in found if r.capability.key in wanted]
 
 
 def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, BackendStatus],
