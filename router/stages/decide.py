@@ -135,7 +135,7 @@ def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex 
         return ranked
     floor = min(r.score for r in ranked)
     found = index.search(analysis.question, analysis.vector, len(index), backends=backends)
-    return ranked + [dataclasses.replace(r, score=min(r.score, floor)) for r in found if r.capability.key in wanted]
+    return ranked + [dataclasses.replace(r, score=floor) for r in found if r.capability.key in wanted]
 
 
 def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, BackendStatus],

@@ -12,7 +12,7 @@ from router.config import LearningSettings, RouterSettings
 from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
 from router.feedback import Evidence, Example, ExampleIndex, ExampleStore
 from router.learning import RecentDecision, chat_examples, check_allowed, feedback_examples
-from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest
+from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
 from tests.unit.helpers import embed_texts, small_catalogs
 from tests.unit.router_world import ONLY_TIME, world
 
@@ -123,3 +123,23 @@ def test_feedback_is_refused_with_403_when_the_switch_is_off() -> None:
         check_allowed(None, off)
     assert info.value.status_code == 403 and "accept_feedback" in info.value.message
     check_allowed(None, RouterSettings())  # loopback by default: taken
+
+
+async def test_a_capability_retrieval_ranks_below_the_cut_competes_when_examples_vouch_for_it(tmp_path: Path) -> None:
+    narrow = {"routing": {"candidates": 1},
+              "resilience": {"max_attempts": 1, "parallel_k": 1, "consensus_k": 1}}  # retrieval keeps 2
+    w = world(settings=narrow)
+    question = "add 2 and 40"
+    plain = await w.router.route(RouteRequest(question=question, k=1))
+    assert plain.candidates[0].backend == "calc"
+    ranked = w.router.index.search(question, embed_texts([question])[0], 2) if w.router.index else []
+    assert "echo" not in {r.capability.backend for r in ranked}
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=2.0, min_similarity=0.3))
+    learning.learn([Example(backend="echo", kind="tool", name="echo", label=1, question=question,
+                            vector=embed_texts([question])[0])])
+    w.router.learning = learning
+    learned = await w.router.route(RouteRequest(question=question, k=1))
+    top = learned.candidates[0]
+    assert (top.backend, top.capability) == ("echo", "echo") and top.scores.learned == pytest.approx(2.0)
+    # It enters at the cut's retrieval score: only its examples lift it.
+    assert top.scores.match == pytest.approx(min(r.score for r in ranked) + 2.0, abs=1e-3)
