@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import Query, build, load
-from router.config import LearningSettings, RouterSettings
+from router.config import EmbeddingSettings, LearningSettings, RouterSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.feedback import Example, ExampleIndex
 from router.models import Analysis
@@ -143,7 +143,7 @@ async def run(args: argparse.Namespace) -> dict:
         taken = {c.backend for c in catalogs}
         catalogs += [c for c in load(Path(extra))[0] if c.backend not in taken]
     settings = RouterSettings()
-    model = LocalMiniLM()
+    model = LocalMiniLM(model=args.model)
     embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
     index = await build(catalogs, embedder, settings.routing)
     vectors = list(await embedder.embed([q.text for q in queries]))
@@ -173,7 +173,8 @@ async def run(args: argparse.Namespace) -> dict:
     for w in chosen["windows"]:
         print(f"  questions {w['start']:>4}-{w['start'] + w['questions'] - 1:<4} R@1 {w['r1']:.3f} "
               f"(without examples {w['r1_without_examples']:.3f})")
-    return {"data_dir": str(args.data_dir), "distractors": args.distractors or [], "catalog_servers": len(catalogs),
+    return {"data_dir": str(args.data_dir), "model": args.model, "distractors": args.distractors or [],
+            "catalog_servers": len(catalogs),
             "queries": len(queries), "servers": len(servers),
             "unfed_servers": sorted(unfed), "seed": args.seed, "min_similarity": args.min_similarity,
             "neighbours": args.neighbours, "targets_met": bool(meeting), **chosen, "by_weight": results}
@@ -211,6 +212,7 @@ def main() -> None:
     parser.add_argument("--neighbours", type=int, default=LearningSettings().neighbours)
     parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--unfed-share", type=float, default=0.25)
+    parser.add_argument("--model", default=EmbeddingSettings().model, help="a local model shipped in models/")
     parser.add_argument("--distractors", action="append", help="a catalog.json folder whose servers are added")
     parser.add_argument("--cache-dir", default="~/.cache/mcp-router/embeddings")
     args = parser.parse_args()
