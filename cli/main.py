@@ -5,12 +5,16 @@
     mcp-router query "What time is it in Tokyo?"       # ask a running router
     mcp-router route "..." | mcp-router backends
     mcp-router loadtest --url URL --concurrency 32 --duration 30
+    mcp-router keys create NAME                        # a new API key, and the line for the config
+
+Client commands send `--api-key` (or $MCP_ROUTER_API_KEY) as `Authorization: Bearer`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -21,6 +25,7 @@ import httpx
 
 from router.config_file import load_settings
 from router.errors import ConfigError
+from router.security.identity import check_bind, key_hash, new_api_key
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml"
@@ -68,8 +73,11 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
         overrides["server"]["port"] = args.port
     if args.ingress:
         overrides["server"]["ingress"] = args.ingress
+    if args.insecure_no_auth:
+        overrides["server"]["auth"] = {"insecure_no_auth": True}
     try:
         settings = load_settings(args.config, overrides=overrides)
+        check_bind(settings.server.auth, [settings.server.host])
     except ConfigError as exc:
         print(f"mcp-router: {exc}", file=sys.stderr)
         return 2
@@ -121,7 +129,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             payload[key] = getattr(args, key)
     if args.arguments:
         payload["arguments"] = json.loads(args.arguments)
-    resp = httpx.post(f"{args.url}/v1/query", json=payload, timeout=args.timeout)
+    resp = httpx.post(f"{args.url}/v1/query", json=payload, timeout=args.timeout, headers=_auth(args))
     if args.json:
         print(json.dumps(resp.json(), indent=2))
     elif resp.status_code == 200:
@@ -132,7 +140,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    resp = httpx.post(f"{args.url}/v1/route", json={"question": args.question}, timeout=args.timeout)
+    resp = httpx.post(f"{args.url}/v1/route", json={"question": args.question}, timeout=args.timeout,
+                      headers=_auth(args))
     body = resp.json()
     if args.json or resp.status_code != 200:
         print(json.dumps(body, indent=2))
@@ -146,8 +155,8 @@ def cmd_route(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    resp = httpx.get(f"{args.url}/v1/backends", timeout=args.timeout)
-    if args.json:
+    resp = httpx.get(f"{args.url}/v1/backends", timeout=args.timeout, headers=_auth(args))
+    if args.json or resp.status_code != 200:
         print(json.dumps(resp.json(), indent=2))
         return 0
     for b in resp.json():
@@ -155,6 +164,20 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print(f"{b['name']:<18} {b['kind']:<10} {b['transport']:<16} {b['health']:<9} {count:>4} capabilities"
               + (f"  last error: {b['last_error']}" if b.get("last_error") else ""))
     return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """A new API key, shown once; the configuration keeps only its hash."""
+    key = new_api_key()
+    print(f"API key for {args.name} (shown once; store it now):\n\n  {key}\n")
+    print("Add to the configuration under server.auth.api_keys:\n")
+    print(f"  - name: {args.name}\n    sha256: {key_hash(key)}\n    policy: {args.policy}")
+    return 0
+
+
+def _auth(args: argparse.Namespace) -> dict[str, str]:
+    key = args.api_key or os.environ.get("MCP_ROUTER_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ingress", choices=["haproxy", "direct", "proxy"])
         sp.add_argument("--num-cpus", type=int, default=None)
         sp.add_argument("--verbose", action="store_true", help="show Ray and Serve logs")
+        sp.add_argument("--insecure-no-auth", action="store_true",
+                        help="serve without authentication on a non-loopback address (logged at every start)")
 
     serve_opts(sub.add_parser("serve", help="run the router in the foreground"), None)
     serve_opts(sub.add_parser("demo", help="run the bundled example and ask it a few questions"),
@@ -177,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--url", default=DEFAULT_URL)
         sp.add_argument("--json", action="store_true")
         sp.add_argument("--timeout", type=float, default=60)
+        sp.add_argument("--api-key", help="the key to authenticate with (default: $MCP_ROUTER_API_KEY)")
 
     q = sub.add_parser("query", help="ask a running router")
     q.add_argument("question")
@@ -188,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("question")
     client_opts(r)
     client_opts(sub.add_parser("backends", help="list backends and their health"))
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="create a new API key and print its configuration entry")
+    create.add_argument("name", help="the principal the key stands for")
+    create.add_argument("--policy", default="default", help="the policy it gets (default: default)")
     from cli.loadtest import add_loadtest_parser
 
     add_loadtest_parser(sub)
@@ -203,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return cmd_loadtest(args)
     try:
-        return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends}[args.command](args)
+        return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends,
+                "keys": cmd_keys}[args.command](args)
     except httpx.ConnectError as exc:
         print(f"mcp-router: cannot reach the router at {args.url}: {exc}", file=sys.stderr)
         return 1

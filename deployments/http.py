@@ -8,8 +8,6 @@ its `RouterError` carries; malformed JSON, missing fields, wrong types and overs
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -21,6 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from deployments.guard import CURRENT, request_id
 from router.errors import ErrorKind, InvalidRequest, PayloadTooLarge, RouterError
 from router.models import (
     BackendInfo,
@@ -39,15 +38,6 @@ if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
 
 log = logging.getLogger("mcp_router.http")
-
-
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-def request_id(request: Request) -> str:
-    """The caller's `x-request-id` when it is a plain token, else a new one."""
-    given = request.headers.get("x-request-id", "")
-    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
 def describe_validation(errors: list[Any]) -> str:
@@ -134,7 +124,7 @@ def build_http_app(ingress: RouterIngress,
 
     @app.exception_handler(RouterError)
     async def _router_error(_: Request, exc: RouterError) -> JSONResponse:
-        return JSONResponse(exc.payload(), status_code=exc.status_code)
+        return JSONResponse(exc.payload(), status_code=exc.status_code, headers=exc.headers())
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -145,7 +135,8 @@ def build_http_app(ingress: RouterIngress,
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # The one top-level boundary: anything unforeseen is logged with a request id, and the caller
         # gets that id and a generic message; exception text can hold internals and never goes out.
-        rid = request_id(request)
+        scope = CURRENT.get()
+        rid = scope.request_id if scope is not None else request_id(request.headers)
         log.error("unhandled error in %s %s (request id %s)", request.method, request.url.path, rid,
                   exc_info=(type(exc), exc, exc.__traceback__))
         body = {"error": {"type": ErrorKind.INTERNAL.value, "request_id": rid,

@@ -61,9 +61,10 @@ class McpEndpoint:
         self.ingress = ingress
         settings = ingress.settings
         intents = tuple(settings.intents.intents)
-        backends = ("auto", *(b.name for b in settings.backends))
         IntentName = Literal[intents]  # type: ignore[valid-type]
-        BackendName = Literal[backends]  # type: ignore[valid-type]
+        # Backend names are not listed in the tools' schemas: a caller sees only those its policy allows
+        # (`list_backends`), and an unknown name is answered like a denied one.
+        BackendName = Annotated[str, Field(max_length=64, description="A backend (see list_backends), or auto.")]
         self.server = MCPServer(
             "mcp-router",
             instructions="One tool for everything: universal_query routes a question to the MCP server, Flowise "
@@ -73,7 +74,7 @@ class McpEndpoint:
         async def universal_query(
             question: Annotated[str, Field(description="The question or instruction to route.")],
             intent: Annotated[IntentName | None, Field(description="Override the classified intent.")] = None,
-            backend: Annotated[BackendName, Field(description="A backend to use, or auto.")] = "auto",
+            backend: BackendName = "auto",
             session_id: Annotated[str | None, Field(description="Keeps a conversation on one backend.")] = None,
             parameters: Parameters | None = None,
             include_routing_metadata: bool = True,

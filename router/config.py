@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from router.security.settings import AuditSettings, AuthSettings
+
 DEFAULT_INTENTS = ("creative-orientation", "technical-analysis", "document-qa", "code-review", "general")
 CapabilityKind = Literal["tool", "prompt", "resource", "flow"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
@@ -293,6 +295,12 @@ class ServerSettings(_Strict):
     replicas: int = Field(default=1, ge=1, description="Ingress replicas (a Serve config's autoscaling replaces it).")
     max_question_bytes: int = Field(default=32 * 1024, ge=16, description="Longest question accepted: 413 above.")
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="Largest request body accepted: 413 above.")
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024, description=(
+        "Largest total of request headers: 431 above."))
+    max_in_flight: int = Field(default=512, ge=1, description=(
+        "Requests one replica runs at once; more are refused at once with 503 and Retry-After, not queued."))
+    auth: AuthSettings = Field(default=AuthSettings(), description=(
+        "API keys, JWTs and per-principal policies; off only on loopback addresses."))
     access_log: bool = Field(default=False, description="Serve's per-request access log lines.")
     app_name: str = Field(default="mcp-router", description=(
         "The Serve application's name (`serve.get_app_handle(...)`)."))
@@ -358,6 +366,7 @@ class RouterSettings(_Strict):
     tool_selection: ToolSelectionSettings = Field(default=ToolSelectionSettings(), description=(
         "Smart tool selection (`POST /v1/tools/select`)."))
     telemetry: TelemetrySettings = Field(default=TelemetrySettings(), description="Traces and metrics.")
+    audit: AuditSettings = Field(default=AuditSettings(), description="The per-request audit log.")
     state_dir: str = Field(default=".state", description=(
         "Where caches that survive a restart live (embedding vectors); relative to the config file."))
     demo_questions: list[str] = Field(default_factory=list, description=(

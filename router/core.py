@@ -38,6 +38,7 @@ from router.models import (
 )
 from router.retrieval import CatalogIndex
 from router.scoring import PerfSnapshot
+from router.security.policy import Access
 from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
@@ -76,40 +77,71 @@ class Router:
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
+        self._views: dict[str, tuple[CatalogIndex, CatalogIndex, dict[str, Catalog]]] = {}
 
     def set_catalogs(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> None:
         self.catalogs = {c.backend: c for c in catalogs}
         self.index = index
+        self._views = {}
+
+    def view(self, access: Access | None) -> tuple[CatalogIndex | None, dict[str, Catalog]]:
+        """The index and catalogs a caller routes within: everything, or its policy's allowed part (built
+        once per policy and index, from the same vectors)."""
+        index = self.index
+        if access is None or access.unrestricted or index is None:
+            return index, self.catalogs
+        policy = access.principal.policy
+        hit = self._views.get(policy)
+        if hit is not None and hit[0] is index:
+            return hit[1], hit[2]
+        backends = {name for name in self.catalogs if access.sees_backend(name)}
+        view = index.restricted(lambda cap: access.allows(cap.backend, cap.name), backends)
+        catalogs = {c.backend: c for c in view.texts.catalogs}
+        self._views[policy] = (index, view, catalogs)
+        return view, catalogs
+
+    def visible_backends(self, access: Access | None) -> list[str]:
+        """The configured backends a caller may see and name."""
+        names = sorted(b.name for b in self.settings.backends)
+        if access is None or access.unrestricted:
+            return names
+        _, catalogs = self.view(access)
+        return [n for n in names if n in catalogs or (n not in self.catalogs and access.sees_backend(n))]
 
     async def decide(self, question: str, *, intent: str | None = None, backend: str | None = None,
                      tool: str | None = None, session_id: str | None = None, k: int | None = None,
-                     fallback_on_override: bool = False, stages: dict[str, float] | None = None) -> Decision:
-        """analyse, then decide: the ranked candidates and the verdict (no call is made). `decision_ms`
-        covers both; `stages`, when given, receives each one's milliseconds."""
+                     fallback_on_override: bool = False, stages: dict[str, float] | None = None,
+                     access: Access | None = None) -> Decision:
+        """analyse, then decide: the ranked candidates and the verdict (no call is made), within what
+        `access` allows. `decision_ms` covers both; `stages`, when given, receives each one's milliseconds."""
         started = time.perf_counter()
-        dense = self.index is not None and self.index.tools.dense
+        index, catalogs = self.view(access)
+        dense = index is not None and index.tools.dense
         analysis = await self.analyser.analyse(question, dense=dense, intent=intent)
         analysed = time.perf_counter()
         sticky = self._sessions.get(session_id) if session_id else None
-        d = self.decider.decide(analysis, self.index, self.catalogs, statuses=self.stats.statuses(),
+        known = None if access is None or access.unrestricted else self.visible_backends(access)
+        d = self.decider.decide(analysis, index, catalogs, statuses=self.stats.statuses(),
                                 perf=self.stats.perf(), backend=backend, tool=tool, sticky=sticky,
-                                fallback_on_override=fallback_on_override, k=k, started=started)
+                                fallback_on_override=fallback_on_override, k=k, started=started, known=known)
         if stages is not None:
             stages["analyse"] = _ms(started, analysed)
             stages["decide"] = _ms(analysed, time.perf_counter())
         return d
 
-    async def route(self, req: RouteRequest) -> RouteResponse:
-        d = await self.decide(req.question, intent=req.intent, backend=req.backend, k=req.k)
+    async def route(self, req: RouteRequest, access: Access | None = None) -> RouteResponse:
+        d = await self.decide(req.question, intent=req.intent, backend=req.backend, k=req.k, access=access)
         return RouteResponse(decision=d.verdict, message=d.message, intent=d.intent,
                              intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
                              method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
                              decision_ms=d.decision_ms)
 
-    async def query(self, req: QueryRequest) -> QueryResponse:
+    async def query(self, req: QueryRequest, access: Access | None = None) -> QueryResponse:
+        """Answer a question within what `access` allows (None: everything, e.g. tests and benchmarks).
+        Session ids arrive already scoped to the caller (see the ingress)."""
         with TRACER.start_as_current_span("router.query") as span:
             try:
-                response = await self._query(req)
+                response = await self._query(req, access)
             except RouterError as exc:
                 span.set_attribute("error.type", exc.code)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
@@ -118,13 +150,14 @@ class Router:
             span.set_attribute("gen_ai.tool.name", response.capability)
             return response
 
-    async def _query(self, req: QueryRequest) -> QueryResponse:
+    async def _query(self, req: QueryRequest, access: Access | None) -> QueryResponse:
         started = time.monotonic()
         stages: dict[str, float] = {}
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
-                              session_id=req.session_id, fallback_on_override=req.fallback_on_override, stages=stages)
+                              session_id=req.session_id, fallback_on_override=req.fallback_on_override, stages=stages,
+                              access=access)
         if d.verdict == "ambiguous" and self.llm is not None:
-            d = await assist.resolve_ambiguity(self.llm, d, self.catalogs)
+            d = await assist.resolve_ambiguity(self.llm, d, self.view(access)[1])
         mark = time.perf_counter()
         statuses = self.stats.statuses()
         p = plan(d, req, statuses, self.settings)
@@ -132,7 +165,7 @@ class Router:
             p = await assist.fill_arguments(self.llm, p, d, req, statuses)
         if p.refusal is not None:
             raise p.refusal
-        key = ResponseCache.key(req, d, p)
+        key = ResponseCache.key(access.principal.name if access else "", req, d, p)
         cached = self.responses.lookup(key, statuses)
         if cached is not None:
             return cached_response(cached, d, p.mode, started, req)

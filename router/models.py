@@ -6,6 +6,7 @@ HTTP, MCP and the Serve deployment handle all speak these same models, so a Pyth
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -198,6 +199,36 @@ def _not_blank(value: str) -> str:
 
 Question = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 
+# Session ids are the caller's names for a conversation; a plain token keeps them safe to log and scope.
+SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")]
+# Only Python callers of the deployment handle name a principal; at the HTTP and MCP edge it comes from
+# authentication, and a request body that sets it is refused.
+PrincipalName = Annotated[str | None, Field(default=None, max_length=64, description=(
+    "Deployment-handle callers only: the principal the request is made for (the handle trusts its caller)."))]
+MAX_ARGUMENT_BYTES = 64 * 1024
+MAX_ARGUMENT_DEPTH = 12
+
+
+def _bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return value
+    if _depth(value) > MAX_ARGUMENT_DEPTH:
+        raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+    size = len(json.dumps(value, default=str))
+    if size > MAX_ARGUMENT_BYTES:
+        raise ValueError(f"arguments are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
+    return value
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > MAX_ARGUMENT_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
 
 class Parameters(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -207,18 +238,19 @@ class Parameters(_Model):
 
 class QueryRequest(_Model):
     question: Question = Field(description="The question or instruction to route.")
-    arguments: dict[str, Any] | None = Field(
+    arguments: Annotated[dict[str, Any] | None, AfterValidator(_bounded_arguments)] = Field(
         default=None, description="Tool arguments; when absent they are derived from the question."
     )
     intent: str | None = Field(default=None, description="Override the classified intent.")
     backend: str | None = Field(default=None, description="Skip routing and use this backend ('auto' routes).")
     tool: str | None = Field(default=None, description="With `backend`: the tool, prompt or flow to call.")
     mode: Mode | None = None
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: SessionId | None = None
     parameters: Parameters | None = None
     deadline_s: float | None = Field(default=None, gt=0, le=600)
     fallback_on_override: bool = False
     include_routing_metadata: bool = True
+    principal: PrincipalName = None
 
     @field_validator("backend")
     @classmethod
@@ -231,6 +263,7 @@ class RouteRequest(_Model):
     intent: str | None = None
     backend: str | None = None
     k: int | None = Field(default=None, ge=1, le=100)
+    principal: PrincipalName = None
 
 
 def _check_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -240,14 +273,17 @@ def _check_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-# An OpenAI-style conversation, all of it (never truncated).
-Conversation = Annotated[list[dict[str, Any]], Field(min_length=1), AfterValidator(_check_roles)]
+# An OpenAI-style conversation, all of it (never truncated), up to a bound.
+MAX_MESSAGES = 500
+Conversation = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=MAX_MESSAGES),
+                         AfterValidator(_check_roles)]
 
 
 class ToolSelectRequest(_Model):
     messages: Conversation
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: SessionId | None = None
     max_servers: int | None = Field(default=None, ge=1, le=1000)
+    principal: PrincipalName = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,8 +292,9 @@ class ToolSelectRequest(_Model):
 
 class ChatRequest(_Model):
     messages: Conversation
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: SessionId | None = None
     max_turns: int | None = Field(default=None, ge=1, le=50)
+    principal: PrincipalName = None
 
 
 class ChatResponse(_Model):

@@ -13,8 +13,8 @@ capabilities inside the best servers, combining both scores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -132,6 +132,20 @@ class CatalogIndex:
 
     def __len__(self) -> int:
         return len(self.texts.capabilities)
+
+    def restricted(self, keep: Callable[[Capability], bool], backends: Collection[str]) -> CatalogIndex:
+        """The index of a subset (one principal's allowed capabilities), reusing the vectors. A backend
+        whose capabilities are all left out leaves too."""
+        cat_ids, catalogs = [], []
+        for i, cat in enumerate(self.texts.catalogs):
+            kept = tuple(c for c in cat.capabilities if keep(c))
+            if cat.backend in backends and (kept or not cat.capabilities):
+                cat_ids.append(i)
+                catalogs.append(replace(cat, capabilities=kept))
+        chosen = set(cat_ids)
+        tool_ids = [i for i, cap in enumerate(self.texts.capabilities) if self.texts.owner[i] in chosen and keep(cap)]
+        return CatalogIndex(CatalogTexts.build(catalogs), self.tools.vectors(tool_ids), self.servers.vectors(cat_ids),
+                            self.settings)
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
                alpha: float | None = None, backends: set[str] | None = None) -> list[Ranked]:

@@ -28,8 +28,9 @@ class Decider:
         self.settings = settings
         self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
         self._known = sorted(b.name for b in settings.backends)
-        # Retrieval results per (question, k, backend), valid for the index they were computed on.
-        self._ranked: LRU[tuple[str, int, str | None], tuple[CatalogIndex, list[Ranked]]] = LRU(
+        # Retrieval results per (question, k, backend, index), valid for the index they were computed on
+        # (each principal with a restricted policy has its own index).
+        self._ranked: LRU[tuple[str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
             settings.routing.query_cache_size)
 
     def fanout(self) -> int:
@@ -43,12 +44,14 @@ class Decider:
     def decide(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], *,
                statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
                backend: str | None = None, tool: str | None = None, sticky: str | None = None,
-               fallback_on_override: bool = False, k: int | None = None, started: float | None = None) -> Decision:
-        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too."""
+               fallback_on_override: bool = False, k: int | None = None, started: float | None = None,
+               known: Sequence[str] | None = None) -> Decision:
+        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too.
+        `known`: the backends the caller may name (all configured ones by default)."""
         started = time.perf_counter() if started is None else started
-        if backend is not None and backend not in self._known:
-            raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(self._known)}",
-                                 backend=backend)
+        known = self._known if known is None else known
+        if backend is not None and backend not in known:
+            raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(known)}", backend=backend)
         with TRACER.start_as_current_span("router.decide") as span:
             want = max(k or self.settings.routing.candidates, self.fanout())
 
@@ -75,7 +78,7 @@ class Decider:
                   backend: str | None, tool: str | None) -> list[Ranked]:
         if index is None:
             return []
-        key = (analysis.question, k, backend)
+        key = (analysis.question, k, backend, id(index))
         hit = self._ranked.get(key)
         if hit is not None and hit[0] is index:
             ranked = hit[1]

@@ -93,23 +93,27 @@ def cached_response(cached: QueryResponse, d: Decision, mode: str, started: floa
     return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})
 
 
+CacheKey = tuple[str, str, str, frozenset[str]]
+
+
 class ResponseCache:
-    """The last answer per (question, intent, backends), served only when all those backends are down."""
+    """The last answer per (principal, question, intent, backends), served only when all those backends
+    are down. Answers never cross principals."""
 
     def __init__(self, settings: ResilienceSettings) -> None:
-        self._answers: LRU[tuple[str, str, frozenset[str]], QueryResponse] = LRU(
-            settings.response_cache_size, ttl_s=settings.response_cache_ttl_s)
+        self._answers: LRU[CacheKey, QueryResponse] = LRU(settings.response_cache_size,
+                                                          ttl_s=settings.response_cache_ttl_s)
 
     @staticmethod
-    def key(request: QueryRequest, d: Decision, plan: Plan) -> tuple[str, str, frozenset[str]]:
-        return " ".join(request.question.lower().split()), d.intent, frozenset(c.backend for c in plan.calls)
+    def key(principal: str, request: QueryRequest, d: Decision, plan: Plan) -> CacheKey:
+        return (principal, " ".join(request.question.lower().split()), d.intent,
+                frozenset(c.backend for c in plan.calls))
 
-    def lookup(self, key: tuple[str, str, frozenset[str]], statuses: Mapping[str, BackendStatus]
-               ) -> QueryResponse | None:
-        backends = key[2]
+    def lookup(self, key: CacheKey, statuses: Mapping[str, BackendStatus]) -> QueryResponse | None:
+        backends = key[3]
         if not all(b in statuses and not statuses[b].available for b in backends):
             return None
         return self._answers.get(key)
 
-    def store(self, key: tuple[str, str, frozenset[str]], response: QueryResponse) -> None:
+    def store(self, key: CacheKey, response: QueryResponse) -> None:
         self._answers.put(key, response)
