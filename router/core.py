@@ -39,6 +39,7 @@ from router.models import (
 from router.retrieval import CatalogIndex
 from router.scoring import PerfSnapshot
 from router.security.policy import Access
+from router.security.settings import Policy
 from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
@@ -77,7 +78,7 @@ class Router:
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
-        self._views: dict[str, tuple[CatalogIndex, CatalogIndex, dict[str, Catalog]]] = {}
+        self._views: dict[str, tuple[CatalogIndex, Policy, CatalogIndex, dict[str, Catalog]]] = {}
 
     def set_catalogs(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> None:
         self.catalogs = {c.backend: c for c in catalogs}
@@ -92,12 +93,12 @@ class Router:
             return index, self.catalogs
         policy = access.principal.policy
         hit = self._views.get(policy)
-        if hit is not None and hit[0] is index:
-            return hit[1], hit[2]
+        if hit is not None and hit[0] is index and hit[1] is access.policy:
+            return hit[2], hit[3]
         backends = {name for name in self.catalogs if access.sees_backend(name)}
         view = index.restricted(lambda cap: access.allows(cap.backend, cap.name), backends)
         catalogs = {c.backend: c for c in view.texts.catalogs}
-        self._views[policy] = (index, view, catalogs)
+        self._views[policy] = (index, access.policy, view, catalogs)
         return view, catalogs
 
     def visible_backends(self, access: Access | None) -> list[str]:
