@@ -62,6 +62,7 @@ class BackendPool:
         self.code_version = code_version
         self._backends: dict[str, _Owned] = {}
         self._performance: Any = None
+        self._rate_limits: Any = None
         self._generation = 0.0
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -89,6 +90,14 @@ class BackendPool:
                 self._performance = create_performance_actor(resilience, f"{self.app_name}:performance-history")
             return out, self._performance
 
+    def rate_limits(self) -> Any:
+        """The shared rate-limit buckets of the application's replicas (created on first use)."""
+        if self._rate_limits is None:
+            from actors.limits import RateLimitActor
+
+            self._rate_limits = RateLimitActor.remote()  # type: ignore[attr-defined]
+        return self._rate_limits
+
     def backend_count(self) -> int:
         return len(self._backends)
 
@@ -109,6 +118,9 @@ class BackendPool:
                 await asyncio.wait_for(self._performance.flush.remote(), _STOP_S)
             ray.kill(self._performance, no_restart=True)
             self._performance = None
+        if self._rate_limits is not None:
+            ray.kill(self._rate_limits, no_restart=True)
+            self._rate_limits = None
 
 
 def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings) -> Any:

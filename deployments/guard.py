@@ -89,7 +89,7 @@ class Guard:
             self.in_flight.enter()
             counted = True
             if path not in PUBLIC_PATHS:
-                self.limiter.admit(principal.name, access.policy.rate_limit)
+                await self.limiter.admit(principal.name, access.policy.rate_limit)
                 admitted = True
             request = RequestScope(access, rid)
         except RouterError as err:

@@ -49,7 +49,7 @@ from router.models import (
 )
 from router.security.audit import AuditLog
 from router.security.identity import ANONYMOUS, Principal
-from router.security.limits import Limiter
+from router.security.limits import GrantFn, Limiter
 from router.security.policy import Access
 from router.telemetry import configure_tracing
 from router.tools import ToolSelector
@@ -85,6 +85,20 @@ async def _query_embedder(settings: RouterSettings, handle: Any) -> Embedder:
         model = build_embedder(settings.embeddings)
         return MicroBatcher(model, settings.embeddings.batch_size)
     return _HandleEmbedder(handle, await handle.model_id.remote())
+
+
+async def _shared_rate_limits(settings: RouterSettings, pool: Any) -> GrantFn | None:
+    """Leases from the application's shared buckets, when some policy has a rate limit."""
+    if not any(p.rate_limit.requests_per_s or p.rate_limit.backend_calls_per_s
+               for p in settings.server.auth.policies.values()):
+        return None
+    actor = await pool.rate_limits.remote()
+
+    async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        granted, wait = await actor.grant.remote(key, rate, capacity, want)
+        return granted, wait
+
+    return grant
 
 
 async def _backends_only(acquired: Any) -> dict[str, Any]:
@@ -129,7 +143,7 @@ class RouterIngress:
         self.selector = ToolSelector(settings.tool_selection, query_embedder.embed, chooser=self.llm)
         self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error)
         self.directory.start()
-        self.limiter = Limiter(settings.server.replicas)
+        self.limiter = Limiter(settings.server.replicas, grant=await _shared_rate_limits(settings, pool))
         self.audit = AuditLog(settings.audit)
         self.extensions: list[Any] = [McpEndpoint(self)]
         log.info("router ready: %d backends, %d capabilities", len(self.actors.handles),
@@ -140,8 +154,9 @@ class RouterIngress:
     def __serve_build_asgi_app__(self) -> Any:
         app = build_http_app(self, lifespan=self._lifespan)
         server = self.settings.server
-        guarded = guard.Guard(BodyLimit(app, server.max_body_bytes), server.auth, max_header_bytes=server.max_header_bytes,
-                        max_in_flight=server.max_in_flight, audit=self.audit, limiter=self.limiter)
+        guarded = guard.Guard(BodyLimit(app, server.max_body_bytes), server.auth,
+                              max_header_bytes=server.max_header_bytes, max_in_flight=server.max_in_flight,
+                              audit=self.audit, limiter=self.limiter)
         return TraceContext(guarded)
 
     @contextlib.asynccontextmanager
@@ -196,7 +211,7 @@ class RouterIngress:
         if guard.CURRENT.get() is not None:
             r = self.settings.resilience
             calls = {"parallel": r.parallel_k, "consensus": r.consensus_k}.get(mode, 1)
-            self.limiter.charge_calls(access.principal.name, access.policy.rate_limit, calls)
+            await self.limiter.charge_calls(access.principal.name, access.policy.rate_limit, calls)
         scoped = request.model_copy(update={"principal": None,
                                             "session_id": self.scoped_session(access, request.session_id)})
         response = await self.metrics.track_query(scoped, self.router.query(scoped, access))

@@ -17,7 +17,7 @@ from router.errors import ConfigError, Forbidden, Overloaded, RateLimited, Unaut
 from router.models import QueryRequest, RouteRequest
 from router.security.audit import AuditLog
 from router.security.identity import Authenticator, Principal, check_bind, key_hash, new_api_key
-from router.security.limits import InFlight, Limiter, TokenBucket
+from router.security.limits import InFlight, Limiter, SharedBuckets, TokenBucket
 from router.security.policy import Access
 from router.security.settings import AuditSettings, AuthSettings, Policy, RateLimit
 from tests.unit.router_world import ONLY_TIME, world
@@ -220,45 +220,73 @@ def test_the_token_bucket_allows_its_burst_then_its_rate() -> None:
     assert bucket.take() == 0.0 and bucket.take() > 0
 
 
-def test_a_principal_over_its_rate_gets_429_with_retry_after_and_others_are_unaffected() -> None:
+async def test_a_principal_over_its_rate_gets_429_with_retry_after_and_others_are_unaffected() -> None:
     clock = Clock()
     limiter = Limiter(replicas=1, clock=clock)
     limit = RateLimit(requests_per_s=5, burst=5)
     for _ in range(5):
-        limiter.admit("a", limit)
+        await limiter.admit("a", limit)
         limiter.release("a")
     with pytest.raises(RateLimited) as err:
-        limiter.admit("a", limit)
+        await limiter.admit("a", limit)
     assert err.value.status_code == 429 and int(err.value.headers()["Retry-After"]) >= 1
-    limiter.admit("b", limit)  # another principal has its own bucket
+    await limiter.admit("b", limit)  # another principal has its own bucket
 
 
-def test_each_replica_enforces_its_share_so_the_sum_is_the_limit() -> None:
-    clock = Clock()
-    replicas = [Limiter(replicas=2, clock=clock) for _ in range(2)]
-    limit = RateLimit(requests_per_s=10, burst=10)
+async def drive(replicas: list[Limiter], clock: Clock, limit: RateLimit, seconds: float, step: float,
+                skew: int = 1) -> int:
+    """Requests of one principal, `skew` times as many to the first replica as to the others."""
     admitted = 0
-    for _ in range(200):  # 10 s, one request every 50 ms to each replica
-        clock.now += 0.05
-        for limiter in replicas:
-            try:
-                limiter.admit("a", limit)
-                limiter.release("a")
-                admitted += 1
-            except RateLimited:
-                pass
+    for _ in range(round(seconds / step)):
+        clock.now += step
+        for i, limiter in enumerate(replicas):
+            for _ in range(skew if i == 0 else 1):
+                try:
+                    await limiter.admit("a", limit)
+                    limiter.release("a")
+                    admitted += 1
+                except RateLimited:
+                    pass
+    return admitted
+
+
+async def test_shared_buckets_hold_the_limit_across_replicas_however_traffic_is_spread() -> None:
+    clock = Clock()
+    shared = SharedBuckets(clock)
+
+    async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        return shared.grant(key, rate, capacity, want)
+
+    limit = RateLimit(requests_per_s=10, burst=10)
+    replicas = [Limiter(replicas=2, clock=clock, grant=grant) for _ in range(2)]
+    admitted = await drive(replicas, clock, limit, seconds=10, step=0.01, skew=5)
+    assert abs(admitted - (10 * 10 + 10)) <= 0.05 * 110
+    # Everything through one replica: it still gets the whole rate, not its half.
+    alone = [Limiter(replicas=2, clock=clock, grant=grant)]
+    clock.now += 5
+    assert abs(await drive(alone, clock, RateLimit(requests_per_s=10, burst=10), 10, 0.01) - 110) <= 6
+
+
+async def test_without_the_shared_buckets_each_replica_keeps_its_share() -> None:
+    clock = Clock()
+
+    async def unreachable(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        raise ConnectionError("actor gone")
+
+    replicas = [Limiter(replicas=2, clock=clock, grant=unreachable) for _ in range(2)]
+    admitted = await drive(replicas, clock, RateLimit(requests_per_s=10, burst=10), seconds=10, step=0.05)
     assert abs(admitted - (10 * 10 + 10)) <= 0.1 * 110
 
 
-def test_in_flight_caps_per_principal_and_per_replica() -> None:
+async def test_in_flight_caps_per_principal_and_per_replica() -> None:
     limiter = Limiter()
     limit = RateLimit(max_in_flight=2)
-    limiter.admit("a", limit)
-    limiter.admit("a", limit)
+    await limiter.admit("a", limit)
+    await limiter.admit("a", limit)
     with pytest.raises(RateLimited, match="in flight"):
-        limiter.admit("a", limit)
+        await limiter.admit("a", limit)
     limiter.release("a")
-    limiter.admit("a", limit)
+    await limiter.admit("a", limit)
     bound = InFlight(1)
     bound.enter()
     with pytest.raises(Overloaded) as err:
@@ -266,13 +294,13 @@ def test_in_flight_caps_per_principal_and_per_replica() -> None:
     assert err.value.status_code == 503 and err.value.headers()["Retry-After"] == "1"
 
 
-def test_backend_calls_are_charged_per_call() -> None:
+async def test_backend_calls_are_charged_per_call() -> None:
     clock = Clock()
     limiter = Limiter(clock=clock)
     limit = RateLimit(backend_calls_per_s=3)
-    limiter.charge_calls("a", limit, 3)
+    await limiter.charge_calls("a", limit, 3)
     with pytest.raises(RateLimited, match="backend calls"):
-        limiter.charge_calls("a", limit, 1)
+        await limiter.charge_calls("a", limit, 1)
 
 
 # -- audit ---------------------------------------------------------------------------------------
