@@ -28,6 +28,7 @@ from router.security.identity import Authenticator, Principal
 from router.security.limits import InFlight, Limiter
 from router.security.policy import Access
 from router.security.settings import AuthSettings
+from router.telemetry import TRACER
 
 log = logging.getLogger("mcp_router.guard")
 
@@ -69,6 +70,12 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # The request's own span carries the audit record as an event (when tracing is on).
+        with TRACER.start_as_current_span("router.http", kind=trace.SpanKind.SERVER) as span:
+            span.set_attribute("http.route", scope.get("path", ""))
+            await self._guarded(scope, receive, send, span)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, span: trace.Span) -> None:
         started = time.perf_counter()
         raw = scope.get("headers") or []
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
@@ -116,7 +123,7 @@ class Guard:
                 self.audit.record(principal=principal.name if principal else "-", method=scope.get("method", ""),
                                   path=path, status=status["code"], request_id=rid,
                                   latency_ms=(time.perf_counter() - started) * 1000,
-                                  route=request.route if request else None, span=trace.get_current_span())
+                                  route=request.route if request else None, span=span)
 
     def _optional_principal(self, headers: dict[str, str]) -> Principal:
         """Public paths: a valid credential still identifies the caller (to filter what it sees)."""

@@ -188,16 +188,16 @@ async def test_routing_happens_inside_the_allowed_set() -> None:
 
 
 async def test_cached_answers_never_cross_principals() -> None:
-    from router.stages.respond import ResponseCache
-
     w = world()
-    a, b = access({}), Access(Principal("q", "pol", "api_key"), Policy())
-    d = await w.router.decide(ONLY_TIME, access=a)
-    req = QueryRequest(question=ONLY_TIME)
-    from router.models import Plan
-
-    plan = Plan(calls=(), mode="fallback")
-    assert ResponseCache.key(a.principal.name, req, d, plan) != ResponseCache.key(b.principal.name, req, d, plan)
+    alice, bob = (Access(Principal(n, "default", "api_key"), Policy()) for n in ("alice", "bob"))
+    first = await w.router.query(QueryRequest(question=ONLY_TIME), alice)
+    w.stats.health["time"] = "down"
+    again = await w.router.query(QueryRequest(question=ONLY_TIME), alice)
+    assert again.routing is not None and again.routing.cached and again.answer == first.answer
+    calls = len(w.executor.called)
+    other = await w.router.query(QueryRequest(question=ONLY_TIME), bob)
+    assert other.routing is not None and not other.routing.cached  # bob's request goes to a backend
+    assert len(w.executor.called) > calls
 
 
 # -- limits --------------------------------------------------------------------------------------
