@@ -95,7 +95,8 @@ class RouterIngress:
                        generation: float) -> None:
         self.settings = settings
         configure_tracing(settings.telemetry.service_name)
-        self.metrics = RouterMetrics(settings.telemetry.metrics)
+        self.metrics = RouterMetrics(settings.telemetry.metrics, backends=(b.name for b in settings.backends),
+                                     intents=settings.intents.intents)
         query_embedder = await _query_embedder(settings, embedder)
         self.embedder = CachedEmbedder(query_embedder, EmbeddingCache(f"{settings.state_dir}/embeddings"))
 
