@@ -106,8 +106,8 @@ def generate_http_cases(schema: Any, total: int, seed: int) -> list[Any]:
 def describe(case: Any) -> dict[str, Any]:
     """What was sent, exactly (the key, passed separately, is not part of it), as JSON-safe values."""
     body = case.body.decode("utf-8", "replace") if isinstance(case.body, bytes) else case.body
-    sent = {"method": case.method, "path": case.formatted_path, "query": case.query, "headers": case.headers,
-            "media_type": case.media_type, "body": body}
+    sent = {"method": case.method, "path": case.formatted_path, "query": case.query,
+            "headers": dict(case.headers or {}), "media_type": case.media_type, "body": body}
     return json.loads(json.dumps(sent, default=repr))
 
 

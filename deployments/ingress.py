@@ -30,7 +30,7 @@ from router.chat import ChatService
 from router.config import RouterSettings
 from router.core import Router
 from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
-from router.errors import LLMNotConfigured
+from router.errors import LLMNotConfigured, PayloadTooLarge
 from router.intent import IntentClassifier
 from router.llm import LLMClient
 from router.models import (
@@ -149,10 +149,19 @@ class RouterIngress:
 
     # -- typed API (HTTP routes and deployment-handle callers share these) ----------------------
 
+    def _check_question(self, question: str) -> None:
+        """The question-length limit, here so that HTTP, MCP and handle callers all meet it."""
+        limit = self.settings.server.max_question_bytes
+        size = len(question.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise PayloadTooLarge(f"question is {size} bytes; the limit is {limit}", limit=limit)
+
     async def query(self, request: QueryRequest) -> QueryResponse:
+        self._check_question(request.question)
         return await self.metrics.track_query(request, self.router.query(request))
 
     async def route(self, request: RouteRequest) -> RouteResponse:
+        self._check_question(request.question)
         return await self.router.route(request)
 
     async def select_tools(self, request: ToolSelectRequest) -> ToolSelectResponse:

@@ -85,3 +85,14 @@ def test_a_deadline_too_short_to_route_is_a_504_deadline_exceeded(url: str) -> N
                    timeout=30)
     assert r.status_code == 504 and r.json()["error"]["type"] == "deadline_exceeded"
     assert "deadline_s" in r.json()["error"]["message"]
+
+
+def test_the_question_length_limit_holds_over_mcp_as_over_http(url: str) -> None:
+    limit = RouterSettings().server.max_question_bytes
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "universal_query", "arguments": {"question": "q" * (limit + 1)}}}
+    r = httpx.post(f"{url}/mcp/", json=call, headers=MCP_HEADERS, timeout=30)
+    result = r.json()["result"]
+    assert result["isError"] is True and "payload_too_large: question is" in result["content"][0]["text"]
+    r = httpx.post(f"{url}/v1/route", json={"question": "q" * (limit + 1)}, timeout=30)
+    assert r.status_code == 413 and r.json()["error"]["type"] == "payload_too_large"
