@@ -117,7 +117,6 @@ async def _no_receive() -> dict[str, Any]:
 
 def build_http_app(ingress: RouterIngress,
                    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None) -> FastAPI:
-    settings = ingress.settings
     app = FastAPI(title="mcp-router", version="0.1.0", lifespan=lifespan,
                   description="Routes each question to the MCP server, Flowise or Langflow flow that should "
                               "answer it, and explains the decision.")
@@ -143,22 +142,14 @@ def build_http_app(ingress: RouterIngress,
                           "message": f"internal error; the router's log has the details under request id {rid}"}}
         return JSONResponse(body, status_code=500, headers={"x-request-id": rid})
 
-    def check_question(question: str) -> None:
-        size = len(question.encode("utf-8"))
-        if size > settings.server.max_question_bytes:
-            raise PayloadTooLarge(f"question is {size} bytes; the limit is {settings.server.max_question_bytes}",
-                                  limit=settings.server.max_question_bytes)
-
     @app.post("/v1/query", response_model=QueryResponse, response_model_exclude_none=True,
               summary="Route a question to the best backend and return its answer with routing metadata")
     async def query(body: QueryRequest) -> QueryResponse:
-        check_question(body.question)
         return await ingress.query(body)
 
     @app.post("/v1/route", response_model=RouteResponse,
               summary="Dry run: the ranked candidates with every score component, calling nothing")
     async def route(body: RouteRequest) -> RouteResponse:
-        check_question(body.question)
         return await ingress.route(body)
 
     @app.post("/v1/tools/select", response_model=ToolSelectResponse,

@@ -31,7 +31,7 @@ from router.chat import ChatService
 from router.config import RouterSettings
 from router.core import Router
 from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
-from router.errors import InvalidRequest, LLMNotConfigured
+from router.errors import InvalidRequest, LLMNotConfigured, PayloadTooLarge
 from router.intent import IntentClassifier
 from router.llm import LLMClient
 from router.models import (
@@ -114,7 +114,8 @@ class RouterIngress:
                        generation: float) -> None:
         self.settings = settings
         configure_tracing(settings.telemetry.service_name)
-        self.metrics = RouterMetrics(settings.telemetry.metrics)
+        self.metrics = RouterMetrics(settings.telemetry.metrics, backends=(b.name for b in settings.backends),
+                                     intents=settings.intents.intents)
         query_embedder = await _query_embedder(settings, embedder)
         self.embedder = CachedEmbedder(query_embedder, EmbeddingCache(f"{settings.state_dir}/embeddings"))
 
@@ -203,7 +204,15 @@ class RouterIngress:
 
     # -- typed API (HTTP routes and deployment-handle callers share these) ----------------------
 
+    def _check_question(self, question: str) -> None:
+        """The question-length limit, here so that HTTP, MCP and handle callers all meet it."""
+        limit = self.settings.server.max_question_bytes
+        size = len(question.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise PayloadTooLarge(f"question is {size} bytes; the limit is {limit}", limit=limit)
+
     async def query(self, request: QueryRequest) -> QueryResponse:
+        self._check_question(request.question)
         access = self.access(request.principal)
         mode = request.mode or self.settings.resilience.default_mode
         self._note_route(mode=mode, arguments=request.arguments)
@@ -222,6 +231,7 @@ class RouterIngress:
         return response
 
     async def route(self, request: RouteRequest) -> RouteResponse:
+        self._check_question(request.question)
         access = self.access(request.principal)
         access.check_request(backend=request.backend)
         return await self.router.route(request, access)

@@ -193,6 +193,14 @@ def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | Non
     """Arguments for `cap` and where they came from, or the `ArgumentsRequired` (422) naming what is
     missing: a candidate that cannot take the question is an expected outcome, not an exception."""
     if given is not None:
+        lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
+                                                                 if n not in given]
+        if lacking:
+            # A call the tool would refuse is never made: the caller hears which argument is missing.
+            return ArgumentsRequired(
+                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
+                f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
+                input_schema=cap.input_schema)
         return dict(given), "caller"
     if cap.kind in ("resource", "flow"):
         return {}, "none needed"

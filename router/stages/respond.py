@@ -17,6 +17,7 @@ from router.errors import (
     BackendFailed,
     BackendTimeout,
     BackendUnavailable,
+    DeadlineExceeded,
     ErrorKind,
     RouterError,
     ToolFailed,
@@ -28,6 +29,16 @@ from router.strategies import StrategyResult
 def failure_error(result: StrategyResult) -> RouterError:
     """The error a request whose every attempt failed answers with: specific for one attempt."""
     chain = [a.model_dump() for a in result.attempts]
+    if not result.attempts:
+        # Nothing failed upstream: the request's own deadline ran out while it was being routed.
+        return DeadlineExceeded("the request deadline passed before any backend could be tried; "
+                                "deadline_s is too short", attempts=chain)
+    if all(a.error_type == ErrorKind.DEADLINE_EXCEEDED for a in result.attempts):
+        # Every attempt was cut short by the request's deadline, not by a backend's own timeout.
+        names = ", ".join(f"{a.backend}/{a.capability}" for a in result.attempts)
+        one = result.attempts[0] if len(result.attempts) == 1 else None
+        return DeadlineExceeded(f"the request deadline passed before {names} answered: {result.attempts[-1].error}",
+                                backend=one and one.backend, tool=one and one.capability, attempts=chain)
     if len(result.attempts) == 1:
         a = result.attempts[0]
         where = f"backend {a.backend!r}, tool {a.capability!r}"
@@ -42,8 +53,6 @@ def failure_error(result: StrategyResult) -> RouterError:
                               tool=a.capability, attempts=chain)
         return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
                              attempts=chain)
-    if not result.attempts:
-        return AllBackendsFailed("no candidate could be tried before the deadline", attempts=chain)
     names = ", ".join(f"{a.backend}/{a.capability} ({a.outcome})" for a in result.attempts)
     return AllBackendsFailed(f"every attempt failed: {names}", attempts=chain)
 

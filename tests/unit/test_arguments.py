@@ -23,6 +23,12 @@ def test_caller_arguments_win_over_anything_derived() -> None:
     assert source == "caller"
 
 
+def test_caller_arguments_without_a_required_parameter_are_refused_naming_it() -> None:
+    missing = derive_arguments(ADD, "add 2 and 3", {"a": 2, "c": 3})
+    assert isinstance(missing, ArgumentsRequired) and missing.status_code == 422
+    assert missing.details["missing"] == "b" and "`arguments`" in missing.message
+
+
 def test_caller_arguments_are_copied_not_shared() -> None:
     given = {"timezone": "UTC"}
     args, _ = derive_arguments(TIME, "q", given)
