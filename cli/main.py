@@ -5,6 +5,7 @@
     mcp-router query "What time is it in Tokyo?"       # ask a running router
     mcp-router route "..." | mcp-router backends
     mcp-router loadtest --url URL --concurrency 32 --duration 30
+    mcp-router lock --config PATH | mcp-router approve BACKEND[/TOOL] --config PATH
 """
 
 from __future__ import annotations
@@ -189,8 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     client_opts(r)
     client_opts(sub.add_parser("backends", help="list backends and their health"))
     from cli.loadtest import add_loadtest_parser
+    from cli.security import add_security_parsers
 
     add_loadtest_parser(sub)
+    add_security_parsers(sub)
     return p
 
 
@@ -202,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         from cli.loadtest import cmd_loadtest
 
         return cmd_loadtest(args)
+    if args.command in ("lock", "approve"):
+        from cli.security import cmd_approve, cmd_lock
+
+        return cmd_lock(args) if args.command == "lock" else cmd_approve(args)
     try:
         return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends}[args.command](args)
     except httpx.ConnectError as exc:

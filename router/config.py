@@ -39,6 +39,9 @@ class _BackendBase(_Strict):
     health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
     max_concurrency: int = Field(default=64, ge=1, le=10_000,
                                  description="Calls in flight at once to this backend; more wait their turn.")
+    trust_changes: bool = Field(default=False, description=(
+        "true: a changed tool definition is pinned again at once instead of being held out of routing "
+        "until `mcp-router approve` (see `security.pin_tools`)."))
 
 
 class McpStdioSpec(_BackendBase):
@@ -337,6 +340,30 @@ class ToolSelectionSettings(_Strict):
         "Sessions whose selection is reused on later turns, per replica."))
 
 
+class SecuritySettings(_Strict):
+    """What the router accepts from backends it does not control: their tool names, descriptions, schemas."""
+
+    max_name_length: int = Field(default=128, ge=1, description=(
+        "Longest capability name accepted; a catalog with a longer one is rejected whole."))
+    max_description_length: int = Field(default=8192, ge=1, description=(
+        "Longest description (server or capability, title included) accepted; longer: the catalog is rejected."))
+    max_schema_bytes: int = Field(default=32768, ge=2, description=(
+        "Largest input schema (as JSON, in bytes) accepted; larger: the catalog is rejected."))
+    max_capabilities: int = Field(default=2000, ge=0, description=(
+        "Most capabilities one backend may list; more: the catalog is rejected."))
+    pin_tools: bool = Field(default=True, description=(
+        "Record a hash of each capability's name, description and schema the first time it is seen (in "
+        "`state_dir`/pins, or from `lock_file`); a definition that changes later is held out of routing "
+        "until `mcp-router approve BACKEND[/TOOL]`."))
+    lock_file: str = Field(default="mcp-router.lock.json", description=(
+        "Pins the operator commits (`mcp-router lock` writes it), relative to the config file; used when it "
+        "exists: a backend listed in it has exactly those capabilities approved."))
+    quarantine_suspicious: bool = Field(default=False, description=(
+        "Hold out of routing the capabilities whose descriptions address the model (\"ignore previous "
+        "instructions\", requests to read files or send data elsewhere, hidden text); they are always reported "
+        "on /v1/backends."))
+
+
 class TelemetrySettings(_Strict):
     """Traces (OpenTelemetry, exporters chosen by the standard `OTEL_*` variables) and metrics."""
 
@@ -358,6 +385,8 @@ class RouterSettings(_Strict):
     tool_selection: ToolSelectionSettings = Field(default=ToolSelectionSettings(), description=(
         "Smart tool selection (`POST /v1/tools/select`)."))
     telemetry: TelemetrySettings = Field(default=TelemetrySettings(), description="Traces and metrics.")
+    security: SecuritySettings = Field(default=SecuritySettings(), description=(
+        "Limits, cleaning, pinning and checks of what backends say about their tools."))
     state_dir: str = Field(default=".state", description=(
         "Where caches that survive a restart live (embedding vectors); relative to the config file."))
     demo_questions: list[str] = Field(default_factory=list, description=(

@@ -40,6 +40,8 @@ class Capability:
     target: str | None = None
     intents: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    # A stand-in for a backend that lists nothing (known only by its description): see router.retrieval.
+    server_level: bool = False
 
     @property
     def key(self) -> str:
@@ -94,6 +96,11 @@ class BackendStatus:
     ejections: int = 0
     inflight: int = 0
     node_id: str | None = None  # the Ray node hosting the backend's actor
+    # What reviewing the listed catalog found (router.catalog_review).
+    catalog_error: str | None = None
+    sanitized: tuple[str, ...] = ()
+    held_tools: tuple[dict[str, Any], ...] = ()
+    flagged_tools: tuple[dict[str, Any], ...] = ()
 
     @property
     def available(self) -> bool:
@@ -368,6 +375,20 @@ class RouteResponse(_Model):
     decision_ms: float
 
 
+class HeldTool(_Model):
+    tool: str
+    kind: CapabilityKind
+    reason: str
+    changed: list[str] = Field(default_factory=list, description="Which of name, description, schema changed.")
+    rules: list[str] = Field(default_factory=list, description="The detector's rules, for a suspicious one.")
+
+
+class FlaggedTool(_Model):
+    tool: str
+    kind: CapabilityKind
+    rules: list[str]
+
+
 class BackendInfo(_Model):
     name: str
     kind: str
@@ -384,6 +405,14 @@ class BackendInfo(_Model):
     consecutive_failures: int = 0
     ejected_until: float | None = None
     node_id: str | None = None
+    catalog_error: str | None = Field(default=None, description=(
+        "Why the backend's catalog was rejected (over a `security` limit); nothing of it is routed to."))
+    sanitized: list[str] = Field(default_factory=list, description=(
+        "Fields from which control or invisible characters were removed (\"tool: description\")."))
+    held_tools: list[HeldTool] = Field(default_factory=list, description=(
+        "Capabilities held out of routing: changed since pinned (until approved) or suspicious (quarantine)."))
+    flagged_tools: list[FlaggedTool] = Field(default_factory=list, description=(
+        "Capabilities whose descriptions address the model rather than describe the tool, with the rules hit."))
 
     @classmethod
     def from_status(cls, status: BackendStatus) -> BackendInfo:
