@@ -155,6 +155,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
         count = b["tool_count"] + b["prompt_count"] + b["resource_count"] + b["flow_count"]
         print(f"{b['name']:<18} {b['kind']:<10} {b['transport']:<16} {b['health']:<9} {count:>4} capabilities"
               + (f"  last error: {b['last_error']}" if b.get("last_error") else ""))
+        if b.get("catalog_error"):
+            print(f"    catalog rejected: {b['catalog_error']}")
+        for h in b.get("held_tools") or []:
+            why = ", ".join(h.get("changed") or h.get("rules") or [])
+            print(f"    held: {h['tool']} ({h['reason']}{': ' + why if why else ''}); "
+                  f"mcp-router approve {b['name']}/{h['tool']} --config PATH")
+        for f in b.get("flagged_tools") or []:
+            print(f"    flagged: {f['tool']} ({', '.join(f['rules'])})")
     return 0
 
 

@@ -379,8 +379,8 @@ class HeldTool(_Model):
     tool: str
     kind: CapabilityKind
     reason: str
-    changed: list[str] = Field(default_factory=list, description="Which of name, description, schema changed.")
-    rules: list[str] = Field(default_factory=list, description="The detector's rules, for a suspicious one.")
+    changed: list[str] = Field(default_factory=list)  # which of name, description, schema changed
+    rules: list[str] = Field(default_factory=list)  # the detector's rules, for a quarantined one
 
 
 class FlaggedTool(_Model):
@@ -405,14 +405,12 @@ class BackendInfo(_Model):
     consecutive_failures: int = 0
     ejected_until: float | None = None
     node_id: str | None = None
-    catalog_error: str | None = Field(default=None, description=(
-        "Why the backend's catalog was rejected (over a `security` limit); nothing of it is routed to."))
-    sanitized: list[str] = Field(default_factory=list, description=(
-        "Fields from which control or invisible characters were removed (\"tool: description\")."))
-    held_tools: list[HeldTool] = Field(default_factory=list, description=(
-        "Capabilities held out of routing: changed since pinned (until approved) or suspicious (quarantine)."))
-    flagged_tools: list[FlaggedTool] = Field(default_factory=list, description=(
-        "Capabilities whose descriptions address the model rather than describe the tool, with the rules hit."))
+    # What reviewing the catalog found (docs/security.md#untrusted-backends): why it was rejected, the
+    # fields cleaned of invisible characters, the capabilities held out of routing and those flagged.
+    catalog_error: str | None = None
+    sanitized: list[str] = Field(default_factory=list)
+    held_tools: list[HeldTool] = Field(default_factory=list)
+    flagged_tools: list[FlaggedTool] = Field(default_factory=list)
 
     @classmethod
     def from_status(cls, status: BackendStatus) -> BackendInfo:
