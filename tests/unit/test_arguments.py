@@ -230,6 +230,18 @@ def test_a_schema_that_forbids_what_it_does_not_list_is_enforced_on_no_arguments
     assert isinstance(refused, ArgumentsInvalid) and refused.details["field"] == "arguments"
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"x": {"type": 12}}},
+    {"type": "object", "properties": {"query": {"type": "string", "pattern": "("}}},
+    {"type": "object", "properties": {"query": {"type": "strin"}}},
+    {"type": "object", "properties": {"query": {"$ref": "#/$defs/missing"}}},
+    {"type": "object", "properties": {"query": {"$ref": "https://example.invalid/schema.json"}}},
+])
+def test_a_schema_that_cannot_judge_does_not_block_the_call(schema: dict) -> None:
+    derived = derive_arguments(tool("odd", schema), "anything")
+    assert isinstance(derived, tuple)
+
+
 def test_an_invalid_schema_does_not_block_the_call_and_the_callers_arguments_are_not_judged() -> None:
     broken = tool("odd", {"type": "object", "properties": {"x": {"type": 12}}})
     assert derive_arguments(broken, "anything") == ({}, "none needed")
