@@ -122,3 +122,31 @@ async def test_a_callable_runner_up_is_preferred_to_a_described_server_that_cann
     assert {c.capability.backend for c in d.candidates} == {"weather-agent", "echo"}
     answer = await router.query(QueryRequest(question="echo the weather forecast message"))
     assert answer.backend == "echo"
+
+
+class HashingEncoder:
+    """The benchmark's embedder interface (`encode`), on the tests' hashing embedding."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return embed_texts(texts)
+
+
+def test_the_accuracy_benchmark_reports_server_metrics_on_a_catalog_without_tools(tmp_path) -> None:
+    import json
+
+    from benchmarks.routing_accuracy import METHODS, load, metrics_for
+
+    (tmp_path / "catalog.json").write_text(json.dumps(
+        [{"name": n, "description": d, "tools": []} for n, d in AGENTS.items()]))
+    (tmp_path / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in [
+        {"query": "will it rain in Paris tomorrow", "gold_servers": ["weather-agent"]},
+        {"query": "a recipe for sourdough bread", "server": "recipes-agent"},
+        {"query": "book a hotel in Rome", "gold_servers": ["travel-agent"]},
+    ]))
+    catalogs, queries = load(tmp_path)
+    settings = RoutingSettings()
+    index = index_of(catalogs, settings=settings)
+    for method in METHODS.values():
+        result = metrics_for(index, queries, HashingEncoder(), method, settings)  # type: ignore[arg-type]
+        assert result["server_R@1"] == 1.0 and result["ndcg@5"] == 1.0
+        assert "tool_R@5" not in result
