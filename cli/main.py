@@ -5,6 +5,7 @@
     mcp-router query "What time is it in Tokyo?"       # ask a running router
     mcp-router route "..." | mcp-router backends
     mcp-router loadtest --url URL --concurrency 32 --duration 30
+    mcp-router lock --config PATH | mcp-router approve BACKEND[/TOOL] --config PATH
     mcp-router keys create NAME                        # a new API key, and the line for the config
 
 Client commands send `--api-key` (or $MCP_ROUTER_API_KEY) as `Authorization: Bearer`.
@@ -163,6 +164,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
         count = b["tool_count"] + b["prompt_count"] + b["resource_count"] + b["flow_count"]
         print(f"{b['name']:<18} {b['kind']:<10} {b['transport']:<16} {b['health']:<9} {count:>4} capabilities"
               + (f"  last error: {b['last_error']}" if b.get("last_error") else ""))
+        if b.get("catalog_error"):
+            print(f"    catalog rejected: {b['catalog_error']}")
+        for h in b.get("held_tools") or []:
+            why = ", ".join(h.get("changed") or h.get("rules") or [])
+            print(f"    held: {h['tool']} ({h['reason']}{': ' + why if why else ''}); "
+                  f"mcp-router approve {b['name']}/{h['tool']} --config PATH")
+        for f in b.get("flagged_tools") or []:
+            print(f"    flagged: {f['tool']} ({', '.join(f['rules'])})")
     return 0
 
 
@@ -219,8 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("name", help="the principal the key stands for")
     create.add_argument("--policy", default="default", help="the policy it gets (default: default)")
     from cli.loadtest import add_loadtest_parser
+    from cli.security import add_security_parsers
 
     add_loadtest_parser(sub)
+    add_security_parsers(sub)
     return p
 
 
@@ -232,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         from cli.loadtest import cmd_loadtest
 
         return cmd_loadtest(args)
+    if args.command in ("lock", "approve"):
+        from cli.security import cmd_approve, cmd_lock
+
+        return cmd_lock(args) if args.command == "lock" else cmd_approve(args)
     try:
         return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends,
                 "keys": cmd_keys}[args.command](args)

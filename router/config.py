@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from router.security.settings import AuditSettings, AuthSettings
+from router.security.settings import AuditSettings, AuthSettings, SecuritySettings
 
 DEFAULT_INTENTS = ("creative-orientation", "technical-analysis", "document-qa", "code-review", "general")
 CapabilityKind = Literal["tool", "prompt", "resource", "flow"]
@@ -41,6 +41,9 @@ class _BackendBase(_Strict):
     health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
     max_concurrency: int = Field(default=64, ge=1, le=10_000,
                                  description="Calls in flight at once to this backend; more wait their turn.")
+    trust_changes: bool = Field(default=False, description=(
+        "true: a changed tool definition is pinned again at once instead of being held out of routing "
+        "until `mcp-router approve` (see `security.pin_tools`)."))
 
 
 class McpStdioSpec(_BackendBase):
@@ -367,6 +370,8 @@ class RouterSettings(_Strict):
         "Smart tool selection (`POST /v1/tools/select`)."))
     telemetry: TelemetrySettings = Field(default=TelemetrySettings(), description="Traces and metrics.")
     audit: AuditSettings = Field(default=AuditSettings(), description="The per-request audit log.")
+    security: SecuritySettings = Field(default=SecuritySettings(), description=(
+        "Limits, cleaning, pinning and checks of what backends say about their tools."))
     state_dir: str = Field(default=".state", description=(
         "Where caches that survive a restart live (embedding vectors); relative to the config file."))
     demo_questions: list[str] = Field(default_factory=list, description=(

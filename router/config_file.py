@@ -150,6 +150,11 @@ def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
         data["state_dir"] = str((base / state).resolve())
     elif state is None:
         data["state_dir"] = str((base / ".state").resolve())
+    security = data.get("security")
+    security = security if isinstance(security, dict) else {}
+    lock = security.get("lock_file", "mcp-router.lock.json")
+    if isinstance(lock, str) and not os.path.isabs(os.path.expanduser(lock)):
+        data["security"] = {**security, "lock_file": str((base / lock).resolve())}
 
 
 def _overlay_environment(data: dict[str, Any], env: Mapping[str, str]) -> None:

@@ -30,6 +30,8 @@ class ErrorKind(StrEnum):
     NO_RELEVANT_BACKEND = "no_relevant_backend"
     AMBIGUOUS_ROUTE = "ambiguous_route"
     ARGUMENTS_REQUIRED = "arguments_required"
+    ARGUMENTS_INVALID = "arguments_invalid"
+    BACKEND_NOT_CALLABLE = "backend_not_callable"
     BACKEND_FAILED = "backend_failed"
     BACKEND_REJECTED_ARGUMENTS = "backend_rejected_arguments"
     BACKEND_UNAUTHORIZED = "backend_unauthorized"
@@ -152,6 +154,21 @@ class ArgumentsRequired(RouterError):
 
     status_code = 422
     kind = ErrorKind.ARGUMENTS_REQUIRED
+
+
+class ArgumentsInvalid(ArgumentsRequired):
+    """Arguments the router derived do not fit the tool's input schema; the call is not made."""
+
+    kind = ErrorKind.ARGUMENTS_INVALID
+
+
+class BackendNotCallable(ArgumentsRequired):
+    """The best match is a backend known only by its description (an MCP server whose tools are not
+    listed): there is nothing to call on it. A subclass of `ArgumentsRequired` because planning treats
+    both alike: the candidate is skipped for a callable runner-up, or the request is refused."""
+
+    status_code = 503
+    kind = ErrorKind.BACKEND_NOT_CALLABLE
 
 
 class BackendFailed(RouterError):

@@ -41,6 +41,8 @@ class Capability:
     target: str | None = None
     intents: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    # A stand-in for a backend that lists nothing (known only by its description): see router.retrieval.
+    server_level: bool = False
 
     @property
     def key(self) -> str:
@@ -95,6 +97,11 @@ class BackendStatus:
     ejections: int = 0
     inflight: int = 0
     node_id: str | None = None  # the Ray node hosting the backend's actor
+    # What reviewing the listed catalog found (router.catalog_review).
+    catalog_error: str | None = None
+    sanitized: tuple[str, ...] = ()
+    held_tools: tuple[dict[str, Any], ...] = ()
+    flagged_tools: tuple[dict[str, Any], ...] = ()
 
     @property
     def available(self) -> bool:
@@ -405,6 +412,20 @@ class RouteResponse(_Model):
     decision_ms: float
 
 
+class HeldTool(_Model):
+    tool: str
+    kind: CapabilityKind
+    reason: str
+    changed: list[str] = Field(default_factory=list)  # which of name, description, schema changed
+    rules: list[str] = Field(default_factory=list)  # the detector's rules, for a quarantined one
+
+
+class FlaggedTool(_Model):
+    tool: str
+    kind: CapabilityKind
+    rules: list[str]
+
+
 class BackendInfo(_Model):
     name: str
     kind: str
@@ -421,6 +442,12 @@ class BackendInfo(_Model):
     consecutive_failures: int = 0
     ejected_until: float | None = None
     node_id: str | None = None
+    # What reviewing the catalog found (docs/security.md#untrusted-backends): why it was rejected, the
+    # fields cleaned of invisible characters, the capabilities held out of routing and those flagged.
+    catalog_error: str | None = None
+    sanitized: list[str] = Field(default_factory=list)
+    held_tools: list[HeldTool] = Field(default_factory=list)
+    flagged_tools: list[FlaggedTool] = Field(default_factory=list)
 
     @classmethod
     def from_status(cls, status: BackendStatus) -> BackendInfo:

@@ -1,4 +1,5 @@
-"""Settings of authentication, policies, rate limits and the audit log (`server.auth`, `audit`)."""
+"""Settings of authentication, policies, rate limits and the audit log (`server.auth`, `audit`), and of what
+the router accepts from backends (`security`)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,27 @@ class AuditSettings(_Strict):
         "A JSON-lines file (relative to the config file); unset: the router's log (`mcp_router.audit`)."))
     include_arguments: bool = Field(default=False, description=(
         "Record the tool arguments themselves; by default only their SHA-256 is recorded."))
+
+
+class SecuritySettings(_Strict):
+    """What the router accepts from backends it does not control: their tool names, descriptions, schemas."""
+
+    max_name_length: int = Field(default=128, ge=1, description=(
+        "Longest capability name accepted; a catalog with a longer one is rejected whole."))
+    max_description_length: int = Field(default=8192, ge=1, description=(
+        "Longest description (server or capability, title included) accepted; longer: the catalog is rejected."))
+    max_schema_bytes: int = Field(default=32768, ge=2, description=(
+        "Largest input schema (as JSON, in bytes) accepted; larger: the catalog is rejected."))
+    max_capabilities: int = Field(default=2000, ge=0, description=(
+        "Most capabilities one backend may list; more: the catalog is rejected."))
+    pin_tools: bool = Field(default=True, description=(
+        "Record a hash of each capability's name, description and schema the first time it is seen (in "
+        "`state_dir`/pins, or from `lock_file`); a definition that changes later is held out of routing "
+        "until `mcp-router approve BACKEND[/TOOL]`."))
+    lock_file: str = Field(default="mcp-router.lock.json", description=(
+        "Pins the operator commits (`mcp-router lock` writes it), relative to the config file; used when it "
+        "exists: a backend listed in it has exactly those capabilities approved."))
+    quarantine_suspicious: bool = Field(default=False, description=(
+        "Hold out of routing the capabilities whose descriptions address the model (\"ignore previous "
+        "instructions\", requests to read files or send data elsewhere, hidden text); they are always reported "
+        "on /v1/backends."))
