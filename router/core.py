@@ -104,7 +104,7 @@ class Router:
         return RouteResponse(decision=d.verdict, message=d.message, intent=d.intent,
                              intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
                              method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
-                             decision_ms=d.decision_ms)
+                             decision_ms=d.decision_ms, confidence=d.confidence)
 
     async def query(self, req: QueryRequest) -> QueryResponse:
         with TRACER.start_as_current_span("router.query") as span:

@@ -155,6 +155,15 @@ class Decision:
     def intent(self) -> str:
         return self.analysis.intent
 
+    @property
+    def confidence(self) -> float:
+        """The confidence of the candidate the router would call first (the first relevant one), or
+        with none relevant, the highest there is (what fell short of `routing.min_confidence`)."""
+        first = next((c for c in self.candidates if c.relevant), None)
+        if first is not None:
+            return first.scores.confidence
+        return max((c.scores.confidence for c in self.candidates), default=0.0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedCall:
@@ -291,6 +300,8 @@ class ScoreBreakdown(_Model):
     health: float = 0.0
     perf: float = 0.0
     composite: float = 0.0
+    # The estimated probability that this candidate is the right capability (router/confidence.py).
+    confidence: float = 0.0
 
 
 class CandidateInfo(_Model):
@@ -329,6 +340,7 @@ class RoutingMetadata(_Model):
     mode: Mode
     decision: Literal["route", "override", "session", "llm"] = "route"
     chosen: CandidateInfo | None = None
+    confidence: float | None = None  # the chosen candidate's, also in chosen.scores
     candidates: list[CandidateInfo] = Field(default_factory=list)
     attempts: list[AttemptInfo] = Field(default_factory=list)
     fallbacks_used: int = 0
@@ -360,6 +372,9 @@ class QueryResponse(_Model):
 class RouteResponse(_Model):
     decision: Literal["route", "no_match", "ambiguous"]
     message: str
+    confidence: float = Field(default=0.0, description=(
+        "The estimated probability that the best candidate is right; below `routing.min_confidence` "
+        "the decision is no_match."))
     intent: str
     intent_source: Literal["classified", "override", "default"]
     intent_scores: dict[str, float] = Field(default_factory=dict)
