@@ -1,20 +1,25 @@
 """Abstention: does the router answer in-scope questions and decline out-of-scope ones?
 
     python benchmarks/abstention.py ../shared/benchmarks/livemcpbench [--json OUT] [--write-model]
+        [--toolalpaca --mirror-root /work/.mirror] [--also OTHER_DATA_DIR]
 
 For each labelled question (LiveMCPBench format, loaded as benchmarks/routing_accuracy.py does) the
-router decides twice: on the whole catalog (in scope) and on the catalog without the question's gold
-servers (out of scope: nothing there is right). A candidate is right when it belongs to one of the
-question's gold servers (the tool labels are partial, the server labels are not).
+router decides on the whole catalog (in scope) and on the catalog without the question's gold servers
+(out of scope: nothing there is right); with `--small N` (default 4) also on a small catalog (the gold
+servers and N others; out of scope, N others only), the size of a typical deployment. The router's
+choice is right when it belongs to one of the question's gold servers (the tool labels are partial,
+the server labels are not).
 
-The questions are split in two halves with a fixed seed. On the fitting half the confidence model
-(router/confidence.py) is fitted: a logistic regression on every candidate's features, then an
-isotonic map fitted on out-of-fold predictions; the default threshold is chosen there too, as the
-one with the highest in-scope answered plus out-of-scope abstained (or, with `--min-answered`, the
-highest one that still answers that share of the in-scope questions). Everything reported is on
-the other half, through the router's own `Decider` (CatalogIndex, score_candidates, the verdict), so
-it measures what the router does. `--write-model` writes the fitted parameters to the file the
-router ships (router/confidence_model.json).
+The questions of each set are split in two halves with a fixed seed. On the fitting halves the
+confidence model (router/confidence.py) is fitted: a logistic regression on the features of the
+router's choice in every case, then an isotonic map fitted on out-of-fold predictions. The default
+threshold is chosen on the fitting half of DATA_DIR (whole and small catalogs) as the one with the
+highest in-scope answered plus out-of-scope abstained (or, with `--min-answered`, the highest one
+that still answers that share of the in-scope questions). Everything reported is on the other
+halves, through the router's own `Decider` (CatalogIndex, score_candidates, the verdict), so it
+measures what the router does. `--toolalpaca` adds ToolAlpaca (short single-API questions, read from
+its bare git copy) to fitting and reporting; `--write-model` writes the fitted parameters to the file
+the router ships (router/confidence_model.json).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import asyncio
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +197,20 @@ class Dataset:
     test: list[Query]
 
 
+def toolalpaca(mirror_root: Path, into: Path) -> Path:
+    """ToolAlpaca's questions and APIs in the LiveMCPBench format, read from its bare git copy at the
+    commit benchmarks/retriever_data.py pins (nothing of it enters this repository)."""
+    from benchmarks.retriever_data import Source, load_toolalpaca
+
+    catalog, queries = load_toolalpaca(Source(mirror_root, "toolalpaca"))
+    out = into / "toolalpaca"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "catalog.json").write_text(json.dumps(catalog, ensure_ascii=False), encoding="utf-8")
+    (out / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries),
+                                       encoding="utf-8")
+    return out
+
+
 async def dataset(data_dir: Path, model: LocalMiniLM, embedder: CachedEmbedder, settings: RouterSettings,
                   seed: int) -> Dataset:
     """A labelled set, embedded once and split in halves with a fixed seed."""
@@ -220,7 +240,11 @@ async def run(args: argparse.Namespace) -> dict:
     model = LocalMiniLM(model=args.model or EmbeddingSettings().model)
     embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
     settings = RouterSettings()
-    sets = [await dataset(Path(d), model, embedder, settings, args.seed) for d in [args.data_dir, *args.also]]
+    dirs = [Path(d) for d in [args.data_dir, *args.also]]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.toolalpaca:
+            dirs.append(toolalpaca(Path(args.mirror_root), Path(tmp)))
+        sets = [await dataset(d, model, embedder, settings, args.seed) for d in dirs]
     main_set = sets[0]
 
     # The features do not depend on the model: any model gives the same rows.
@@ -288,6 +312,9 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--also", action="append", default=[], help="another labelled set (same format) to fit on "
                         "(its fitting half) and report on (its other half); repeatable")
+    parser.add_argument("--toolalpaca", action="store_true", help="also fit on (and report) ToolAlpaca, read "
+                        "from its bare git copy under --mirror-root")
+    parser.add_argument("--mirror-root", default="/work/.mirror", help="bare git copies as owner+name/repo")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", type=int, default=4, help="other servers in each question's small catalog "
                         "(fitted on and reported separately; 0: whole catalog only)")

@@ -32,10 +32,19 @@ TOP = 5  # candidates whose servers count for `server_share`
 
 
 class _Scores(Protocol):
-    dense: float
-    bm25: float
-    match: float
-    intent_bonus: float
+    """What a candidate's features are computed from (a ScoreBreakdown has them all)."""
+
+    @property
+    def dense(self) -> float: ...
+
+    @property
+    def bm25(self) -> float: ...
+
+    @property
+    def match(self) -> float: ...
+
+    @property
+    def intent_bonus(self) -> float: ...
 
 
 def candidate_features(scores: Sequence[_Scores], servers: Sequence[str],
