@@ -153,5 +153,5 @@ def _annotate(span: trace.Span, d: Decision) -> None:
         top = d.candidates[0]
         span.set_attribute("router.backend", top.capability.backend)
         span.set_attribute("gen_ai.tool.name", top.capability.name)
-        for name in ("match", "health", "perf", "composite", "dense", "bm25"):
+        for name in ("match", "health", "perf", "composite", "dense", "bm25", "confidence"):
             span.set_attribute(f"router.score.{name}", getattr(top.scores, name))
