@@ -13,9 +13,9 @@ the server labels are not).
 The questions of each set are split in two halves with a fixed seed. On the fitting halves the
 confidence model (router/confidence.py) is fitted: a logistic regression on the features of the
 router's choice in every case, then an isotonic map fitted on out-of-fold predictions. The default
-threshold is chosen on the fitting half of DATA_DIR (whole and small catalogs) as the one with the
-highest in-scope answered plus out-of-scope abstained (or, with `--min-answered`, the highest one
-that still answers that share of the in-scope questions). Everything reported is on the other
+threshold is chosen on the fitting half of DATA_DIR (whole and small catalogs) as the highest one that
+still answers `--min-answered` (0.9) of the in-scope questions (with `--min-answered 0`, the one with
+the highest in-scope answered plus out-of-scope abstained). Everything reported is on the other
 halves, through the router's own `Decider` (CatalogIndex, score_candidates, the verdict), so it
 measures what the router does. `--toolalpaca` adds ToolAlpaca (short single-API questions, read from
 its bare git copy) to fitting and reporting; `--write-model` writes the fitted parameters to the file
@@ -53,7 +53,7 @@ from router.models import Analysis, Catalog, Decision
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.stages.decide import Decider
 
-THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.05))
+THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))
 
 
 @dataclass(frozen=True)
@@ -150,21 +150,29 @@ def fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Confiden
     return ConfidenceModel(mean, scale, coef, intercept, iso_x, iso_y, 0.5, {})
 
 
+def first_confident(case: Case, t: float) -> str | None:
+    """The server the router calls at threshold `t`: that of the first candidate (in the router's order)
+    whose confidence reaches it; None when it abstains."""
+    return next((c.capability.backend for c in case.decision.candidates if c.scores.confidence >= t), None)
+
+
 def curve(inside: list[Case], outside: list[Case]) -> list[dict]:
-    """Per threshold: in-scope answered and accuracy of those answered, out-of-scope abstained."""
+    """Per threshold, as the router decides at it: in-scope answered and the accuracy of those
+    answered, out-of-scope abstained."""
     out = []
     for t in THRESHOLDS:
-        answered = [c.top_right for c in inside if c.top_confidence >= t]
+        chosen = [(first_confident(c, t), c.gold) for c in inside]
+        answered = [server in gold for server, gold in chosen if server is not None]
         out.append({"threshold": t, "in_scope_answered": len(answered) / len(inside),
                     "in_scope_accuracy": sum(answered) / len(answered) if answered else 1.0,
-                    "out_of_scope_abstained": sum(c.top_confidence < t for c in outside) / len(outside)})
+                    "out_of_scope_abstained": sum(first_confident(c, t) is None for c in outside) / len(outside)})
     return out
 
 
 def choose_threshold(points: list[dict], min_answered: float | None) -> float:
-    """The threshold that best separates answering from abstaining (the highest in-scope answered plus
-    out-of-scope abstained; the lower threshold on a tie), or with `min_answered` the highest threshold
-    that still answers that share of the in-scope questions."""
+    """The highest threshold that still answers `min_answered` of the in-scope questions (so the most
+    out-of-scope ones declined at that price), or without it the one that best separates answering from
+    abstaining (the highest in-scope answered plus out-of-scope abstained; the lower on a tie)."""
     if min_answered is not None:
         ok = [c for c in points if c["in_scope_answered"] >= min_answered]
         return max(c["threshold"] for c in ok) if ok else 0.0
@@ -176,11 +184,14 @@ def choose_threshold(points: list[dict], min_answered: float | None) -> float:
 def summary(inside: list[Case], outside: list[Case]) -> dict:
     """What the router did at its threshold (the verdicts), and the calibration of its top confidence."""
     answered = [c for c in inside if c.decision.verdict == "route"]
+    # The router calls the first relevant candidate (confidence at or above the threshold).
+    called = [next(x.capability.backend for x in c.decision.candidates if x.relevant) for c in answered]
     tops = inside + outside
     return {
         "out_of_scope_abstained": sum(c.decision.verdict != "route" for c in outside) / len(outside),
         "in_scope_answered": len(answered) / len(inside),
-        "in_scope_accuracy": sum(c.top_right for c in answered) / len(answered) if answered else 0.0,
+        "in_scope_accuracy": (sum(s in c.gold for s, c in zip(called, answered, strict=True)) / len(answered)
+                              if answered else 0.0),
         "in_scope_top1_accuracy": sum(c.top_right for c in inside) / len(inside),
         "ece": expected_calibration_error(np.array([c.top_confidence for c in tops]),
                                           np.array([float(c.top_right) for c in tops])),
@@ -260,12 +271,13 @@ async def run(args: argparse.Namespace) -> dict:
     decider = Decider(settings, confidence=fitted)
     # Chosen over the whole catalog and the small ones alike: a deployment is more often a handful of servers.
     fit_curve = curve(*main_set.bench.cases(decider, main_set.fit, main_set.vectors, args.small, args.seed))
-    threshold = args.threshold if args.threshold is not None else choose_threshold(fit_curve, args.min_answered)
+    threshold = (args.threshold if args.threshold is not None
+                 else choose_threshold(fit_curve, args.min_answered or None))
     meta = {"data": [ds.name for ds in sets], "fit_questions": {ds.name: len(ds.fit) for ds in sets},
             "seed": args.seed, "small_catalogs": args.small, "embedding_model": model.model_id,
             "label": "the candidate's server is one of the question's gold servers",
             "threshold_rule": (f"highest answering >= {args.min_answered:.0%} of in-scope questions"
-                               if args.min_answered is not None else "best in-scope answered + out-of-scope "
+                               if args.min_answered else "best in-scope answered + out-of-scope "
                                "abstained") + f" on the fitting half of {main_set.name}, whole and small catalogs"}
     fitted = ConfidenceModel(fitted.mean, fitted.scale, fitted.coef, fitted.intercept, fitted.iso_x, fitted.iso_y,
                              threshold, meta)
@@ -294,8 +306,8 @@ def table(report: dict) -> str:
             lines += [f"\n{name}, {r['report_questions']} report questions, {title}",
                       f"{'min_confidence':>15}{'in answered':>13}{'in accuracy':>13}{'out abstained':>15}"]
             for c in p["curve"]:
-                if round(c["threshold"] * 20) % 2 and abs(c["threshold"] - report["threshold"]) > 1e-9:
-                    continue  # every 0.1, and the default
+                if round(c["threshold"] * 100) % 10 and abs(c["threshold"] - report["threshold"]) > 1e-9:
+                    continue  # every 0.1, and the default (the JSON has every 0.01)
                 mark = "  <- default" if abs(c["threshold"] - report["threshold"]) < 1e-9 else ""
                 lines.append(f"{c['threshold']:>15.2f}{c['in_scope_answered']:>13.3f}"
                              f"{c['in_scope_accuracy']:>13.3f}{c['out_of_scope_abstained']:>15.3f}{mark}")
@@ -318,9 +330,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", type=int, default=4, help="other servers in each question's small catalog "
                         "(fitted on and reported separately; 0: whole catalog only)")
-    parser.add_argument("--min-answered", type=float,
+    parser.add_argument("--min-answered", type=float, default=0.9,
                         help="choose the highest threshold answering this in-scope share on the fitting half "
-                        "(default: the threshold with the best answered + abstained sum)")
+                        "(default 0.9; 0: the threshold with the best answered + abstained sum)")
     parser.add_argument("--threshold", type=float, help="report at this threshold instead of choosing one")
     parser.add_argument("--write-model", action="store_true", help="write router/confidence_model.json")
     parser.add_argument("--model", help="local embedding model in models/ (default: embeddings.model)")

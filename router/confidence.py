@@ -4,10 +4,11 @@
     probs = model.predict(candidate_features(scores, servers, sizes))  # one probability per candidate
 
 The features describe a candidate among the ranked ones: its raw cosine and BM25 score (absolute
-evidence; BM25 scaled by the catalog's size), its lead over the best other candidate (a runner-up has a
-negative lead), whether it is the best by cosine and by BM25 (the two retrievers agree), and how many
-of the top candidates share its server (a question that keeps to one server is usually about it;
-a server with one capability is marked, since the share says nothing there).
+evidence; BM25 scaled by the catalog's size), its lead over the best other candidate (a runner-up has
+a negative lead), whether it is the best by cosine and by BM25 (the two retrievers agree), how far its
+server's best candidate is ahead of every other server's, and how many of the top candidates share
+its server (a question that keeps to one server is usually about it; a server with one capability is
+marked, since the share says nothing there).
 A logistic regression over them, followed by an isotonic map fitted on held-out outcomes, gives the
 probability; `benchmarks/abstention.py` fits both on labelled questions and writes the parameter
 file. Applying them needs only numpy.
@@ -27,7 +28,7 @@ import numpy as np
 
 SHIPPED = Path(__file__).with_name("confidence_model.json")
 FEATURES = ("dense", "bm25_scaled", "lead", "dense_lead", "best_dense", "best_bm25", "server_share",
-            "single_capability")
+            "single_capability", "server_lead")
 TOP = 5  # candidates whose servers count for `server_share`
 
 
@@ -83,8 +84,16 @@ def candidate_features(scores: Sequence[_Scores], servers: Sequence[str],
             float(bm25[i] > 0 and bm25[i] >= bm25.max()),
             same / could if could > 0 else 0.0,
             float(sizes.get(servers[i], TOP) == 1),  # the share says nothing about a one-capability server
+            _server_lead(retrieval, servers, i),
         )
     return out
+
+
+def _server_lead(retrieval: np.ndarray, servers: Sequence[str], i: int) -> float:
+    """How far the best candidate of i's server is ahead of the best candidate of any other server."""
+    mine = max(float(r) for r, s in zip(retrieval, servers, strict=True) if s == servers[i])
+    others = [float(r) for r, s in zip(retrieval, servers, strict=True) if s != servers[i]]
+    return mine - max(others) if others else mine
 
 
 @dataclass(frozen=True, slots=True)

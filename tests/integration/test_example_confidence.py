@@ -82,6 +82,7 @@ async def router() -> AsyncIterator[Router]:
 
 @pytest.mark.parametrize(("question", "backend", "answer"), [
     ("add 2 and 40", "calculator", "42"),
+    ("What is 6 times 7?", "calculator", "42"),
     ("What is 12 times (3 + 4)?", "calculator", "84"),
     ("Convert 5 km to miles", "calculator", "3.10686"),
     ("Echo back the message hello router", "everything", "hello router"),
@@ -92,6 +93,11 @@ async def test_a_question_a_tool_fits_is_answered_by_it(router: Router, question
     assert resp.backend == backend and answer in resp.answer
     assert resp.routing is not None and resp.routing.confidence is not None
     assert resp.routing.confidence >= router.settings.routing.min_confidence
+
+
+async def test_a_memory_question_goes_to_the_memory_server(router: Router) -> None:
+    resp = await router.query(QueryRequest(question="Remember that my favourite colour is blue"))
+    assert resp.backend == "memory"
 
 
 async def test_a_time_question_without_a_time_zone_is_a_422_naming_the_tool(router: Router) -> None:

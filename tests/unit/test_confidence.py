@@ -80,6 +80,7 @@ def test_features_describe_each_candidate_among_the_others() -> None:
     assert list(feature(rows, "best_bm25")) == [0, 1, 0]  # dense and BM25 disagree on the best
     assert list(feature(rows, "server_share")) == [1, 1, 0]  # a's other tool is there too
     assert list(feature(rows, "single_capability")) == [0, 0, 1]
+    assert feature(rows, "server_lead") == pytest.approx([0.6, 0.6, -0.6])  # a's best is ahead of b's
     assert feature(rows, "bm25_scaled") == pytest.approx([8.0 / np.log1p(3), 9.0 / np.log1p(3), 0.0])
 
 
