@@ -59,41 +59,46 @@ def candidate_features(scores: Sequence[_Scores], servers: Sequence[str],
     retrieval score without the intent bonus, so a configured intent does not move the probability
     outside what the model was fitted on."""
     n = len(scores)
-    out = np.zeros((n, len(FEATURES)))
     if n == 0:
-        return out
+        return np.zeros((0, len(FEATURES)))
     sizes = dict(server_sizes or {})
     catalog_size = sum(sizes.values()) or n
     retrieval = np.array([s.match - s.intent_bonus for s in scores])
     dense = np.array([s.dense for s in scores])
-    bm25 = np.array([s.bm25 for s in scores])
-    order = np.argsort(-retrieval, kind="stable")
-    top_servers = [servers[i] for i in order[:TOP]]
-    for i in range(n):
-        others = np.delete(np.arange(n), i)
-        best_other = float(retrieval[others].max()) if n > 1 else 0.0
-        best_other_dense = float(dense[others].max()) if n > 1 else 0.0
-        same = sum(1 for s in top_servers if s == servers[i]) - (1 if servers[i] in top_servers else 0)
-        could = min(len(top_servers) - 1, sizes.get(servers[i], TOP) - 1)
-        out[i] = (
-            dense[i],
-            max(bm25[i], 0.0) / math.log1p(catalog_size),
-            retrieval[i] - best_other,
-            dense[i] - best_other_dense,
-            float(dense[i] >= dense.max()),
-            float(bm25[i] > 0 and bm25[i] >= bm25.max()),
-            same / could if could > 0 else 0.0,
-            float(sizes.get(servers[i], TOP) == 1),  # the share says nothing about a one-capability server
-            _server_lead(retrieval, servers, i),
-        )
+    bm25 = np.maximum(np.array([s.bm25 for s in scores]), 0.0)
+    # Each candidate's server as an index, its size, and how many of the top candidates it holds.
+    ids: dict[str, int] = {}
+    server = np.array([ids.setdefault(x, len(ids)) for x in servers])
+    size = np.array([sizes.get(x, TOP) for x in ids])[server]
+    top = np.argsort(-retrieval, kind="stable")[:TOP]
+    is_top = np.zeros(n)
+    is_top[top] = 1.0
+    in_top = np.bincount(server[top], minlength=len(ids))[server]
+    same = in_top - is_top  # the others of its server among the top
+    could = np.minimum(len(top) - 1, size - 1)
+    best_of_server = np.full(len(ids), -np.inf)
+    np.maximum.at(best_of_server, server, retrieval)
+    return np.column_stack([
+        dense,
+        bm25 / math.log1p(catalog_size),
+        retrieval - _best_other(retrieval),
+        dense - _best_other(dense),
+        dense >= dense.max(),
+        (bm25 > 0) & (bm25 >= bm25.max()),
+        np.where(could > 0, same / np.maximum(could, 1), 0.0),
+        size == 1,  # the share says nothing about a one-capability server
+        best_of_server[server] - _best_other(best_of_server)[server],
+    ]).astype(np.float64)
+
+
+def _best_other(values: np.ndarray) -> np.ndarray:
+    """For each item, the largest of the other items (0 when there is no other)."""
+    if values.size < 2:
+        return np.zeros(values.size)
+    first, second = np.sort(values)[::-1][:2]
+    out = np.full(values.size, first)
+    out[int(np.argmax(values))] = second
     return out
-
-
-def _server_lead(retrieval: np.ndarray, servers: Sequence[str], i: int) -> float:
-    """How far the best candidate of i's server is ahead of the best candidate of any other server."""
-    mine = max(float(r) for r, s in zip(retrieval, servers, strict=True) if s == servers[i])
-    others = [float(r) for r, s in zip(retrieval, servers, strict=True) if s != servers[i]]
-    return mine - max(others) if others else mine
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,3 +110,11 @@ def test_calibration_error_is_zero_when_confidence_matches_accuracy() -> None:
     y = np.array([1, 0, 0, 0, 1, 1, 1, 0], dtype=float)
     assert expected_calibration_error(p, y) == pytest.approx(0.0)
     assert expected_calibration_error(np.array([0.9, 0.9]), np.array([0.0, 0.0])) == pytest.approx(0.9)
+
+
+def test_a_candidate_below_the_top_five_counts_its_servers_candidates_among_them() -> None:
+    scores = [S(0.5, 1.0, 0.9 - i * 0.1) for i in range(7)]
+    servers = ["a", "b", "c", "d", "e", "f", "a"]  # the last one's server holds the best
+    rows = candidate_features(scores, servers, dict.fromkeys("abcdef", 3))
+    assert feature(rows, "server_share")[6] == pytest.approx(1 / 2)  # 1 of the 2 its server could have
+    assert feature(rows, "server_share")[0] == 0.0  # the other "a" is not among the top five
