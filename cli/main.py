@@ -34,8 +34,8 @@ def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
     print(f"  route  : {body.get('backend')} / {body.get('capability')} ({body.get('kind')})  "
           f"intent={meta.get('intent')} mode={meta.get('mode')} cached={meta.get('cached')}")
     if scores:
-        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("composite", "match", "health", "perf",
-                                                                         "dense", "bm25")))
+        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("confidence", "composite", "match", "health",
+                                                                         "perf", "dense", "bm25") if k in scores))
     if meta.get("arguments") is not None:
         print(f"  args   : {json.dumps(meta['arguments'])[:200]}  ({meta.get('arguments_source')})")
     print(f"  timing : decision {meta.get('decision_ms', 0):.1f} ms, backend {meta.get('execution_ms', 0):.1f} ms, "

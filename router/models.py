@@ -373,8 +373,8 @@ class RouteResponse(_Model):
     decision: Literal["route", "no_match", "ambiguous"]
     message: str
     confidence: float = Field(default=0.0, description=(
-        "The estimated probability that the best candidate is right; below `routing.min_confidence` "
-        "the decision is no_match."))
+        "The estimated probability that the candidate the router would call first is right (declining: "
+        "the best there was, below `routing.min_confidence`)."))
     intent: str
     intent_source: Literal["classified", "override", "default"]
     intent_scores: dict[str, float] = Field(default_factory=dict)
