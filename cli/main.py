@@ -40,8 +40,8 @@ def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
     print(f"  route  : {body.get('backend')} / {body.get('capability')} ({body.get('kind')})  "
           f"intent={meta.get('intent')} mode={meta.get('mode')} cached={meta.get('cached')}")
     if scores:
-        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("composite", "match", "health", "perf",
-                                                                         "dense", "bm25")))
+        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("confidence", "composite", "match", "health",
+                                                                         "perf", "dense", "bm25") if k in scores))
     if meta.get("arguments") is not None:
         print(f"  args   : {json.dumps(meta['arguments'])[:200]}  ({meta.get('arguments_source')})")
     print(f"  timing : decision {meta.get('decision_ms', 0):.1f} ms, backend {meta.get('execution_ms', 0):.1f} ms, "
@@ -59,9 +59,37 @@ def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
 def _print_error(resp: httpx.Response) -> None:
     try:
         err = resp.json().get("error", {})
-        print(f"  error {resp.status_code} {err.get('type')}: {err.get('message')}")
     except ValueError:
         print(f"  error {resp.status_code}: {resp.text[:300]}")
+        return
+    print(f"  error {resp.status_code} {err.get('type')}: {err.get('message')}")
+    details = err.get("details") or {}
+    for line in refusal_lines(details):
+        print(f"  {line}")
+
+
+def refusal_lines(details: dict[str, Any]) -> list[str]:
+    """What a refusal offers instead of an answer: the closest candidates of a 404 (with how sure the
+    router was of each), or the arguments a 422's tool needs."""
+    lines = []
+    if details.get("candidates"):
+        lines.append("closest:")
+        for c in details["candidates"][:3]:
+            s = c.get("scores") or {}
+            lines.append(f"  {c.get('rank')}. {c.get('backend')}/{c.get('capability'):<28} "
+                         f"confidence={s.get('confidence', 0.0):.2f} dense={s.get('dense', 0.0):.3f} "
+                         f"bm25={s.get('bm25', 0.0):.2f}")
+    schema = details.get("input_schema")
+    if isinstance(schema, dict) and details.get("tool"):
+        props = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        lines.append(f"{details.get('backend')}/{details['tool']} takes:")
+        for name, spec in props.items():
+            spec = spec if isinstance(spec, dict) else {}
+            lines.append(f"  {name} ({spec.get('type', 'any')}{', required' if name in required else ''})"
+                         + (f": {spec['description']}" if spec.get("description") else ""))
+        lines.append("pass them as `arguments`, e.g. mcp-router query \"...\" --arguments '{...}'")
+    return lines
 
 
 def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:

@@ -44,6 +44,7 @@ def routing_info(response: QueryResponse) -> str:
     if meta.chosen is not None:
         s = meta.chosen.scores
         lines.append(f"- selection: {meta.method} ({meta.decision}), score {s.composite:.3f} (match {s.match:.3f}, "
+                     f"confidence {s.confidence:.2f}, "
                      f"health {s.health:.2f}, perf {s.perf:.2f}); intent {meta.intent} "
                      f"({meta.intent_source})")
     elif meta.cached:

@@ -154,14 +154,16 @@ class RoutingSettings(_Strict):
     weights: ScoreWeights = Field(default=ScoreWeights(), description="Weights of the composite score.")
     intent_bonus: float = Field(default=0.1, ge=0, le=1, description=(
         "Added to the match score when the backend declares the question's intent."))
-    min_similarity: float = Field(default=0.2, ge=-1, le=1, description=(
-        "Below this raw cosine (and with no keyword overlap) nothing is relevant: 404."))
+    min_confidence: float = Field(default=0.07, ge=0, le=1, description=(
+        "Confidence a candidate needs to be called: the estimated probability, from its retrieval scores, "
+        "that it is the right capability (router/confidence.py). When no candidate reaches it the router "
+        "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.07 is the highest "
+        "threshold that still answered 90 % of in-scope questions on the fitting half of "
+        "benchmarks/abstention.py; higher declines more (docs/routing.md has the curve)."))
     ambiguity_margin: float = Field(default=0.0, ge=0, le=1, description=(
         "Two different tools whose composite scores are this close are ambiguous: 409 (0: exact ties only)."))
     callable_margin: float = Field(default=0.15, ge=0, le=1, description=(
         "A runner-up this close to a best match that needs unknown arguments is called instead of a 422."))
-    min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(
-        "Retrieval score a candidate needs, relative to the best one, to be tried in fallback."))
     query_cache_size: int = Field(default=4096, ge=0, description=(
         "Questions whose vector, intent and retrieval results each replica keeps (0 turns the cache off)."))
 

@@ -135,7 +135,7 @@ class Router:
         return RouteResponse(decision=d.verdict, message=d.message, intent=d.intent,
                              intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
                              method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
-                             decision_ms=d.decision_ms)
+                             decision_ms=d.decision_ms, confidence=d.confidence)
 
     async def query(self, req: QueryRequest, access: Access | None = None) -> QueryResponse:
         """Answer a question within what `access` allows (None: everything, e.g. tests and benchmarks).

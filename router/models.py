@@ -163,6 +163,15 @@ class Decision:
     def intent(self) -> str:
         return self.analysis.intent
 
+    @property
+    def confidence(self) -> float:
+        """The confidence of the candidate the router would call first (the first relevant one), or
+        with none relevant, the highest there is (what fell short of `routing.min_confidence`)."""
+        first = next((c for c in self.candidates if c.relevant), None)
+        if first is not None:
+            return first.scores.confidence
+        return max((c.scores.confidence for c in self.candidates), default=0.0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedCall:
@@ -335,6 +344,8 @@ class ScoreBreakdown(_Model):
     health: float = 0.0
     perf: float = 0.0
     composite: float = 0.0
+    # The estimated probability that this candidate is the right capability (router/confidence.py).
+    confidence: float = 0.0
 
 
 class CandidateInfo(_Model):
@@ -373,6 +384,7 @@ class RoutingMetadata(_Model):
     mode: Mode
     decision: Literal["route", "override", "session", "llm"] = "route"
     chosen: CandidateInfo | None = None
+    confidence: float | None = None  # the chosen candidate's, also in chosen.scores
     candidates: list[CandidateInfo] = Field(default_factory=list)
     attempts: list[AttemptInfo] = Field(default_factory=list)
     fallbacks_used: int = 0
@@ -404,6 +416,9 @@ class QueryResponse(_Model):
 class RouteResponse(_Model):
     decision: Literal["route", "no_match", "ambiguous"]
     message: str
+    confidence: float = Field(default=0.0, description=(
+        "The estimated probability that the candidate the router would call first is right (declining: "
+        "the best there was, below `routing.min_confidence`)."))
     intent: str
     intent_source: Literal["classified", "override", "default"]
     intent_scores: dict[str, float] = Field(default_factory=dict)

@@ -7,6 +7,10 @@
 - perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
   0.5 with no history. History is per (backend, intent), falling back to the backend's overall
   history when this intent has none.
+
+Each candidate also gets a confidence (router/confidence.py): the probability that it is the right
+capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence` are
+relevant, i.e. worth calling; health and performance only order them.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from router.confidence import ConfidenceModel, candidate_features
 from router.config import RoutingSettings
 from router.models import BackendStatus, Candidate, ScoreBreakdown
 from router.retrieval import Ranked
@@ -66,13 +71,17 @@ def score_candidates(
     perf: Mapping[tuple[str, str], PerfSnapshot],
     settings: RoutingSettings,
     backend_intents: Mapping[str, tuple[str, ...]] | None = None,
+    confidence: ConfidenceModel | None = None,
+    server_sizes: Mapping[str, int] | None = None,
 ) -> list[Candidate]:
-    """Composite-scored candidates, best first; `relevant` marks those worth calling."""
+    """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
+    confidence clears `settings.min_confidence`. `confidence`: the model (default: the shipped one);
+    `server_sizes`: capabilities per backend in the whole catalog (its features are scaled by them)."""
     if not ranked:
         return []
     w = settings.weights
-    best_match = max(r.score for r in ranked)
-    out = []
+    parts = []
+    raws = []
     for r in ranked:
         cap = r.capability
         declared = intent in cap.intents or intent in (backend_intents or {}).get(cap.backend, ())
@@ -82,14 +91,26 @@ def score_candidates(
         perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
         composite = w.match * match + w.health * health + w.perf * perf_value
         h = r.hit
-        scores = ScoreBreakdown(
+        parts.append(dict(
             dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
             bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
             intent_bonus=bonus,
             match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
-        )
-        absolute = h.dense >= settings.min_similarity or h.bm25 > 0
-        relative = best_match <= 0 or r.score >= settings.min_relative_match * best_match
-        out.append(Candidate(cap, scores, absolute and relative))
+        ))
+        # The features use raw values: rounding would move a candidate's confidence.
+        raws.append(_Raw(h.dense, h.bm25, match, bonus))
+    features = candidate_features(raws, [r.capability.backend for r in ranked], server_sizes)
+    probs = (confidence or ConfidenceModel.shipped()).predict(features)
+    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)),
+                     float(p) >= settings.min_confidence)
+           for r, kw, p in zip(ranked, parts, probs, strict=True)]
     out.sort(key=lambda c: -c.scores.composite)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    dense: float
+    bm25: float
+    match: float
+    intent_bonus: float

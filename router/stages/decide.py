@@ -2,7 +2,8 @@
 
 Candidates come from the hybrid index (retrieval results are cached per question until the index
 changes), scored with live health and performance. The verdict is `route`, `no_match` (nothing is
-relevant enough) or `ambiguous` (two different tools too close to call). An explicit backend
+confident enough: every candidate's confidence is below `routing.min_confidence`, so the router
+abstains) or `ambiguous` (two different tools too close to call). An explicit backend
 narrows the search to it; with `fallback_on_override` the routed candidates of the other backends
 follow it, from the same pass. A session's backend goes first while it is up and relevant.
 """
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 
 from router.cache import LRU
+from router.confidence import ConfidenceModel
 from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
 from router.models import Analysis, BackendStatus, Candidate, Catalog, Decision, DecisionKind, Verdict
@@ -24,10 +26,13 @@ from router.telemetry import TRACER
 
 
 class Decider:
-    def __init__(self, settings: RouterSettings) -> None:
+    def __init__(self, settings: RouterSettings, confidence: ConfidenceModel | None = None) -> None:
+        """`confidence`: the model that estimates each candidate's confidence (default: the shipped one)."""
         self.settings = settings
+        self.confidence = confidence or ConfidenceModel.shipped()
         self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
         self._known = sorted(b.name for b in settings.backends)
+        self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
         # Retrieval results per (question, k, backend, index), valid for the index they were computed on
         # (each principal with a restricted policy has its own index).
         self._ranked: LRU[tuple[str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
@@ -55,9 +60,11 @@ class Decider:
         with TRACER.start_as_current_span("router.decide") as span:
             want = max(k or self.settings.routing.candidates, self.fanout())
 
+            sizes = self._server_sizes(index)
+
             def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
-                                        self._backend_intents)
+                                        self._backend_intents, self.confidence, sizes)
 
             candidates = scored(self._retrieve(analysis, index, catalogs, want * 2, backend, tool))[:want]
             kind: DecisionKind = "override" if backend else "route"
@@ -73,6 +80,14 @@ class Decider:
                                 decision_ms=round((time.perf_counter() - started) * 1000, 3))
             _annotate(span, decision)
             return decision
+
+    def _server_sizes(self, index: CatalogIndex | None) -> dict[str, int]:
+        """Capabilities per backend of the index (the confidence features are scaled by them)."""
+        if index is None:
+            return {}
+        if self._sizes is None or self._sizes[0] is not index:
+            self._sizes = (index, {c.backend: len(c.capabilities) for c in index.texts.catalogs})
+        return self._sizes[1]
 
     def _retrieve(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], k: int,
                   backend: str | None, tool: str | None) -> list[Ranked]:
@@ -104,7 +119,12 @@ class Decider:
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
         if not relevant:
-            return "no_match", "nothing in the catalog is relevant enough to this question"
+            if not candidates:
+                return "no_match", "nothing in the catalog is relevant enough to this question"
+            best = max(candidates, key=lambda c: c.scores.confidence)
+            return "no_match", (f"no capability is likely enough to be right: the best, {best.capability.key}, "
+                                f"has confidence {best.scores.confidence:.2f} < routing.min_confidence "
+                                f"{self.settings.routing.min_confidence:.2f}")
         # A session's backend was put first on purpose: that is not a close call.
         if len(relevant) > 1 and not session:
             a, b = relevant[0], relevant[1]
@@ -136,5 +156,5 @@ def _annotate(span: trace.Span, d: Decision) -> None:
         top = d.candidates[0]
         span.set_attribute("router.backend", top.capability.backend)
         span.set_attribute("gen_ai.tool.name", top.capability.name)
-        for name in ("match", "health", "perf", "composite", "dense", "bm25"):
+        for name in ("match", "health", "perf", "composite", "dense", "bm25", "confidence"):
             span.set_attribute(f"router.score.{name}", getattr(top.scores, name))

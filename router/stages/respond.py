@@ -67,6 +67,7 @@ def routing_metadata(d: Decision, mode: str, started: float, result: StrategyRes
     return RoutingMetadata(
         intent=d.intent, intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
         method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
+        confidence=chosen.scores.confidence if chosen else None,
         candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
         fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
         arguments=call.arguments if call else None, arguments_source=call.arguments_source if call else None,

@@ -75,8 +75,10 @@ def test_a_described_backend_competes_with_tools_in_a_mixed_catalog() -> None:
 
 def router_for(catalogs: list[Catalog], flow_targets: dict[str, str] | None = None,
                backends: list[dict] | None = None) -> tuple[Router, ScriptedExecutor]:
+    # The fake embeddings carry no meaning the confidence model could read: every match counts here.
     settings = RouterSettings.model_validate({"backends": backends or [
-        {"name": c.backend, "kind": "mcp_stdio", "command": "srv"} for c in catalogs]})
+        {"name": c.backend, "kind": "mcp_stdio", "command": "srv"} for c in catalogs],
+        "routing": {"min_confidence": 0.0}})
 
     async def embed(texts: list[str]) -> np.ndarray:
         return embed_texts(texts)
