@@ -26,7 +26,9 @@ from typing import Any
 import ray
 
 from actors.backends import build_backend
-from router.config import BackendSpec, ResilienceSettings
+from actors.backends.base import make_catalog
+from router.catalog_review import CatalogGuard, CatalogReview
+from router.config import BackendSpec, ResilienceSettings, SecuritySettings
 from router.errors import ErrorKind, RouterError
 from router.health import OutlierDetector
 from router.models import BackendStatus, CallContext, CallOutcome, Capability, Catalog, HealthState
@@ -36,8 +38,14 @@ _MAX_BACKOFF_S = 30.0
 
 
 class BackendSupervisor:
-    def __init__(self, spec: BackendSpec, resilience: ResilienceSettings) -> None:
+    def __init__(self, spec: BackendSpec, resilience: ResilienceSettings, security: SecuritySettings | None = None,
+                 state_dir: str | None = None) -> None:
         self.spec = spec
+        # What the backend lists is checked, cleaned and pinned before it is served (router.catalog_review).
+        self.guard = CatalogGuard(spec.name, security or SecuritySettings(), state_dir=state_dir,
+                                  trust_changes=spec.trust_changes)
+        self._listed: Catalog | None = None
+        self._review: CatalogReview | None = None
         self.backend = build_backend(spec)
         self.backend.on_change = self._mark_stale
         self.detector = OutlierDetector(resilience.ejection)
@@ -110,6 +118,8 @@ class BackendSupervisor:
         try:
             if self._stale or time.monotonic() - self._catalog_at > self.spec.catalog_ttl_s:
                 await self._refresh_catalog()
+            elif self._listed is not None and self.guard.pins_changed():
+                self._apply_review(self._listed)  # an approval: what was held may be served now
             await self.backend.health(self.spec.health_timeout_s)
             self._set_health_ok()
         except Exception as exc:  # the health loop outlives any failure of one check
@@ -120,9 +130,22 @@ class BackendSupervisor:
 
     async def _refresh_catalog(self) -> Catalog:
         self._stale = False
-        catalog = await self.backend.list_capabilities()
-        self._catalog, self._catalog_at = catalog, time.monotonic()
-        return catalog
+        listed = await self.backend.list_capabilities()
+        self._listed, self._catalog_at = listed, time.monotonic()
+        return self._apply_review(listed)
+
+    def _apply_review(self, listed: Catalog) -> Catalog:
+        """Serve the reviewed catalog: a rejected one as empty (nothing indexed, not even its description)."""
+        review = self.guard.review(listed.description, listed.capabilities)
+        if review.error and (self._review is None or self._review.error != review.error):
+            log.warning("backend %s: %s", self.spec.name, review.error)
+        for held in review.held:
+            if not any(h == held for h in (self._review.held if self._review else ())):
+                log.warning("backend %s: %s %r held out of routing: %s", self.spec.name, held["kind"], held["tool"],
+                            held["reason"])
+        self._review = review
+        self._catalog = make_catalog(self.spec.name, review.description, review.capabilities, listed.intents)
+        return self._catalog
 
     def _mark_stale(self) -> None:
         self._stale = True
@@ -202,6 +225,7 @@ class BackendSupervisor:
         counts = {k: 0 for k in ("tool", "prompt", "resource", "flow")}
         for c in cat.capabilities if cat else ():
             counts[c.kind] += 1
+        review = self._review
         health: HealthState = self._health
         if health == "healthy" and self.detector.ejected:
             health = "ejected"
@@ -216,6 +240,8 @@ class BackendSupervisor:
             consecutive_failures=self.detector.consecutive_failures,
             ejected_until=(time.time() + self.detector.remaining_s()) if self.detector.ejected else None,
             ejections=self.detector.ejections, inflight=self._inflight, node_id=self._node_id,
+            catalog_error=review.error if review else None, sanitized=review.sanitized if review else (),
+            held_tools=review.held if review else (), flagged_tools=review.flagged if review else (),
         )
 
     async def get_status(self) -> BackendStatus:

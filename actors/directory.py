@@ -20,7 +20,7 @@ import numpy as np
 import ray
 
 from actors.executor import ActorTable
-from router.config import RouterSettings
+from router.config import FlowiseSpec, LangflowSpec, RouterSettings
 from router.embeddings import CachedEmbedder
 from router.models import BackendStatus, CallOutcome, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
@@ -141,13 +141,19 @@ class BackendDirectory:
         async with self._rebuild_lock:
             order = [b.name for b in self.settings.enabled_backends]
             catalogs = [self._catalogs[n] for n in order if n in self._catalogs]
-            texts = CatalogTexts.build(catalogs)
+            texts = CatalogTexts.build(catalogs, self._flow_targets())
             tool_vecs, server_vecs = await self._vectors(texts)
             index = CatalogIndex(texts, tool_vecs, server_vecs, self.settings.routing)
             self._on_index(catalogs, index)
             self.index_built_at = time.time()
             log.info("index rebuilt: %d backends, %d capabilities, dense=%s", len(catalogs), len(index),
                      tool_vecs is not None)
+
+    def _flow_targets(self) -> dict[str, str]:
+        """A flow backend that lists no flows is run, when chosen by its description, on the first flow its
+        config names (see router.retrieval)."""
+        return {b.name: b.flows[0].id for b in self.settings.enabled_backends
+                if isinstance(b, FlowiseSpec | LangflowSpec) and b.flows}
 
     async def _vectors(self, texts: CatalogTexts) -> tuple[np.ndarray | None, np.ndarray | None]:
         if self.embedder is None or not texts.tool_dense:

@@ -34,7 +34,7 @@ from pydantic import SecretStr
 from actors.backend import BackendActor
 from actors.feedback import create_feedback_actor
 from actors.performance import PerformanceActor
-from router.config import BackendSpec, LearningSettings, ResilienceSettings
+from router.config import BackendSpec, LearningSettings, ResilienceSettings, SecuritySettings
 
 log = logging.getLogger("mcp_router.pool")
 _HEADROOM = 32  # actor concurrency beyond backend calls, for status and catalog requests
@@ -58,12 +58,17 @@ class _Owned:
 
 
 class BackendPool:
-    def __init__(self, app_name: str, code_version: str) -> None:
+    def __init__(self, app_name: str, code_version: str, security: SecuritySettings | None = None,
+                 state_dir: str | None = None) -> None:
         self.app_name = app_name
-        self.code_version = code_version
+        # The security settings take part in each actor's fingerprint: changing them replaces the actors.
+        self.code_version = code_version + (security.model_dump_json() if security is not None else "")
+        self.security = security
+        self.state_dir = state_dir
         self._backends: dict[str, _Owned] = {}
         self._performance: Any = None
         self._feedback: Any = None
+        self._rate_limits: Any = None
         self._generation = 0.0
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
@@ -84,7 +89,7 @@ class BackendPool:
                 if owned is not None:
                     log.info("backend %s changed; replacing its actor", spec.name)
                     self._retire(spec.name, owned.handle)
-                handle = create_backend_actor(spec, resilience)
+                handle = create_backend_actor(spec, resilience, self.security, self.state_dir)
                 self._backends[spec.name] = _Owned(fingerprint, handle)
                 out[spec.name] = handle
             if self._performance is None:
@@ -97,6 +102,13 @@ class BackendPool:
             if self._feedback is None:
                 self._feedback = create_feedback_actor(state_dir, learning)
             return self._feedback
+    def rate_limits(self) -> Any:
+        """The shared rate-limit buckets of the application's replicas (created on first use)."""
+        if self._rate_limits is None:
+            from actors.limits import RateLimitActor
+
+            self._rate_limits = RateLimitActor.remote()  # type: ignore[attr-defined]
+        return self._rate_limits
 
     def backend_count(self) -> int:
         return len(self._backends)
@@ -121,15 +133,19 @@ class BackendPool:
         if self._feedback is not None:  # every write is committed: nothing to flush
             ray.kill(self._feedback, no_restart=True)
             self._feedback = None
+        if self._rate_limits is not None:
+            ray.kill(self._rate_limits, no_restart=True)
+            self._rate_limits = None
 
 
-def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings) -> Any:
+def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings, security: SecuritySettings | None = None,
+                         state_dir: str | None = None) -> Any:
     # No task events: Ray would otherwise report every call to the GCS (for its state API), which on
     # the request path costs CPU the router needs (Serve turns them off for its replicas too).
     return BackendActor.options(
         num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=spec.max_concurrency + _HEADROOM,
         scheduling_strategy="SPREAD", enable_task_events=False,
-    ).remote(spec, resilience)
+    ).remote(spec, resilience, security, state_dir)
 
 
 def create_performance_actor(resilience: ResilienceSettings, snapshot_key: str) -> Any:

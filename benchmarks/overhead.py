@@ -10,7 +10,9 @@
 3. the embedding model alone on the same new questions;
 4. a bare Serve echo app in the same ingress mode (the floor Ray Serve itself sets);
 5. /v1/query throughput at concurrency 1, 8, 32 and 64 with the repeated question and with new
-   questions drawn from a pool of a few thousand (with `wrk` when installed, else httpx).
+   questions drawn from a pool of a few thousand (with `wrk` when installed, else httpx);
+6. the repeated question again after redeploying the router with authentication on (an API key and a
+   policy that denies one tool, so routing runs in the principal's own view): the cost of security.
 """
 
 from __future__ import annotations
@@ -74,10 +76,10 @@ def unseen(i: int) -> str:
 
 
 def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: str = "/v1/query",
-               stages: list[dict[str, float]] | None = None) -> list[float]:
+               stages: list[dict[str, float]] | None = None, headers: dict[str, str] | None = None) -> list[float]:
     make = body if callable(body) else (lambda _: body)
     out = []
-    with httpx.Client(timeout=30) as c:
+    with httpx.Client(timeout=30, headers=headers) as c:
         for i in range(20):
             c.post(url + path, content=make(100_000 + i), headers={"content-type": "application/json"})
         for i in range(n):
@@ -146,6 +148,28 @@ def throughput(url: str, concurrency: int, seconds: float, new_questions: bool =
     return asyncio.run(run())
 
 
+def with_authentication(settings: RouterSettings, url: str, n: int) -> list[float]:
+    """Redeploy with an API key whose policy denies one tool, then the repeated question with that key."""
+    from ray import serve
+
+    from cli.local import wait_until_serving
+    from deployments.app import build_application
+    from router.security.identity import key_hash, new_api_key
+
+    key = new_api_key()
+    secured = settings.model_copy(update={"server": settings.server.model_copy(update={
+        "auth": {"api_keys": [{"name": "bench", "sha256": key_hash(key), "policy": "bench"}],
+                 "policies": {"bench": {"deny": ["calculator/nothing_*"]}}}})})
+    secured = RouterSettings.model_validate(secured.model_dump(mode="python"))
+    serve.run(build_application(secured), name=settings.server.app_name, route_prefix="/", blocking=False)
+    wait_until_serving(url, 120)
+    headers = {"Authorization": f"Bearer {key}"}
+    while httpx.post(url + "/v1/query", content=BODY, headers={**headers, "content-type": "application/json"},
+                     timeout=30).status_code != 200:
+        time.sleep(0.2)
+    return sequential(url, n, headers=headers)
+
+
 def find_echo(port: int) -> str:
     """Direct ingress gives the new app the next free port of its range while the old one drains."""
     deadline = time.monotonic() + 60
@@ -191,6 +215,7 @@ def main() -> None:
     routed = sequential(url, args.requests)
     rps = {c: throughput(url, c, args.seconds) for c in (1, 8, 32, 64)}
     rps_new = {c: throughput(url, c, args.seconds, new_questions=True) for c in (1, 8, 32, 64)}
+    routed_auth = with_authentication(settings, url, args.requests)
     serve.delete(settings.server.app_name)
 
     echo_app = FastAPI()
@@ -221,19 +246,24 @@ def main() -> None:
                                    for name in ("ingress", "analyse", "decide", "plan", "execute", "respond")},
         "model_p50_ms": statistics.median(model), "model_p99_ms": pct(model, 99),
         "rps_new": {str(k): round(v, 1) for k, v in rps_new.items()},
+        "router_auth_p50_ms": statistics.median(routed_auth), "router_auth_p99_ms": pct(routed_auth, 99),
     }
+    report["auth_added_p50_ms"] = report["router_auth_p50_ms"] - report["router_p50_ms"]
     report["added_p50_ms"] = report["router_p50_ms"] - report["direct_p50_ms"]
     report["new_question_added_p50_ms"] = report["new_question_p50_ms"] - report["direct_p50_ms"]
     report["new_question_added_without_model_p50_ms"] = report["new_question_added_p50_ms"] - report["model_p50_ms"]
     print(f"\ningress mode: {args.ingress}, {args.requests} sequential requests each")
     print(f"{'path':<40}{'p50 ms':>10}{'p99 ms':>10}")
     for label, key in (("HTTP -> router -> actor -> tool, new question", "router_new"),
-                       ("  the same, one repeated question", "router"), ("MCP client -> tool (direct)", "direct"),
+                       ("  the same, one repeated question", "router"),
+                       ("  the same, with an API key and a policy", "router_auth"),
+                       ("MCP client -> tool (direct)", "direct"),
                        ("the embedding model alone", "model"), ("HTTP -> bare Serve echo", "echo")):
         print(f"{label:<40}{report[key + '_p50_ms']:>10.2f}{report[key + '_p99_ms']:>10.2f}")
     print(f"added by the router (p50): new question {report['new_question_added_p50_ms']:.2f} ms "
           f"({report['new_question_added_without_model_p50_ms']:.2f} ms without the model), "
           f"repeated question {report['added_p50_ms']:.2f} ms")
+    print(f"added by authentication and policy (p50): {report['auth_added_p50_ms']:.2f} ms")
     print("new question, p50 per stage (ms): " + ", ".join(f"{k} {v:.2f}"
                                                         for k, v in report["new_question_stages_ms"].items()))
     print(f"{'concurrency':<22}" + "".join(f"{c:>10}" for c in rps))

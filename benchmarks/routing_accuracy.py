@@ -4,8 +4,10 @@
         [--model all-MiniLM-L6-v2 --model all-MiniLM-L6-v2-tool-retrieval]
 
 DATA_DIR holds `catalog.json` (servers with tools) and `queries.jsonl` (questions with `gold_tools`
-and/or `gold_servers`). Every method runs the router's own `CatalogIndex` with the local embedding
-model; decision latency includes embedding the query. A second pass replicates the catalog to about
+and/or `gold_servers`). Servers that list no tools are ranked by their own descriptions (a catalog of
+descriptions only reports the server metrics); `--descriptions-only` drops every tool to measure that.
+Every method runs the router's own `CatalogIndex` with the local embedding model; decision latency
+includes embedding the query. A second pass replicates the catalog to about
 5,000 tools (suffixed copies) to show how latency and accuracy scale. With several `--model`s (local
 models shipped in models/) every model runs every method in the same run; the first one fills the
 top-level JSON keys, and `models` holds each model's results.
@@ -156,6 +158,8 @@ def table(title: str, results: dict[str, dict[str, float]]) -> str:
 
 async def run(args: argparse.Namespace) -> dict:
     catalogs, queries = load(Path(args.data_dir))
+    if args.descriptions_only:
+        catalogs = [replace(c, capabilities=()) for c in catalogs]
     if args.limit:
         queries = queries[: args.limit]
     overrides = {k: v for k, v in (("alpha", args.alpha), ("server_weight", args.server_weight)) if v is not None}
@@ -176,8 +180,10 @@ async def run(args: argparse.Namespace) -> dict:
             key = "methods" if label == "catalog" else "replicated"
             per_model[key] = results
             per_model[f"{key}_tools"] = len(index)
-            print(table(f"\n{model_name}, {label}: {len(cats)} servers, {len(index)} tools, {len(queries)} queries",
-                        results))
+            stand_ins = sum(c.server_level for c in index.texts.capabilities)
+            print(table(f"\n{model_name}, {label}: {len(cats)} servers, {len(index) - stand_ins} tools"
+                        + (f" ({stand_ins} servers by description only)" if stand_ins else "")
+                        + f", {len(queries)} queries", results))
         report["models"][model_name] = per_model
     first = report["models"][models[0]]
     report.update({k: v for k, v in first.items() if k != "model_id"})
@@ -216,6 +222,8 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--scale-tools", type=int, default=5000)
     parser.add_argument("--no-scale", action="store_true", help="skip the replicated-catalog pass")
+    parser.add_argument("--descriptions-only", action="store_true",
+                        help="drop every server's tools: route on server descriptions alone")
     parser.add_argument("--model", action="append", help="local model in models/ (repeat to compare; "
                         "default: the configured embeddings.model)")
     parser.add_argument("--alpha", type=float, help="override routing.alpha (a sweep)")

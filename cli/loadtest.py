@@ -4,6 +4,7 @@
     mcp-router loadtest --url http://10.0.0.5:8000 --concurrency 64 --requests 5000 --mode hedged \\
         --questions questions.txt --json results.json --plot results.png
     mcp-router loadtest --protocol mcp --concurrency 4 --duration 10   # MCP: the universal_query tool
+    mcp-router loadtest --api-key "$KEY" --concurrency 32 --duration 10  # as one principal (or $MCP_ROUTER_API_KEY)
 
 HTTP workers send POST /v1/query one at a time each, over one shared httpx.AsyncClient. With
 `--protocol mcp` each worker holds its own MCP session (POST URL/mcp/) and opens a new one after a
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -74,12 +76,13 @@ def _tool_error_type(result: Any) -> str:
 class _Run:
     def __init__(self, url: str, questions: list[str], *, concurrency: int, duration: float | None,
                  requests: int | None, mode: str | None, protocol: str, request_timeout: float,
-                 progress: bool) -> None:
+                 progress: bool, api_key: str | None = None) -> None:
         if (duration is None) == (requests is None):
             raise ValueError("give exactly one of duration and requests")
         self.url, self.questions, self.mode, self.protocol = url.rstrip("/"), questions, mode, protocol
         self.concurrency, self.duration, self.requests = concurrency, duration, requests
         self.request_timeout, self.progress = request_timeout, progress
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.samples: list[Sample] = []
         self.errors = 0
         self._issued = 0
@@ -127,13 +130,17 @@ class _Run:
             self._add(t0, ok=resp.is_success, status=resp.status_code, body=body)
 
     async def _mcp_worker(self) -> None:
+        import httpx2
         from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
 
         i = self._claim()
         while i is not None:
             t0 = time.perf_counter()  # a failed session setup counts as the request's latency
             try:
-                async with Client(f"{self.url}/mcp/", read_timeout_seconds=self.request_timeout) as client:
+                async with httpx2.AsyncClient(headers=self.headers, timeout=self.request_timeout) as http, \
+                        Client(streamable_http_client(f"{self.url}/mcp/", http_client=http),
+                               read_timeout_seconds=self.request_timeout) as client:
                     while i is not None:
                         t0 = time.perf_counter()
                         result = await client.call_tool("universal_query", self._payload(i))
@@ -165,7 +172,8 @@ class _Run:
             else:
                 n = self.concurrency
                 limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-                async with httpx.AsyncClient(timeout=self.request_timeout, limits=limits) as client:
+                async with httpx.AsyncClient(timeout=self.request_timeout, limits=limits,
+                                             headers=self.headers) as client:
                     await asyncio.gather(*(self._http_worker(client) for _ in range(self.concurrency)))
         finally:
             if progress is not None:
@@ -198,12 +206,13 @@ def summarize(samples: list[Sample], elapsed: float, **info: Any) -> dict[str, A
 
 async def run_loadtest(url: str, questions: list[str] | None = None, *, concurrency: int = 8,
                        duration: float | None = None, requests: int | None = None, mode: str | None = None,
-                       protocol: str = "http", request_timeout: float = 60.0,
-                       progress: bool = True) -> tuple[dict[str, Any], list[Sample]]:
-    """Drive the router at `url`; returns the summary and every request's sample."""
+                       protocol: str = "http", request_timeout: float = 60.0, progress: bool = True,
+                       api_key: str | None = None) -> tuple[dict[str, Any], list[Sample]]:
+    """Drive the router at `url` (as the principal of `api_key`, if given); returns the summary and every
+    request's sample."""
     run = _Run(url, list(questions or DEFAULT_QUESTIONS), concurrency=concurrency, duration=duration,
                requests=requests, mode=mode, protocol=protocol, request_timeout=request_timeout,
-               progress=progress)
+               progress=progress, api_key=api_key)
     elapsed = await run.run()
     info = {"url": run.url, "protocol": protocol, "mode": mode, "concurrency": concurrency}
     return summarize(run.samples, elapsed, **info), run.samples
@@ -297,6 +306,7 @@ def add_loadtest_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="write latency over time and its histogram")
     p.add_argument("--protocol", choices=("http", "mcp"), default="http")
     p.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S", help="per request")
+    p.add_argument("--api-key", help="authenticate as this key's principal (default: $MCP_ROUTER_API_KEY)")
     return p
 
 
@@ -308,7 +318,8 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         return 2
     summary, samples = asyncio.run(run_loadtest(
         args.url, questions, concurrency=args.concurrency, duration=args.duration, requests=args.requests,
-        mode=args.mode, protocol=args.protocol, request_timeout=args.timeout))
+        mode=args.mode, protocol=args.protocol, request_timeout=args.timeout,
+        api_key=args.api_key or os.environ.get("MCP_ROUTER_API_KEY")))
     print_summary(summary)
     if args.json:
         write_json(args.json, summary, samples)

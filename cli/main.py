@@ -6,12 +6,17 @@
     mcp-router route "..." | mcp-router backends
     mcp-router loadtest --url URL --concurrency 32 --duration 30
     mcp-router train --from-feedback [--out DIR]        # fine-tune retrieval on the collected examples
+    mcp-router lock --config PATH | mcp-router approve BACKEND[/TOOL] --config PATH
+    mcp-router keys create NAME                        # a new API key, and the line for the config
+
+Client commands send `--api-key` (or $MCP_ROUTER_API_KEY) as `Authorization: Bearer`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -22,6 +27,7 @@ import httpx
 
 from router.config_file import load_settings
 from router.errors import ConfigError
+from router.security.identity import check_bind, key_hash, new_api_key
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml"
@@ -35,8 +41,8 @@ def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
     print(f"  route  : {body.get('backend')} / {body.get('capability')} ({body.get('kind')})  "
           f"intent={meta.get('intent')} mode={meta.get('mode')} cached={meta.get('cached')}")
     if scores:
-        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("composite", "match", "health", "perf",
-                                                                         "dense", "bm25")))
+        print("  scores : " + "  ".join(f"{k}={scores[k]:.3f}" for k in ("confidence", "composite", "match", "health",
+                                                                         "perf", "dense", "bm25") if k in scores))
     if meta.get("arguments") is not None:
         print(f"  args   : {json.dumps(meta['arguments'])[:200]}  ({meta.get('arguments_source')})")
     print(f"  timing : decision {meta.get('decision_ms', 0):.1f} ms, backend {meta.get('execution_ms', 0):.1f} ms, "
@@ -54,9 +60,37 @@ def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
 def _print_error(resp: httpx.Response) -> None:
     try:
         err = resp.json().get("error", {})
-        print(f"  error {resp.status_code} {err.get('type')}: {err.get('message')}")
     except ValueError:
         print(f"  error {resp.status_code}: {resp.text[:300]}")
+        return
+    print(f"  error {resp.status_code} {err.get('type')}: {err.get('message')}")
+    details = err.get("details") or {}
+    for line in refusal_lines(details):
+        print(f"  {line}")
+
+
+def refusal_lines(details: dict[str, Any]) -> list[str]:
+    """What a refusal offers instead of an answer: the closest candidates of a 404 (with how sure the
+    router was of each), or the arguments a 422's tool needs."""
+    lines = []
+    if details.get("candidates"):
+        lines.append("closest:")
+        for c in details["candidates"][:3]:
+            s = c.get("scores") or {}
+            lines.append(f"  {c.get('rank')}. {c.get('backend')}/{c.get('capability'):<28} "
+                         f"confidence={s.get('confidence', 0.0):.2f} dense={s.get('dense', 0.0):.3f} "
+                         f"bm25={s.get('bm25', 0.0):.2f}")
+    schema = details.get("input_schema")
+    if isinstance(schema, dict) and details.get("tool"):
+        props = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        lines.append(f"{details.get('backend')}/{details['tool']} takes:")
+        for name, spec in props.items():
+            spec = spec if isinstance(spec, dict) else {}
+            lines.append(f"  {name} ({spec.get('type', 'any')}{', required' if name in required else ''})"
+                         + (f": {spec['description']}" if spec.get("description") else ""))
+        lines.append("pass them as `arguments`, e.g. mcp-router query \"...\" --arguments '{...}'")
+    return lines
 
 
 def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
@@ -69,8 +103,11 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
         overrides["server"]["port"] = args.port
     if args.ingress:
         overrides["server"]["ingress"] = args.ingress
+    if args.insecure_no_auth:
+        overrides["server"]["auth"] = {"insecure_no_auth": True}
     try:
         settings = load_settings(args.config, overrides=overrides)
+        check_bind(settings.server.auth, [settings.server.host])
     except ConfigError as exc:
         print(f"mcp-router: {exc}", file=sys.stderr)
         return 2
@@ -122,7 +159,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             payload[key] = getattr(args, key)
     if args.arguments:
         payload["arguments"] = json.loads(args.arguments)
-    resp = httpx.post(f"{args.url}/v1/query", json=payload, timeout=args.timeout)
+    resp = httpx.post(f"{args.url}/v1/query", json=payload, timeout=args.timeout, headers=_auth(args))
     if args.json:
         print(json.dumps(resp.json(), indent=2))
     elif resp.status_code == 200:
@@ -133,7 +170,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    resp = httpx.post(f"{args.url}/v1/route", json={"question": args.question}, timeout=args.timeout)
+    resp = httpx.post(f"{args.url}/v1/route", json={"question": args.question}, timeout=args.timeout,
+                      headers=_auth(args))
     body = resp.json()
     if args.json or resp.status_code != 200:
         print(json.dumps(body, indent=2))
@@ -147,15 +185,37 @@ def cmd_route(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    resp = httpx.get(f"{args.url}/v1/backends", timeout=args.timeout)
-    if args.json:
+    resp = httpx.get(f"{args.url}/v1/backends", timeout=args.timeout, headers=_auth(args))
+    if args.json or resp.status_code != 200:
         print(json.dumps(resp.json(), indent=2))
         return 0
     for b in resp.json():
         count = b["tool_count"] + b["prompt_count"] + b["resource_count"] + b["flow_count"]
         print(f"{b['name']:<18} {b['kind']:<10} {b['transport']:<16} {b['health']:<9} {count:>4} capabilities"
               + (f"  last error: {b['last_error']}" if b.get("last_error") else ""))
+        if b.get("catalog_error"):
+            print(f"    catalog rejected: {b['catalog_error']}")
+        for h in b.get("held_tools") or []:
+            why = ", ".join(h.get("changed") or h.get("rules") or [])
+            print(f"    held: {h['tool']} ({h['reason']}{': ' + why if why else ''}); "
+                  f"mcp-router approve {b['name']}/{h['tool']} --config PATH")
+        for f in b.get("flagged_tools") or []:
+            print(f"    flagged: {f['tool']} ({', '.join(f['rules'])})")
     return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """A new API key, shown once; the configuration keeps only its hash."""
+    key = new_api_key()
+    print(f"API key for {args.name} (shown once; store it now):\n\n  {key}\n")
+    print("Add to the configuration under server.auth.api_keys:\n")
+    print(f"  - name: {args.name}\n    sha256: {key_hash(key)}\n    policy: {args.policy}")
+    return 0
+
+
+def _auth(args: argparse.Namespace) -> dict[str, str]:
+    key = args.api_key or os.environ.get("MCP_ROUTER_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--ingress", choices=["haproxy", "direct", "proxy"])
         sp.add_argument("--num-cpus", type=int, default=None)
         sp.add_argument("--verbose", action="store_true", help="show Ray and Serve logs")
+        sp.add_argument("--insecure-no-auth", action="store_true",
+                        help="serve without authentication on a non-loopback address (logged at every start)")
 
     serve_opts(sub.add_parser("serve", help="run the router in the foreground"), None)
     serve_opts(sub.add_parser("demo", help="run the bundled example and ask it a few questions"),
@@ -178,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--url", default=DEFAULT_URL)
         sp.add_argument("--json", action="store_true")
         sp.add_argument("--timeout", type=float, default=60)
+        sp.add_argument("--api-key", help="the key to authenticate with (default: $MCP_ROUTER_API_KEY)")
 
     q = sub.add_parser("query", help="ask a running router")
     q.add_argument("question")
@@ -189,12 +252,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("question")
     client_opts(r)
     client_opts(sub.add_parser("backends", help="list backends and their health"))
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="create a new API key and print its configuration entry")
+    create.add_argument("name", help="the principal the key stands for")
+    create.add_argument("--policy", default="default", help="the policy it gets (default: default)")
     from cli.loadtest import add_loadtest_parser
+    from cli.security import add_security_parsers
 
     add_loadtest_parser(sub)
     from cli.train import add_train_parser
 
     add_train_parser(sub)
+    add_security_parsers(sub)
     return p
 
 
@@ -210,8 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         from cli.train import cmd_train
 
         return cmd_train(args)
+    if args.command in ("lock", "approve"):
+        from cli.security import cmd_approve, cmd_lock
+
+        return cmd_lock(args) if args.command == "lock" else cmd_approve(args)
     try:
-        return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends}[args.command](args)
+        return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends,
+                "keys": cmd_keys}[args.command](args)
     except httpx.ConnectError as exc:
         print(f"mcp-router: cannot reach the router at {args.url}: {exc}", file=sys.stderr)
         return 1

@@ -25,6 +25,7 @@ from deployments.ingress import RouterIngress
 from router.config import RouterSettings
 from router.config_file import load_settings
 from router.embeddings import placement
+from router.security.identity import check_bind
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CONFIG = ROOT / "examples" / "router.yaml"
@@ -55,7 +56,7 @@ def build_application(settings: RouterSettings) -> Application:
     # Per-request access lines cost a write per call on the hot path; they are opt-in.
     logs = {"enable_access_log": settings.server.access_log}
     pool = BackendPoolDeployment.options(  # type: ignore[attr-defined]
-        logging_config=logs).bind(settings.server.app_name, code_version())
+        logging_config=logs).bind(settings.server.app_name, code_version(), settings.security, settings.state_dir)
     embedder = None
     if placement(settings.embeddings) == "deployment":
         embedder = Embedder.options(logging_config=logs).bind(settings.embeddings)  # type: ignore[attr-defined]
@@ -64,7 +65,11 @@ def build_application(settings: RouterSettings) -> Application:
 
 
 def app(args: dict[str, str] | None = None) -> Application:
-    """Application builder: `config` (a path) from the Serve args, else MCP_ROUTER_CONFIG, else the example."""
+    """Application builder: `config` (a path) from the Serve args, else MCP_ROUTER_CONFIG, else the example.
+    `http_host`: the address Serve's HTTP proxies listen on (serve_config.yaml's http_options.host);
+    without authentication configured, only a loopback address is accepted."""
     args = args or {}
     path = args.get("config") or os.environ.get("MCP_ROUTER_CONFIG") or str(EXAMPLE_CONFIG)
-    return build_application(load_settings(path))
+    settings = load_settings(path)
+    check_bind(settings.server.auth, [settings.server.host, args.get("http_host", settings.server.host)])
+    return build_application(settings)

@@ -8,8 +8,6 @@ its `RouterError` carries; malformed JSON, missing fields, wrong types and overs
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -21,6 +19,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from deployments.guard import CURRENT, request_id
 from router.errors import ErrorKind, InvalidRequest, PayloadTooLarge, RouterError
 from router.models import (
     BackendDetail,
@@ -42,15 +41,6 @@ if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
 
 log = logging.getLogger("mcp_router.http")
-
-
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-def request_id(request: Request) -> str:
-    """The caller's `x-request-id` when it is a plain token, else a new one."""
-    given = request.headers.get("x-request-id", "")
-    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
 def describe_validation(errors: list[Any]) -> str:
@@ -130,14 +120,13 @@ async def _no_receive() -> dict[str, Any]:
 
 def build_http_app(ingress: RouterIngress,
                    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None) -> FastAPI:
-    settings = ingress.settings
     app = FastAPI(title="mcp-router", version="0.1.0", lifespan=lifespan,
                   description="Routes each question to the MCP server, Flowise or Langflow flow that should "
                               "answer it, and explains the decision.")
 
     @app.exception_handler(RouterError)
     async def _router_error(_: Request, exc: RouterError) -> JSONResponse:
-        return JSONResponse(exc.payload(), status_code=exc.status_code)
+        return JSONResponse(exc.payload(), status_code=exc.status_code, headers=exc.headers())
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -148,29 +137,22 @@ def build_http_app(ingress: RouterIngress,
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # The one top-level boundary: anything unforeseen is logged with a request id, and the caller
         # gets that id and a generic message; exception text can hold internals and never goes out.
-        rid = request_id(request)
+        scope = CURRENT.get()
+        rid = scope.request_id if scope is not None else request_id(request.headers)
         log.error("unhandled error in %s %s (request id %s)", request.method, request.url.path, rid,
                   exc_info=(type(exc), exc, exc.__traceback__))
         body = {"error": {"type": ErrorKind.INTERNAL.value, "request_id": rid,
                           "message": f"internal error; the router's log has the details under request id {rid}"}}
         return JSONResponse(body, status_code=500, headers={"x-request-id": rid})
 
-    def check_question(question: str) -> None:
-        size = len(question.encode("utf-8"))
-        if size > settings.server.max_question_bytes:
-            raise PayloadTooLarge(f"question is {size} bytes; the limit is {settings.server.max_question_bytes}",
-                                  limit=settings.server.max_question_bytes)
-
     @app.post("/v1/query", response_model=QueryResponse, response_model_exclude_none=True,
               summary="Route a question to the best backend and return its answer with routing metadata")
     async def query(body: QueryRequest) -> QueryResponse:
-        check_question(body.question)
         return await ingress.query(body)
 
     @app.post("/v1/route", response_model=RouteResponse,
               summary="Dry run: the ranked candidates with every score component, calling nothing")
     async def route(body: RouteRequest) -> RouteResponse:
-        check_question(body.question)
         return await ingress.route(body)
 
     @app.post("/v1/tools/select", response_model=ToolSelectResponse,

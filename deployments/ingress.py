@@ -25,6 +25,7 @@ from ray import serve
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable, RayExecutor
 from actors.feedback import FeedbackView
+from deployments import guard
 from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
@@ -32,7 +33,7 @@ from router.chat import ChatService
 from router.config import RouterSettings
 from router.core import Router
 from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
-from router.errors import LLMNotConfigured, UnknownBackend
+from router.errors import InvalidRequest, LLMNotConfigured, PayloadTooLarge, UnknownBackend
 from router.feedback import may_give_feedback
 from router.intent import IntentClassifier
 from router.learning import chat_examples, chat_question, check_allowed, feedback_examples
@@ -53,6 +54,10 @@ from router.models import (
     ToolSelectRequest,
     ToolSelectResponse,
 )
+from router.security.audit import AuditLog
+from router.security.identity import ANONYMOUS, Principal
+from router.security.limits import GrantFn, Limiter
+from router.security.policy import Access
 from router.telemetry import configure_tracing
 from router.tools import ToolSelector
 
@@ -89,6 +94,20 @@ async def _query_embedder(settings: RouterSettings, handle: Any) -> Embedder:
     return _HandleEmbedder(handle, await handle.model_id.remote())
 
 
+async def _shared_rate_limits(settings: RouterSettings, pool: Any) -> GrantFn | None:
+    """Leases from the application's shared buckets, when some policy has a rate limit."""
+    if not any(p.rate_limit.requests_per_s or p.rate_limit.backend_calls_per_s
+               for p in settings.server.auth.policies.values()):
+        return None
+    actor = await pool.rate_limits.remote()
+
+    async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        granted, wait = await actor.grant.remote(key, rate, capacity, want)
+        return granted, wait
+
+    return grant
+
+
 async def _backends_only(acquired: Any) -> dict[str, Any]:
     handles, _ = await acquired
     return handles
@@ -102,7 +121,8 @@ class RouterIngress:
                        generation: float) -> None:
         self.settings = settings
         configure_tracing(settings.telemetry.service_name)
-        self.metrics = RouterMetrics(settings.telemetry.metrics)
+        self.metrics = RouterMetrics(settings.telemetry.metrics, backends=(b.name for b in settings.backends),
+                                     intents=settings.intents.intents)
         query_embedder = await _query_embedder(settings, embedder)
         self.query_embed = query_embedder.embed
         self.embedder = CachedEmbedder(query_embedder, EmbeddingCache(f"{settings.state_dir}/embeddings"))
@@ -137,6 +157,8 @@ class RouterIngress:
         self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error)
         self.directory.start()
         self.learning.start()
+        self.limiter = Limiter(settings.server.replicas, grant=await _shared_rate_limits(settings, pool))
+        self.audit = AuditLog(settings.audit)
         self.extensions: list[Any] = [McpEndpoint(self)]
         log.info("router ready: %d backends, %d capabilities", len(self.actors.handles),
                  len(self.router.index) if self.router.index else 0)
@@ -145,7 +167,11 @@ class RouterIngress:
 
     def __serve_build_asgi_app__(self) -> Any:
         app = build_http_app(self, lifespan=self._lifespan)
-        return TraceContext(BodyLimit(app, self.settings.server.max_body_bytes))
+        server = self.settings.server
+        guarded = guard.Guard(BodyLimit(app, server.max_body_bytes), server.auth,
+                              max_header_bytes=server.max_header_bytes, max_in_flight=server.max_in_flight,
+                              audit=self.audit, limiter=self.limiter)
+        return TraceContext(guarded)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: FastAPI) -> AsyncIterator[None]:
@@ -159,47 +185,113 @@ class RouterIngress:
         for ext in self.extensions:
             ext.mount(app)
 
+    # -- who is asking ---------------------------------------------------------------------------
+
+    def access(self, principal: str | None = None) -> Access:
+        """The caller's access: from authentication at the HTTP/MCP edge, or, for deployment-handle callers
+        (trusted: they run inside the Ray cluster), from the principal the request names."""
+        auth = self.settings.server.auth
+        # (The context variable is read through its module: the deployment class is pickled by value.)
+        scope = guard.CURRENT.get()
+        if scope is not None:
+            if principal is not None:
+                raise InvalidRequest("principal: set by authentication, not by the request body")
+            return scope.access
+        if principal is None:
+            return Access.of(Principal(ANONYMOUS, auth.anonymous_policy, "anonymous"), auth)
+        key = next((k for k in auth.api_keys if k.name == principal), None)
+        default = auth.jwt.default_policy if auth.jwt is not None else auth.anonymous_policy
+        return Access.of(Principal(principal, key.policy if key else default, "handle"), auth)
+
+    @staticmethod
+    def scoped_session(access: Access, session_id: str | None) -> str | None:
+        """Sessions are namespaced by principal: the same id from two callers names two sessions."""
+        if session_id is None or access.principal.name == ANONYMOUS:
+            return session_id
+        return f"{access.principal.name}/{session_id}"
+
+    def _note_route(self, **route: Any) -> None:
+        scope = guard.CURRENT.get()
+        if scope is not None:
+            scope.route.update(route)
+
     # -- typed API (HTTP routes and deployment-handle callers share these) ----------------------
 
+    def _check_question(self, question: str) -> None:
+        """The question-length limit, here so that HTTP, MCP and handle callers all meet it."""
+        limit = self.settings.server.max_question_bytes
+        size = len(question.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise PayloadTooLarge(f"question is {size} bytes; the limit is {limit}", limit=limit)
+
     async def query(self, request: QueryRequest) -> QueryResponse:
-        return await self.metrics.track_query(request, self.router.query(request))
+        self._check_question(request.question)
+        access = self.access(request.principal)
+        mode = request.mode or self.settings.resilience.default_mode
+        self._note_route(mode=mode, arguments=request.arguments)
+        access.check_request(mode=mode, deadline_s=request.deadline_s, backend=request.backend)
+        if guard.CURRENT.get() is not None:
+            r = self.settings.resilience
+            calls = {"parallel": r.parallel_k, "consensus": r.consensus_k}.get(mode, 1)
+            await self.limiter.charge_calls(access.principal.name, access.policy.rate_limit, calls)
+        scoped = request.model_copy(update={"principal": None,
+                                            "session_id": self.scoped_session(access, request.session_id)})
+        response = await self.metrics.track_query(scoped, self.router.query(scoped, access))
+        self._note_route(backend=response.backend, tool=response.capability,
+                         arguments=response.routing.arguments if response.routing else request.arguments)
+        if request.session_id is not None and scoped.session_id != request.session_id:
+            response = _unscoped(response, scoped.session_id, request.session_id)
+        return response
 
     async def route(self, request: RouteRequest) -> RouteResponse:
-        return await self.router.route(request)
+        self._check_question(request.question)
+        access = self.access(request.principal)
+        access.check_request(backend=request.backend)
+        return await self.router.route(request, access)
 
     async def select_tools(self, request: ToolSelectRequest) -> ToolSelectResponse:
-        selection = await self.selector.select(self.router.index, request.messages, session_id=request.session_id,
+        access = self.access(request.principal)
+        index, _ = self.router.view(access)
+        selection = await self.selector.select(index, request.messages,
+                                               session_id=self.scoped_session(access, request.session_id),
                                                max_servers=request.max_servers)
         return ToolSelectResponse(tools=selection.tools, servers=selection.servers, reasoning=selection.reasoning,
                                   metrics=selection.metrics)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        response = await self.chat_service.chat(request, self.router.index)
-        await self._learn_from_chat(request, response)
-        return response
+        access = self.access(request.principal)
+        access.check("chat", "/v1/chat")
+        index, _ = self.router.view(access)
+        scoped = request.model_copy(update={"principal": None,
+                                            "session_id": self.scoped_session(access, request.session_id)})
+        response = await self.chat_service.chat(scoped, index)
+        await self._learn_from_chat(request, response, _feedback_principal(access))
+        return response.model_copy(update={"session_id": request.session_id})
 
     # -- learning from use ----------------------------------------------------------------------
 
-    async def feedback(self, request: FeedbackRequest, principal: str | None = None) -> FeedbackResponse:
+    async def feedback(self, request: FeedbackRequest) -> FeedbackResponse:
+        access = self.access(None)
+        principal = _feedback_principal(access)
         check_allowed(principal, self.settings)
         decision = await self.learning.decision(request.request_id)
-        examples = feedback_examples(decision, request, self.router.catalogs, principal)
+        _, catalogs = self.router.view(access)  # only what the caller may see can be named
+        examples = feedback_examples(decision, request, catalogs, principal)
         stored = await self.learning.add(examples)
         return FeedbackResponse(request_id=request.request_id, stored=[e.info() for e in stored])
 
-    async def backend(self, name: str) -> BackendDetail:
-        info = next((b for b in await self.backends() if b.name == name), None)
+    async def backend(self, name: str, principal: str | None = None) -> BackendDetail:
+        info = next((b for b in await self.backends(principal) if b.name == name), None)
         if info is None:
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
         return BackendDetail(**info.model_dump(), examples=await self.learning.examples(name))
 
-    async def delete_examples(self, name: str) -> dict[str, Any]:
-        if self.settings.backend(name) is None:
+    async def delete_examples(self, name: str, principal: str | None = None) -> dict[str, Any]:
+        if name not in self.router.visible_backends(self.access(principal)):
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
         return {"backend": name, "deleted": await self.learning.delete(name)}
 
-    async def _learn_from_chat(self, request: ChatRequest, response: ChatResponse, principal: str | None = None
-                               ) -> None:
+    async def _learn_from_chat(self, request: ChatRequest, response: ChatResponse, principal: str | None) -> None:
         if not self.settings.learning.learn_from_chat or not any(c.get("ok") for c in response.tool_calls):
             return
         if not may_give_feedback(principal, self.settings):
@@ -211,10 +303,13 @@ class RouterIngress:
             return
         self.learning.learn(chat_examples(request, response, vector, self.router.catalogs, principal))
 
-    async def backends(self) -> list[BackendInfo]:
+    async def backends(self, principal: str | None = None) -> list[BackendInfo]:
+        visible = set(self.router.visible_backends(self.access(principal)))
         statuses = self.directory.statuses()
         out = []
         for spec in self.settings.backends:
+            if spec.name not in visible:
+                continue
             status = statuses.get(spec.name) or BackendStatus(
                 name=spec.name, kind=spec.kind, transport="-", health="down",
                 last_error=None if spec.enabled else "disabled in the configuration")
@@ -224,7 +319,6 @@ class RouterIngress:
     async def health(self) -> HealthResponse:
         await self.directory.refresh_statuses()
         statuses = self.directory.statuses()
-        report = {n: {"status": s.health, "last_error": s.last_error} for n, s in statuses.items()}
         up = [s for s in statuses.values() if s.available]
         if not up:
             status = "down"
@@ -232,15 +326,39 @@ class RouterIngress:
             status = "degraded"
         else:
             status = "ok"
+        access = self.access()
+        # Liveness is public; which backends exist is not, on a secured router.
+        shown = (set(self.router.visible_backends(access))
+                 if access.principal.authenticated or not self.settings.server.auth.enabled else set())
+        report = {n: {"status": s.health, "last_error": s.last_error} for n, s in statuses.items() if n in shown}
         return HealthResponse(status=status, backends=report)  # type: ignore[arg-type]
 
-    async def stats(self) -> dict[str, Any]:
+    async def stats(self, principal: str | None = None) -> dict[str, Any]:
+        access = self.access(principal)
+        access.check("stats", "/v1/stats")
+        visible = set(self.router.visible_backends(access))
         data: dict[str, Any] = await asyncio.wait_for(self.perf_actor.stats.remote(), 10)
+        data["series"] = [row for row in data.get("series", []) if row.get("backend") in visible]
         data["backends"] = {n: {"health": s.health, "consecutive_failures": s.consecutive_failures,
                                 "ejections": s.ejections, "ejected_until": s.ejected_until, "inflight": s.inflight}
-                            for n, s in self.directory.statuses().items()}
+                            for n, s in self.directory.statuses().items() if n in visible}
         return data
 
     async def check_health(self) -> None:
         """Serve's replica health check: the replica is alive if its event loop answers."""
         return None
+
+
+def _unscoped(response: QueryResponse, scoped: str | None, original: str) -> QueryResponse:
+    """The caller sees its own session id, not the principal-scoped one the router used."""
+    update: dict[str, Any] = {}
+    if response.session_id == scoped:
+        update["session_id"] = original
+    if response.routing is not None and response.routing.session_id == scoped:
+        update["routing"] = response.routing.model_copy(update={"session_id": original})
+    return response.model_copy(update=update) if update else response
+
+
+def _feedback_principal(access: Access) -> str | None:
+    """The name examples are recorded under: None for an anonymous caller."""
+    return None if access.principal.name == ANONYMOUS else access.principal.name

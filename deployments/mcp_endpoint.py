@@ -13,14 +13,17 @@ JSON-RPC errors.
 # No `from __future__ import annotations`: the SDK reads the tools' signatures at run time, and
 # their enums (intents, backend names) are built from the configuration in local scope.
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import mcp_types as types
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deployments.http import describe_validation
 from router.errors import RouterError
@@ -42,6 +45,7 @@ def routing_info(response: QueryResponse) -> str:
     if meta.chosen is not None:
         s = meta.chosen.scores
         lines.append(f"- selection: {meta.method} ({meta.decision}), score {s.composite:.3f} (match {s.match:.3f}, "
+                     f"confidence {s.confidence:.2f}, "
                      f"health {s.health:.2f}, perf {s.perf:.2f}); intent {meta.intent} "
                      f"({meta.intent_source})")
     elif meta.cached:
@@ -57,6 +61,59 @@ def routing_info(response: QueryResponse) -> str:
     return "\n".join(lines)
 
 
+def bad_request_id(body: bytes) -> str | None:
+    """Why a JSON-RPC request's id is one MCP does not allow (a string or an integer; never null, a
+    float or a boolean), or None. Bodies that are not JSON, or not a request, are left to the SDK."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    rid = message["id"]
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return None
+    return f"Invalid Request: id must be a string or an integer, not {type(rid).__name__}"
+
+
+class RequestIdCheck:
+    """Answers a request whose id MCP forbids with a JSON-RPC Invalid Request error (400). The SDK
+    would take it for a notification and answer 202 with no body, leaving the caller waiting for an
+    answer that never comes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []  # the ingress's body limit bounds what is read here
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        problem = bad_request_id(body)
+        if problem is not None:
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": problem}}
+            await JSONResponse(error, status_code=400)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
 class McpEndpoint:
     """An ingress extension: mounts the MCP app and runs its session manager in the app's lifespan."""
 
@@ -64,9 +121,10 @@ class McpEndpoint:
         self.ingress = ingress
         settings = ingress.settings
         intents = tuple(settings.intents.intents)
-        backends = ("auto", *(b.name for b in settings.backends))
         IntentName = Literal[intents]  # type: ignore[valid-type]
-        BackendName = Literal[backends]  # type: ignore[valid-type]
+        # Backend names are not listed in the tools' schemas: a caller sees only those its policy allows
+        # (`list_backends`), and an unknown name is answered like a denied one.
+        BackendName = Annotated[str, Field(max_length=64, description="A backend (see list_backends), or auto.")]
         self.server = MCPServer(
             "mcp-router",
             instructions="One tool for everything: universal_query routes a question to the MCP server, Flowise "
@@ -76,7 +134,7 @@ class McpEndpoint:
         async def universal_query(
             question: Annotated[str, Field(description="The question or instruction to route.")],
             intent: Annotated[IntentName | None, Field(description="Override the classified intent.")] = None,
-            backend: Annotated[BackendName, Field(description="A backend to use, or auto.")] = "auto",
+            backend: BackendName = "auto",
             session_id: Annotated[str | None, Field(description="Keeps a conversation on one backend.")] = None,
             parameters: Parameters | None = None,
             include_routing_metadata: bool = True,
@@ -149,4 +207,4 @@ class McpEndpoint:
             yield
 
     def mount(self, app: FastAPI) -> None:
-        app.mount("/mcp", self.app)
+        app.mount("/mcp", RequestIdCheck(self.app))

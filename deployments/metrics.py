@@ -7,7 +7,7 @@ Ray exports them on each node's metrics agent (the Prometheus endpoint Ray docum
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from router.errors import RouterError
@@ -18,10 +18,20 @@ _HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "eject
 _BOUNDARIES: list[float] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000]
 
 
+def _label(value: str | None, known: frozenset[str]) -> str:
+    """A caller's value as a metric tag: only names from the configuration go out as themselves. A
+    free-form value would make a new time series per request, and Ray's metrics refuse non-ASCII."""
+    if not value:
+        return "-"
+    return value if value in known else "other"
+
+
 class RouterMetrics:
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, *, backends: Iterable[str] = (), intents: Iterable[str] = ()) -> None:
         self.enabled = enabled
         self._ejections: dict[str, int] = {}
+        self._backends = frozenset(backends)
+        self._intents = frozenset(intents)
         if not enabled:
             return
         from ray.util.metrics import Counter, Gauge, Histogram
@@ -49,7 +59,8 @@ class RouterMetrics:
             response = await work
         except RouterError as exc:
             if self.enabled:
-                self.requests.inc(tags={"backend": request.backend or "-", "intent": request.intent or "-",
+                self.requests.inc(tags={"backend": _label(request.backend, self._backends),
+                                        "intent": _label(request.intent, self._intents),
                                         "mode": mode, "outcome": exc.code})
                 self.latency.observe((time.perf_counter() - started) * 1000, tags={"mode": mode,
                                                                                    "outcome": exc.code})

@@ -8,7 +8,10 @@ tool whose one required parameter is free text (query, question, text, prompt, .
 question; otherwise each required parameter is extracted from the question by its JSON-schema
 shape (an enum value named in the question, an IANA time zone from a city name, a time of day,
 numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
-naming the tool and its schema. The source of every argument set is reported in the routing metadata.
+naming the tool and its schema. Whatever the router derived is then validated against the tool's
+input schema (JSON Schema, the draft the schema names), so a value that does not fit is an
+`ArgumentsInvalid` (422) naming the field, never a malformed call; the caller's own arguments go to the
+backend as given. The source of every argument set is reported in the routing metadata.
 """
 
 from __future__ import annotations
@@ -18,8 +21,15 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from router.errors import ArgumentsRequired
+from jsonschema import Draft202012Validator, SchemaError, ValidationError
+from jsonschema.exceptions import UnknownType
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
+
+from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
 from router.models import Capability
+from router.retrieval import is_server_level
 
 FREE_TEXT_NAMES = frozenset({
     "query", "question", "q", "text", "prompt", "input", "message", "content", "search", "search_query",
@@ -193,9 +203,89 @@ def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | Non
     """Arguments for `cap` and where they came from, or the `ArgumentsRequired` (422) naming what is
     missing: a candidate that cannot take the question is an expected outcome, not an exception."""
     if given is not None:
+        lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
+                                                                 if n not in given]
+        if lacking:
+            # A call the tool would refuse is never made: the caller hears which argument is missing.
+            return ArgumentsRequired(
+                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
+                f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
+                input_schema=cap.input_schema)
         return dict(given), "caller"
+    if is_server_level(cap) and cap.target is None:
+        return BackendNotCallable(
+            f"backend {cap.backend!r} was chosen by its description, but it lists no tools, so there is nothing to "
+            "call on it yet; it becomes callable once it lists its tools (or name another backend)",
+            backend=cap.backend)
     if cap.kind in ("resource", "flow"):
         return {}, "none needed"
+    derived = _derive(cap, question)
+    if isinstance(derived, ArgumentsRequired):
+        return derived
+    invalid = schema_violation(cap, derived[0])
+    return invalid if invalid is not None else derived
+
+
+def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInvalid | None:
+    """The first way `arguments` break the tool's input schema, as a 422 naming the field; None when they
+    fit. A schema that is itself invalid cannot judge anything: the backend will."""
+    schema = cap.input_schema
+    validator = _validator(schema) if isinstance(schema, dict) and schema else None
+    if validator is None:
+        return None
+    try:
+        error: ValidationError | None = next(iter(sorted(validator.iter_errors(arguments), key=_error_order)), None)
+    except (Unresolvable, UnknownType, re.error):  # a reference to nowhere, a bad pattern: the schema's fault
+        return None
+    if error is None:
+        return None
+    field = _field_of(error)
+    return ArgumentsInvalid(
+        f"tool {cap.name!r} of backend {cap.backend!r}: the argument {field!r} derived from the question does not "
+        f"fit its schema ({error.message[:200]}); pass `arguments` explicitly",
+        backend=cap.backend, tool=cap.name, field=field, input_schema=schema,
+    )
+
+
+# Validators by schema object (a catalog's schemas live as long as the catalog); the schema is kept with
+# its validator so that a recycled id is never mistaken for it.
+_VALIDATORS: dict[int, tuple[dict[str, Any], Validator | None]] = {}
+_MAX_VALIDATORS = 4096
+
+
+def _validator(schema: dict[str, Any]) -> Validator | None:
+    """A validator for the draft the schema names (2020-12 when it names none); None for a schema that
+    does not itself validate against its draft's metaschema (the backend judges those)."""
+    hit = _VALIDATORS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    cls = validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+        validator: Validator | None = cls(schema)
+    except SchemaError:
+        validator = None
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def _error_order(error: ValidationError) -> tuple[int, str]:
+    return len(error.absolute_path), str(list(error.absolute_path))
+
+
+def _field_of(error: ValidationError) -> str:
+    if error.absolute_path:
+        return ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [r for r in error.validator_value if r not in error.instance]
+        if missing:
+            return str(missing[0])
+    return "arguments"
+
+
+def _derive(cap: Capability, question: str) -> tuple[dict[str, Any], str] | ArgumentsRequired:
     free = free_text_parameter(cap)
     if free is not None:
         return {free: question}, f"question as {free!r}"

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from router.security.settings import AuditSettings, AuthSettings, SecuritySettings
+
 DEFAULT_INTENTS = ("creative-orientation", "technical-analysis", "document-qa", "code-review", "general")
 CapabilityKind = Literal["tool", "prompt", "resource", "flow"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
@@ -39,6 +41,9 @@ class _BackendBase(_Strict):
     health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
     max_concurrency: int = Field(default=64, ge=1, le=10_000,
                                  description="Calls in flight at once to this backend; more wait their turn.")
+    trust_changes: bool = Field(default=False, description=(
+        "true: a changed tool definition is pinned again at once instead of being held out of routing "
+        "until `mcp-router approve` (see `security.pin_tools`)."))
 
 
 class McpStdioSpec(_BackendBase):
@@ -149,14 +154,16 @@ class RoutingSettings(_Strict):
     weights: ScoreWeights = Field(default=ScoreWeights(), description="Weights of the composite score.")
     intent_bonus: float = Field(default=0.1, ge=0, le=1, description=(
         "Added to the match score when the backend declares the question's intent."))
-    min_similarity: float = Field(default=0.2, ge=-1, le=1, description=(
-        "Below this raw cosine (and with no keyword overlap) nothing is relevant: 404."))
+    min_confidence: float = Field(default=0.07, ge=0, le=1, description=(
+        "Confidence a candidate needs to be called: the estimated probability, from its retrieval scores, "
+        "that it is the right capability (router/confidence.py). When no candidate reaches it the router "
+        "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.07 is the highest "
+        "threshold that still answered 90 % of in-scope questions on the fitting half of "
+        "benchmarks/abstention.py; higher declines more (docs/routing.md has the curve)."))
     ambiguity_margin: float = Field(default=0.0, ge=0, le=1, description=(
         "Two different tools whose composite scores are this close are ambiguous: 409 (0: exact ties only)."))
     callable_margin: float = Field(default=0.15, ge=0, le=1, description=(
         "A runner-up this close to a best match that needs unknown arguments is called instead of a 422."))
-    min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(
-        "Retrieval score a candidate needs, relative to the best one, to be tried in fallback."))
     query_cache_size: int = Field(default=4096, ge=0, description=(
         "Questions whose vector, intent and retrieval results each replica keeps (0 turns the cache off)."))
 
@@ -293,6 +300,12 @@ class ServerSettings(_Strict):
     replicas: int = Field(default=1, ge=1, description="Ingress replicas (a Serve config's autoscaling replaces it).")
     max_question_bytes: int = Field(default=32 * 1024, ge=16, description="Longest question accepted: 413 above.")
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="Largest request body accepted: 413 above.")
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024, description=(
+        "Largest total of request headers: 431 above."))
+    max_in_flight: int = Field(default=512, ge=1, description=(
+        "Requests one replica runs at once; more are refused at once with 503 and Retry-After, not queued."))
+    auth: AuthSettings = Field(default=AuthSettings(), description=(
+        "API keys, JWTs and per-principal policies; off only on loopback addresses."))
     access_log: bool = Field(default=False, description="Serve's per-request access log lines.")
     app_name: str = Field(default="mcp-router", description=(
         "The Serve application's name (`serve.get_app_handle(...)`)."))
@@ -387,6 +400,9 @@ class RouterSettings(_Strict):
     telemetry: TelemetrySettings = Field(default=TelemetrySettings(), description="Traces and metrics.")
     learning: LearningSettings = Field(default=LearningSettings(), description=(
         "Labelled examples from feedback and use, blended into `match`."))
+    audit: AuditSettings = Field(default=AuditSettings(), description="The per-request audit log.")
+    security: SecuritySettings = Field(default=SecuritySettings(), description=(
+        "Limits, cleaning, pinning and checks of what backends say about their tools."))
     state_dir: str = Field(default=".state", description=(
         "Where state that survives a restart lives (embedding vectors, `feedback.sqlite`); relative to the config "
         "file."))

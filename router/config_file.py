@@ -34,10 +34,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mappin
     if path is not None:
         file = Path(path).expanduser()
         where = str(file)
-        data = _read_file(file)
-        data = _expand_env(data, env, where)
-        data = _from_mcp_servers(data, where)
-        _resolve_relative_paths(data, file.parent.resolve())
+        data = _load_file(file, env)
     _overlay_environment(data, env)
     if overrides:
         _deep_merge(data, dict(overrides))
@@ -45,6 +42,27 @@ def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mappin
         return RouterSettings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{where}: {_describe(exc)}", file=where) from None
+
+
+def _load_file(file: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """One file, expanded and with its paths resolved; `extends: other.yaml` starts from that file's
+    settings and merges this one's over them (lists such as `backends` are replaced, not appended)."""
+    where = str(file)
+    data = _from_mcp_servers(_expand_env(_read_file(file), env, where), where)
+    _resolve_relative_paths(data, file.parent.resolve())
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{where}: extends must be a path to another config file", file=where)
+    parent = (file.parent / base).resolve()
+    if parent in seen or parent == file.resolve():
+        raise ConfigError(f"{where}: extends {base} forms a cycle", file=where)
+    merged = _load_file(parent, env, (*seen, file.resolve()))
+    if "state_dir" not in _read_file(file):
+        data.pop("state_dir", None)  # the base file's state directory, unless this file names its own
+    _deep_merge(merged, data)
+    return merged
 
 
 def _read_file(file: Path) -> dict[str, Any]:
@@ -121,11 +139,22 @@ def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
         for holder in (spec, spec.get("launch") if isinstance(spec, dict) else None):
             if isinstance(holder, dict) and isinstance(holder.get("cwd"), str) and not os.path.isabs(holder["cwd"]):
                 holder["cwd"] = str((base / holder["cwd"]).resolve())
+    auth = (data.get("server") or {}).get("auth") if isinstance(data.get("server"), dict) else None
+    jwt = auth.get("jwt") if isinstance(auth, dict) else None
+    audit = data.get("audit")
+    for holder, key in ((jwt, "jwks_file"), (audit, "path")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), str) and not os.path.isabs(holder[key]):
+            holder[key] = str((base / holder[key]).resolve())
     state = data.get("state_dir")
     if isinstance(state, str) and not os.path.isabs(os.path.expanduser(state)):
         data["state_dir"] = str((base / state).resolve())
     elif state is None:
         data["state_dir"] = str((base / ".state").resolve())
+    security = data.get("security")
+    security = security if isinstance(security, dict) else {}
+    lock = security.get("lock_file", "mcp-router.lock.json")
+    if isinstance(lock, str) and not os.path.isabs(os.path.expanduser(lock)):
+        data["security"] = {**security, "lock_file": str((base / lock).resolve())}
 
 
 def _overlay_environment(data: dict[str, Any], env: Mapping[str, str]) -> None:

@@ -41,6 +41,9 @@ from router.models import (
 )
 from router.retrieval import CatalogIndex
 from router.scoring import PerfSnapshot
+from router.security.identity import ANONYMOUS
+from router.security.policy import Access
+from router.security.settings import Policy
 from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
@@ -81,42 +84,73 @@ class Router:
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
+        self._views: dict[str, tuple[CatalogIndex, Policy, CatalogIndex, dict[str, Catalog]]] = {}
 
     def set_catalogs(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> None:
         self.catalogs = {c.backend: c for c in catalogs}
         self.index = index
+        self._views = {}
+
+    def view(self, access: Access | None) -> tuple[CatalogIndex | None, dict[str, Catalog]]:
+        """The index and catalogs a caller routes within: everything, or its policy's allowed part (built
+        once per policy and index, from the same vectors)."""
+        index = self.index
+        if access is None or access.unrestricted or index is None:
+            return index, self.catalogs
+        policy = access.principal.policy
+        hit = self._views.get(policy)
+        if hit is not None and hit[0] is index and hit[1] is access.policy:
+            return hit[2], hit[3]
+        backends = {name for name in self.catalogs if access.sees_backend(name)}
+        view = index.restricted(lambda cap: access.allows(cap.backend, cap.name), backends)
+        catalogs = {c.backend: c for c in view.texts.catalogs}
+        self._views[policy] = (index, access.policy, view, catalogs)
+        return view, catalogs
+
+    def visible_backends(self, access: Access | None) -> list[str]:
+        """The configured backends a caller may see and name."""
+        names = sorted(b.name for b in self.settings.backends)
+        if access is None or access.unrestricted:
+            return names
+        _, catalogs = self.view(access)
+        return [n for n in names if n in catalogs or (n not in self.catalogs and access.sees_backend(n))]
 
     async def decide(self, question: str, *, intent: str | None = None, backend: str | None = None,
                      tool: str | None = None, session_id: str | None = None, k: int | None = None,
-                     fallback_on_override: bool = False, stages: dict[str, float] | None = None) -> Decision:
-        """analyse, then decide: the ranked candidates and the verdict (no call is made). `decision_ms`
-        covers both; `stages`, when given, receives each one's milliseconds."""
+                     fallback_on_override: bool = False, stages: dict[str, float] | None = None,
+                     access: Access | None = None) -> Decision:
+        """analyse, then decide: the ranked candidates and the verdict (no call is made), within what
+        `access` allows. `decision_ms` covers both; `stages`, when given, receives each one's milliseconds."""
         started = time.perf_counter()
-        dense = self.index is not None and self.index.tools.dense
+        index, catalogs = self.view(access)
+        dense = index is not None and index.tools.dense
         analysis = await self.analyser.analyse(question, dense=dense, intent=intent)
         analysed = time.perf_counter()
         sticky = self._sessions.get(session_id) if session_id else None
+        known = None if access is None or access.unrestricted else self.visible_backends(access)
         evidence = self.learning.evidence(analysis.vector) if self.learning is not None else None
-        d = self.decider.decide(analysis, self.index, self.catalogs, statuses=self.stats.statuses(),
+        d = self.decider.decide(analysis, index, catalogs, statuses=self.stats.statuses(),
                                 perf=self.stats.perf(), backend=backend, tool=tool, sticky=sticky,
-                                fallback_on_override=fallback_on_override, k=k, started=started,
+                                fallback_on_override=fallback_on_override, k=k, started=started, known=known,
                                 evidence=evidence)
         if stages is not None:
             stages["analyse"] = _ms(started, analysed)
             stages["decide"] = _ms(analysed, time.perf_counter())
         return d
 
-    async def route(self, req: RouteRequest) -> RouteResponse:
-        d = await self.decide(req.question, intent=req.intent, backend=req.backend, k=req.k)
+    async def route(self, req: RouteRequest, access: Access | None = None) -> RouteResponse:
+        d = await self.decide(req.question, intent=req.intent, backend=req.backend, k=req.k, access=access)
         return RouteResponse(decision=d.verdict, message=d.message, intent=d.intent,
                              intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
                              method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
-                             decision_ms=d.decision_ms)
+                             decision_ms=d.decision_ms, confidence=d.confidence)
 
-    async def query(self, req: QueryRequest) -> QueryResponse:
+    async def query(self, req: QueryRequest, access: Access | None = None) -> QueryResponse:
+        """Answer a question within what `access` allows (None: everything, e.g. tests and benchmarks).
+        Session ids arrive already scoped to the caller (see the ingress)."""
         with TRACER.start_as_current_span("router.query") as span:
             try:
-                response = await self._query(req)
+                response = await self._query(req, access)
             except RouterError as exc:
                 span.set_attribute("error.type", exc.code)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
@@ -125,13 +159,14 @@ class Router:
             span.set_attribute("gen_ai.tool.name", response.capability)
             return response
 
-    async def _query(self, req: QueryRequest) -> QueryResponse:
+    async def _query(self, req: QueryRequest, access: Access | None) -> QueryResponse:
         started = time.monotonic()
         stages: dict[str, float] = {}
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
-                              session_id=req.session_id, fallback_on_override=req.fallback_on_override, stages=stages)
+                              session_id=req.session_id, fallback_on_override=req.fallback_on_override, stages=stages,
+                              access=access)
         if d.verdict == "ambiguous" and self.llm is not None:
-            d = await assist.resolve_ambiguity(self.llm, d, self.catalogs)
+            d = await assist.resolve_ambiguity(self.llm, d, self.view(access)[1])
         mark = time.perf_counter()
         statuses = self.stats.statuses()
         p = plan(d, req, statuses, self.settings)
@@ -139,7 +174,7 @@ class Router:
             p = await assist.fill_arguments(self.llm, p, d, req, statuses)
         if p.refusal is not None:
             raise p.refusal
-        key = ResponseCache.key(req, d, p)
+        key = ResponseCache.key(access.principal.name if access else "", req, d, p)
         cached = self.responses.lookup(key, statuses)
         if cached is not None:
             return cached_response(cached, d, p.mode, started, req)
@@ -153,9 +188,9 @@ class Router:
         self.responses.store(key, answer)
         if req.session_id:
             self._sessions.put(req.session_id, answer.backend)
-        return self._learn_from(answer, d)
+        return self._learn_from(answer, d, access)
 
-    def _learn_from(self, answer: QueryResponse, d: Decision) -> QueryResponse:
+    def _learn_from(self, answer: QueryResponse, d: Decision, access: Access | None) -> QueryResponse:
         """Remember the decision under a new request id (for feedback on it), and with
         `learning.learn_from_routed`, take the successful call as a positive example."""
         if self.learning is None:
@@ -165,10 +200,11 @@ class Router:
         self.learning.remember(RecentDecision(
             request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
             candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates)))
+        principal = None if access is None or access.principal.name == ANONYMOUS else access.principal.name
         if (self.settings.learning.learn_from_routed and d.analysis.vector is not None
-                and may_give_feedback(None, self.settings)):
+                and may_give_feedback(principal, self.settings)):
             self.learning.learn([example(self.catalogs, chosen, 1, d.analysis.question, d.analysis.vector, "routed",
-                                         None)])
+                                         principal)])
         if answer.routing is None:
             return answer
         return answer.model_copy(update={"routing": answer.routing.model_copy(update={"request_id": request_id})})

@@ -32,6 +32,8 @@ class ErrorKind(StrEnum):
     NO_RELEVANT_BACKEND = "no_relevant_backend"
     AMBIGUOUS_ROUTE = "ambiguous_route"
     ARGUMENTS_REQUIRED = "arguments_required"
+    ARGUMENTS_INVALID = "arguments_invalid"
+    BACKEND_NOT_CALLABLE = "backend_not_callable"
     BACKEND_FAILED = "backend_failed"
     BACKEND_REJECTED_ARGUMENTS = "backend_rejected_arguments"
     BACKEND_UNAUTHORIZED = "backend_unauthorized"
@@ -47,6 +49,11 @@ class ErrorKind(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"
     LLM_TIMEOUT = "llm_timeout"
     CANCELLED = "cancelled"
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
+    RATE_LIMITED = "rate_limited"
+    OVERLOADED = "overloaded"
+    HEADERS_TOO_LARGE = "headers_too_large"
 
     @property
     def outcome(self) -> str:
@@ -80,6 +87,10 @@ class RouterError(Exception):
     @property
     def code(self) -> str:
         return self.kind.value
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the refusal carries (`WWW-Authenticate`, `Retry-After`)."""
+        return {}
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.code, "message": self.message}
@@ -161,6 +172,21 @@ class ArgumentsRequired(RouterError):
     kind = ErrorKind.ARGUMENTS_REQUIRED
 
 
+class ArgumentsInvalid(ArgumentsRequired):
+    """Arguments the router derived do not fit the tool's input schema; the call is not made."""
+
+    kind = ErrorKind.ARGUMENTS_INVALID
+
+
+class BackendNotCallable(ArgumentsRequired):
+    """The best match is a backend known only by its description (an MCP server whose tools are not
+    listed): there is nothing to call on it. A subclass of `ArgumentsRequired` because planning treats
+    both alike: the candidate is skipped for a callable runner-up, or the request is refused."""
+
+    status_code = 503
+    kind = ErrorKind.BACKEND_NOT_CALLABLE
+
+
 class BackendFailed(RouterError):
     status_code = 502
     kind = ErrorKind.BACKEND_FAILED
@@ -234,3 +260,45 @@ class DeadlineExceeded(BackendTimeout):
 
 class LLMTimeout(BackendTimeout):
     kind = ErrorKind.LLM_TIMEOUT
+
+
+class Unauthenticated(RouterError):
+    """No credential, or one that is not valid (RFC 6750: the answer names the Bearer scheme)."""
+
+    status_code = 401
+    kind = ErrorKind.UNAUTHENTICATED
+
+    def headers(self) -> dict[str, str]:
+        error = ' error="invalid_token"' if self.details.get("reason") == "invalid" else ""
+        return {"WWW-Authenticate": f'Bearer realm="mcp-router"{error}'}
+
+
+class Forbidden(RouterError):
+    """The caller is known, but its policy does not allow this (the message names the policy)."""
+
+    status_code = 403
+    kind = ErrorKind.FORBIDDEN
+
+
+class _RetryLater(RouterError):
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, round(float(self.details.get("retry_after_s", 1)))))}
+
+
+class RateLimited(_RetryLater):
+    """The caller is over its policy's rate or in-flight limit."""
+
+    status_code = 429
+    kind = ErrorKind.RATE_LIMITED
+
+
+class Overloaded(_RetryLater):
+    """The replica has as many requests in flight as it takes; queueing more would only add latency."""
+
+    status_code = 503
+    kind = ErrorKind.OVERLOADED
+
+
+class HeadersTooLarge(InvalidRequest):
+    status_code = 431
+    kind = ErrorKind.HEADERS_TOO_LARGE

@@ -33,6 +33,10 @@ class VectorStore(Protocol):
 
     def scores(self, query: np.ndarray, ids: np.ndarray) -> np.ndarray: ...
 
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """The vectors of `ids` (to build the index of a subset without embedding again)."""
+        ...
+
 
 class InMemoryVectorStore:
     """A float32 matrix; exact search. Adequate to tens of thousands of tools (see benchmarks)."""
@@ -59,6 +63,9 @@ class InMemoryVectorStore:
             part = np.arange(len(sims))
         order = part[np.argsort(-sims[part], kind="stable")]
         return ids[order], sims[order]
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        return self._m[ids]
 
     def scores(self, query: np.ndarray, ids: np.ndarray) -> np.ndarray:
         return self._m[ids] @ query
@@ -149,6 +156,9 @@ class HybridIndex:
     @property
     def dense(self) -> bool:
         return self._store is not None
+
+    def vectors(self, ids: Sequence[int]) -> np.ndarray | None:
+        return None if self._store is None else self._store.rows(np.asarray(ids, dtype=np.int64))
 
     def bm25_scores(self, tokens: list[str], ids: np.ndarray) -> np.ndarray:
         if self._bm25 is None or not tokens or ids.size == 0:

@@ -6,6 +6,7 @@ HTTP, MCP and the Serve deployment handle all speak these same models, so a Pyth
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -40,6 +41,8 @@ class Capability:
     target: str | None = None
     intents: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    # A stand-in for a backend that lists nothing (known only by its description): see router.retrieval.
+    server_level: bool = False
 
     @property
     def key(self) -> str:
@@ -94,6 +97,11 @@ class BackendStatus:
     ejections: int = 0
     inflight: int = 0
     node_id: str | None = None  # the Ray node hosting the backend's actor
+    # What reviewing the listed catalog found (router.catalog_review).
+    catalog_error: str | None = None
+    sanitized: tuple[str, ...] = ()
+    held_tools: tuple[dict[str, Any], ...] = ()
+    flagged_tools: tuple[dict[str, Any], ...] = ()
 
     @property
     def available(self) -> bool:
@@ -155,6 +163,15 @@ class Decision:
     def intent(self) -> str:
         return self.analysis.intent
 
+    @property
+    def confidence(self) -> float:
+        """The confidence of the candidate the router would call first (the first relevant one), or
+        with none relevant, the highest there is (what fell short of `routing.min_confidence`)."""
+        first = next((c for c in self.candidates if c.relevant), None)
+        if first is not None:
+            return first.scores.confidence
+        return max((c.scores.confidence for c in self.candidates), default=0.0)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedCall:
@@ -198,6 +215,36 @@ def _not_blank(value: str) -> str:
 
 Question = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 
+# Session ids are the caller's names for a conversation; a plain token keeps them safe to log and scope.
+SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@-]+$")]
+# Only Python callers of the deployment handle name a principal; at the HTTP and MCP edge it comes from
+# authentication, and a request body that sets it is refused.
+PrincipalName = Annotated[str | None, Field(default=None, max_length=64, description=(
+    "Deployment-handle callers only: the principal the request is made for (the handle trusts its caller)."))]
+MAX_ARGUMENT_BYTES = 64 * 1024
+MAX_ARGUMENT_DEPTH = 12
+
+
+def _bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return value
+    if _depth(value) > MAX_ARGUMENT_DEPTH:
+        raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+    size = len(json.dumps(value, default=str))
+    if size > MAX_ARGUMENT_BYTES:
+        raise ValueError(f"arguments are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
+    return value
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > MAX_ARGUMENT_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
 
 class Parameters(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -207,18 +254,19 @@ class Parameters(_Model):
 
 class QueryRequest(_Model):
     question: Question = Field(description="The question or instruction to route.")
-    arguments: dict[str, Any] | None = Field(
+    arguments: Annotated[dict[str, Any] | None, AfterValidator(_bounded_arguments)] = Field(
         default=None, description="Tool arguments; when absent they are derived from the question."
     )
     intent: str | None = Field(default=None, description="Override the classified intent.")
     backend: str | None = Field(default=None, description="Skip routing and use this backend ('auto' routes).")
     tool: str | None = Field(default=None, description="With `backend`: the tool, prompt or flow to call.")
     mode: Mode | None = None
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: SessionId | None = None
     parameters: Parameters | None = None
     deadline_s: float | None = Field(default=None, gt=0, le=600)
     fallback_on_override: bool = False
     include_routing_metadata: bool = True
+    principal: PrincipalName = None
 
     @field_validator("backend")
     @classmethod
@@ -231,6 +279,7 @@ class RouteRequest(_Model):
     intent: str | None = None
     backend: str | None = None
     k: int | None = Field(default=None, ge=1, le=100)
+    principal: PrincipalName = None
 
 
 def _check_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -240,14 +289,17 @@ def _check_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-# An OpenAI-style conversation, all of it (never truncated).
-Conversation = Annotated[list[dict[str, Any]], Field(min_length=1), AfterValidator(_check_roles)]
+# An OpenAI-style conversation, all of it (never truncated), up to a bound.
+MAX_MESSAGES = 500
+Conversation = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=MAX_MESSAGES),
+                         AfterValidator(_check_roles)]
 
 
 class ToolSelectRequest(_Model):
     messages: Conversation
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: SessionId | None = None
     max_servers: int | None = Field(default=None, ge=1, le=1000)
+    principal: PrincipalName = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,8 +308,9 @@ class ToolSelectRequest(_Model):
 
 class ChatRequest(_Model):
     messages: Conversation
-    session_id: str | None = Field(default=None, max_length=256)
+    session_id: SessionId | None = None
     max_turns: int | None = Field(default=None, ge=1, le=50)
+    principal: PrincipalName = None
 
 
 class ChatResponse(_Model):
@@ -296,6 +349,8 @@ class ScoreBreakdown(_Model):
     health: float = 0.0
     perf: float = 0.0
     composite: float = 0.0
+    # The estimated probability that this candidate is the right capability (router/confidence.py).
+    confidence: float = 0.0
 
 
 class CandidateInfo(_Model):
@@ -334,6 +389,7 @@ class RoutingMetadata(_Model):
     mode: Mode
     decision: Literal["route", "override", "session", "llm"] = "route"
     chosen: CandidateInfo | None = None
+    confidence: float | None = None  # the chosen candidate's, also in chosen.scores
     candidates: list[CandidateInfo] = Field(default_factory=list)
     attempts: list[AttemptInfo] = Field(default_factory=list)
     fallbacks_used: int = 0
@@ -367,12 +423,29 @@ class QueryResponse(_Model):
 class RouteResponse(_Model):
     decision: Literal["route", "no_match", "ambiguous"]
     message: str
+    confidence: float = Field(default=0.0, description=(
+        "The estimated probability that the candidate the router would call first is right (declining: "
+        "the best there was, below `routing.min_confidence`)."))
     intent: str
     intent_source: Literal["classified", "override", "default"]
     intent_scores: dict[str, float] = Field(default_factory=dict)
     method: str
     candidates: list[CandidateInfo]
     decision_ms: float
+
+
+class HeldTool(_Model):
+    tool: str
+    kind: CapabilityKind
+    reason: str
+    changed: list[str] = Field(default_factory=list)  # which of name, description, schema changed
+    rules: list[str] = Field(default_factory=list)  # the detector's rules, for a quarantined one
+
+
+class FlaggedTool(_Model):
+    tool: str
+    kind: CapabilityKind
+    rules: list[str]
 
 
 class BackendInfo(_Model):
@@ -391,6 +464,12 @@ class BackendInfo(_Model):
     consecutive_failures: int = 0
     ejected_until: float | None = None
     node_id: str | None = None
+    # What reviewing the catalog found (docs/security.md#untrusted-backends): why it was rejected, the
+    # fields cleaned of invisible characters, the capabilities held out of routing and those flagged.
+    catalog_error: str | None = None
+    sanitized: list[str] = Field(default_factory=list)
+    held_tools: list[HeldTool] = Field(default_factory=list)
+    flagged_tools: list[FlaggedTool] = Field(default_factory=list)
 
     @classmethod
     def from_status(cls, status: BackendStatus) -> BackendInfo:

@@ -9,12 +9,18 @@ Documents: one per capability (server name and description, capability name and 
 parameter names and descriptions) and one per server (its description and a summary of its tools).
 `flat` ranks capabilities directly; `two_level` (MCP-Zero) ranks servers first and then the
 capabilities inside the best servers, combining both scores.
+
+A backend that lists no capabilities but has a description (a flow platform whose flows are not
+listed, an MCP server whose tools are not known yet, a catalog of agents) is ranked by its own
+document: it gets one server-level stand-in capability whose documents are the server's. When
+chosen, a stand-in with a `target` (a flow backend with a configured flow) takes the question as free
+text; one without is refused by name (`BackendNotCallable`), since there is no tool to call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -57,6 +63,8 @@ def capability_sparse_text(cap: Capability, server_description: str) -> str:
 
 
 def server_dense_text(catalog: Catalog) -> str:
+    if not catalog.capabilities:
+        return f"{split_identifier(catalog.backend)}: {catalog.description}"[:2000]
     names = ", ".join(split_identifier(c.name) for c in catalog.capabilities[:40])
     return f"{split_identifier(catalog.backend)}: {catalog.description}. Tools: {names}."[:2000]
 
@@ -65,6 +73,27 @@ def server_sparse_text(catalog: Catalog) -> str:
     body = " ".join(f"{split_identifier(c.name)} {c.description}" for c in catalog.capabilities)
     name = split_identifier(catalog.backend)
     return f"{name} {name} {catalog.description} {catalog.description} {body}"
+
+
+FREE_TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["question"],
+    "properties": {"question": {"type": "string", "description": "The request, in plain words."}},
+}
+
+
+def server_level_capability(catalog: Catalog, target: str | None = None) -> Capability | None:
+    """The stand-in that makes a backend without capabilities routable by its description; None when the
+    backend has capabilities, or nothing to be routed on. `target`: the flow a flow backend runs when
+    chosen (then the stand-in is a flow, taking the question as free text)."""
+    if catalog.capabilities or not catalog.description.strip():
+        return None
+    return Capability(backend=catalog.backend, name=catalog.backend, kind="flow" if target else "tool",
+                      description=catalog.description, input_schema=FREE_TEXT_SCHEMA, target=target,
+                      intents=catalog.intents, server_level=True)
+
+
+def is_server_level(cap: Capability) -> bool:
+    return cap.server_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +107,19 @@ class CatalogTexts:
     server_sparse: tuple[str, ...]
 
     @classmethod
-    def build(cls, catalogs: Sequence[Catalog]) -> CatalogTexts:
+    def build(cls, catalogs: Sequence[Catalog], flow_targets: Mapping[str, str] | None = None) -> CatalogTexts:
+        """`flow_targets`: backend -> the flow its server-level stand-in runs (see the module docstring)."""
         caps: list[Capability] = []
         owner: list[int] = []
         dense: list[str] = []
         sparse: list[str] = []
         for ci, cat in enumerate(catalogs):
+            stand_in = server_level_capability(cat, (flow_targets or {}).get(cat.backend))
+            if stand_in is not None:
+                caps.append(stand_in)
+                owner.append(ci)
+                dense.append(server_dense_text(cat))
+                sparse.append(server_sparse_text(cat))
             for cap in cat.capabilities:
                 caps.append(cap)
                 owner.append(ci)
@@ -132,6 +168,20 @@ class CatalogIndex:
 
     def __len__(self) -> int:
         return len(self.texts.capabilities)
+
+    def restricted(self, keep: Callable[[Capability], bool], backends: Collection[str]) -> CatalogIndex:
+        """The index of a subset (one principal's allowed capabilities), reusing the vectors. A backend
+        whose capabilities are all left out leaves too."""
+        cat_ids, catalogs = [], []
+        for i, cat in enumerate(self.texts.catalogs):
+            kept = tuple(c for c in cat.capabilities if keep(c))
+            if cat.backend in backends and (kept or not cat.capabilities):
+                cat_ids.append(i)
+                catalogs.append(replace(cat, capabilities=kept))
+        chosen = set(cat_ids)
+        tool_ids = [i for i, cap in enumerate(self.texts.capabilities) if self.texts.owner[i] in chosen and keep(cap)]
+        return CatalogIndex(CatalogTexts.build(catalogs), self.tools.vectors(tool_ids), self.servers.vectors(cat_ids),
+                            self.settings)
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
                alpha: float | None = None, backends: set[str] | None = None) -> list[Ranked]:

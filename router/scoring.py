@@ -8,13 +8,19 @@
 - perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
   0.5 with no history. History is per (backend, intent), falling back to the backend's overall
   history when this intent has none.
+
+Each candidate also gets a confidence (router/confidence.py): the probability that it is the right
+capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence` are
+relevant, i.e. worth calling; health and performance only order them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from router.confidence import ConfidenceModel, candidate_features
 from router.config import RoutingSettings
 from router.feedback import Evidence
 from router.models import BackendStatus, Candidate, ScoreBreakdown
@@ -68,15 +74,21 @@ def score_candidates(
     perf: Mapping[tuple[str, str], PerfSnapshot],
     settings: RoutingSettings,
     backend_intents: Mapping[str, tuple[str, ...]] | None = None,
+    confidence: ConfidenceModel | None = None,
+    server_sizes: Mapping[str, int] | None = None,
     evidence: Mapping[str, Evidence] | None = None,
 ) -> list[Candidate]:
-    """Composite-scored candidates, best first; `relevant` marks those worth calling. `evidence`: what
-    each capability's labelled examples say about the question, by capability key."""
+    """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
+    confidence clears `settings.min_confidence`, or whose labelled examples vouch for them on this
+    question. `confidence`: the model (default: the shipped one); `server_sizes`: capabilities per
+    backend in the whole catalog (its features are scaled by them); `evidence`: what each capability's
+    labelled examples say about the question, by capability key."""
     if not ranked:
         return []
     w = settings.weights
-    best_match = max(r.score for r in ranked)
-    out = []
+    parts: list[dict[str, Any]] = []
+    raws = []
+    vouched = []
     for r in ranked:
         cap = r.capability
         declared = intent in cap.intents or intent in (backend_intents or {}).get(cap.backend, ())
@@ -88,16 +100,29 @@ def score_candidates(
         perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
         composite = w.match * match + w.health * health + w.perf * perf_value
         h = r.hit
-        scores = ScoreBreakdown(
+        parts.append(dict(
             dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
             bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
             intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
             learned=learned,
             match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
-        )
-        # Examples that vouch for a capability on questions like this one make it worth calling.
-        absolute = h.dense >= settings.min_similarity or h.bm25 > 0 or learned > 0
-        relative = best_match <= 0 or r.score >= settings.min_relative_match * best_match or learned > 0
-        out.append(Candidate(cap, scores, absolute and relative))
+        ))
+        # The features use raw values: rounding would move a candidate's confidence. They describe the
+        # retrieval evidence the model was fitted on, so without what examples added.
+        raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
+        vouched.append(learned > 0)
+    features = candidate_features(raws, [r.capability.backend for r in ranked], server_sizes)
+    probs = (confidence or ConfidenceModel.shipped()).predict(features)
+    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)),
+                     float(p) >= settings.min_confidence or v)
+           for r, kw, p, v in zip(ranked, parts, probs, vouched, strict=True)]
     out.sort(key=lambda c: -c.scores.composite)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    dense: float
+    bm25: float
+    match: float
+    intent_bonus: float

@@ -41,6 +41,8 @@ def ray_local() -> Iterator[dict[str, Any]]:
     settings = RouterSettings.model_validate({"server": {"port": port}})
     env = ingress_environment(settings, "127.0.0.1", port)
     os.environ.update(env)
+    # The replicas export their spans to their output (Ray's worker logs), where tests can read them.
+    os.environ.setdefault("OTEL_TRACES_EXPORTER", "console")
     http_port, proxy_port = serve_ports(settings, env, port)
     if ray.is_initialized():
         ray.shutdown()

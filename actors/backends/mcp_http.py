@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 
 from actors.backends.mcp import McpBackend
@@ -55,7 +55,9 @@ class McpHttpBackend(McpBackend):
         assert launch is not None
         if self._process is not None and self._process.returncode is None:
             return
-        env = {**os.environ, **launch.env}
+        # Like stdio servers (the MCP SDK's rule): a minimal inherited environment plus the configured
+        # one, so the router's own secrets never reach a server that might echo its environment.
+        env = {**get_default_environment(), **launch.env}
         self._process = await asyncio.create_subprocess_exec(
             resolve_command(launch.command), *launch.args, cwd=launch.cwd, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=None, preexec_fn=_die_with_parent)

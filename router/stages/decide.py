@@ -2,7 +2,8 @@
 
 Candidates come from the hybrid index (retrieval results are cached per question until the index
 changes), scored with live health and performance. The verdict is `route`, `no_match` (nothing is
-relevant enough) or `ambiguous` (two different tools too close to call). An explicit backend
+confident enough: every candidate's confidence is below `routing.min_confidence`, so the router
+abstains) or `ambiguous` (two different tools too close to call). An explicit backend
 narrows the search to it; with `fallback_on_override` the routed candidates of the other backends
 follow it, from the same pass. A session's backend goes first while it is up and relevant.
 """
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 
 from router.cache import LRU
+from router.confidence import ConfidenceModel
 from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
 from router.feedback import Evidence
@@ -26,12 +28,16 @@ from router.telemetry import TRACER
 
 
 class Decider:
-    def __init__(self, settings: RouterSettings) -> None:
+    def __init__(self, settings: RouterSettings, confidence: ConfidenceModel | None = None) -> None:
+        """`confidence`: the model that estimates each candidate's confidence (default: the shipped one)."""
         self.settings = settings
+        self.confidence = confidence or ConfidenceModel.shipped()
         self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
         self._known = sorted(b.name for b in settings.backends)
-        # Retrieval results per (question, k, backend), valid for the index they were computed on.
-        self._ranked: LRU[tuple[str, int, str | None], tuple[CatalogIndex, list[Ranked]]] = LRU(
+        self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
+        # Retrieval results per (question, k, backend, index), valid for the index they were computed on
+        # (each principal with a restricted policy has its own index).
+        self._ranked: LRU[tuple[str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
             settings.routing.query_cache_size)
 
     def fanout(self) -> int:
@@ -46,19 +52,23 @@ class Decider:
                statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
                backend: str | None = None, tool: str | None = None, sticky: str | None = None,
                fallback_on_override: bool = False, k: int | None = None, started: float | None = None,
+               known: Sequence[str] | None = None,
                evidence: Mapping[str, Evidence] | None = None) -> Decision:
-        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too;
-        `evidence`: what labelled examples say about the question, per capability key."""
+        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too.
+        `known`: the backends the caller may name (all configured ones by default); `evidence`: what
+        labelled examples say about the question, per capability key."""
         started = time.perf_counter() if started is None else started
-        if backend is not None and backend not in self._known:
-            raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(self._known)}",
-                                 backend=backend)
+        known = self._known if known is None else known
+        if backend is not None and backend not in known:
+            raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(known)}", backend=backend)
         with TRACER.start_as_current_span("router.decide") as span:
             want = max(k or self.settings.routing.candidates, self.fanout())
 
+            sizes = self._server_sizes(index)
+
             def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
-                                        self._backend_intents, evidence)
+                                        self._backend_intents, self.confidence, sizes, evidence)
 
             ranked = self._retrieve(analysis, index, catalogs, want * 2, backend, tool)
             if evidence and tool is None:
@@ -78,11 +88,19 @@ class Decider:
             _annotate(span, decision)
             return decision
 
+    def _server_sizes(self, index: CatalogIndex | None) -> dict[str, int]:
+        """Capabilities per backend of the index (the confidence features are scaled by them)."""
+        if index is None:
+            return {}
+        if self._sizes is None or self._sizes[0] is not index:
+            self._sizes = (index, {c.backend: len(c.capabilities) for c in index.texts.catalogs})
+        return self._sizes[1]
+
     def _retrieve(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], k: int,
                   backend: str | None, tool: str | None) -> list[Ranked]:
         if index is None:
             return []
-        key = (analysis.question, k, backend)
+        key = (analysis.question, k, backend, id(index))
         hit = self._ranked.get(key)
         if hit is not None and hit[0] is index:
             ranked = hit[1]
@@ -108,7 +126,12 @@ class Decider:
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
         if not relevant:
-            return "no_match", "nothing in the catalog is relevant enough to this question"
+            if not candidates:
+                return "no_match", "nothing in the catalog is relevant enough to this question"
+            best = max(candidates, key=lambda c: c.scores.confidence)
+            return "no_match", (f"no capability is likely enough to be right: the best, {best.capability.key}, "
+                                f"has confidence {best.scores.confidence:.2f} < routing.min_confidence "
+                                f"{self.settings.routing.min_confidence:.2f}")
         # A session's backend was put first on purpose: that is not a close call.
         if len(relevant) > 1 and not session:
             a, b = relevant[0], relevant[1]
@@ -158,5 +181,5 @@ def _annotate(span: trace.Span, d: Decision) -> None:
         top = d.candidates[0]
         span.set_attribute("router.backend", top.capability.backend)
         span.set_attribute("gen_ai.tool.name", top.capability.name)
-        for name in ("match", "health", "perf", "composite", "dense", "bm25"):
+        for name in ("match", "health", "perf", "composite", "dense", "bm25", "confidence"):
             span.set_attribute(f"router.score.{name}", getattr(top.scores, name))

@@ -1,8 +1,10 @@
 """plan: the calls a request makes, in order, with their arguments; or the refusal that answers it.
 
-Refusals are values (`Plan.refusal`), not exceptions: nothing relevant (404 with the closest
-candidates), too close to call (409), a chosen backend that is down (503), or a best match whose
-required arguments the question does not give (422 naming the tool and its schema). Down and
+Refusals are values (`Plan.refusal`), not exceptions: no candidate confident enough (404 with the
+closest candidates), too close to call (409), a chosen backend that is down (503), or a best match
+whose required arguments the question does not give (422 naming the tool and its schema). Only
+candidates whose confidence reaches `routing.min_confidence` are ever planned, so neither a runner-up
+in fallback nor a stand-in for a tool that lacks its arguments is a weaker, unlikely match. Down and
 ejected backends are left out while any candidate is up; when none is, the least bad ones are
 still planned, forced past their ejection, rather than failing without trying.
 """
@@ -25,8 +27,8 @@ def plan(decision: Decision, request: QueryRequest, statuses: Mapping[str, Backe
         return Plan(calls=(), mode=mode, refusal=refusal)
     calls, missing = planned_calls(decision, request, statuses)
     if missing is not None:
-        # The best match needs arguments the question does not give. A runner-up that is almost as
-        # relevant and can be called with what the question says is preferred; otherwise 422.
+        # The best match needs arguments the question does not give. A confident runner-up that is almost
+        # as relevant and can be called with what the question says is preferred; otherwise 422.
         best = next(c for c in decision.candidates if c.relevant or request.backend).scores.composite
         if not calls or calls[0].candidate.scores.composite < best - settings.routing.callable_margin:
             return Plan(calls=tuple(calls), mode=mode, refusal=missing)

@@ -17,6 +17,7 @@ from router.errors import (
     BackendFailed,
     BackendTimeout,
     BackendUnavailable,
+    DeadlineExceeded,
     ErrorKind,
     RouterError,
     ToolFailed,
@@ -28,6 +29,16 @@ from router.strategies import StrategyResult
 def failure_error(result: StrategyResult) -> RouterError:
     """The error a request whose every attempt failed answers with: specific for one attempt."""
     chain = [a.model_dump() for a in result.attempts]
+    if not result.attempts:
+        # Nothing failed upstream: the request's own deadline ran out while it was being routed.
+        return DeadlineExceeded("the request deadline passed before any backend could be tried; "
+                                "deadline_s is too short", attempts=chain)
+    if all(a.error_type == ErrorKind.DEADLINE_EXCEEDED for a in result.attempts):
+        # Every attempt was cut short by the request's deadline, not by a backend's own timeout.
+        names = ", ".join(f"{a.backend}/{a.capability}" for a in result.attempts)
+        one = result.attempts[0] if len(result.attempts) == 1 else None
+        return DeadlineExceeded(f"the request deadline passed before {names} answered: {result.attempts[-1].error}",
+                                backend=one and one.backend, tool=one and one.capability, attempts=chain)
     if len(result.attempts) == 1:
         a = result.attempts[0]
         where = f"backend {a.backend!r}, tool {a.capability!r}"
@@ -42,8 +53,6 @@ def failure_error(result: StrategyResult) -> RouterError:
                               tool=a.capability, attempts=chain)
         return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
                              attempts=chain)
-    if not result.attempts:
-        return AllBackendsFailed("no candidate could be tried before the deadline", attempts=chain)
     names = ", ".join(f"{a.backend}/{a.capability} ({a.outcome})" for a in result.attempts)
     return AllBackendsFailed(f"every attempt failed: {names}", attempts=chain)
 
@@ -58,6 +67,7 @@ def routing_metadata(d: Decision, mode: str, started: float, result: StrategyRes
     return RoutingMetadata(
         intent=d.intent, intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
         method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
+        confidence=chosen.scores.confidence if chosen else None,
         candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
         fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
         arguments=call.arguments if call else None, arguments_source=call.arguments_source if call else None,
@@ -93,23 +103,27 @@ def cached_response(cached: QueryResponse, d: Decision, mode: str, started: floa
     return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})
 
 
+CacheKey = tuple[str, str, str, frozenset[str]]
+
+
 class ResponseCache:
-    """The last answer per (question, intent, backends), served only when all those backends are down."""
+    """The last answer per (principal, question, intent, backends), served only when all those backends
+    are down. Answers never cross principals."""
 
     def __init__(self, settings: ResilienceSettings) -> None:
-        self._answers: LRU[tuple[str, str, frozenset[str]], QueryResponse] = LRU(
-            settings.response_cache_size, ttl_s=settings.response_cache_ttl_s)
+        self._answers: LRU[CacheKey, QueryResponse] = LRU(settings.response_cache_size,
+                                                          ttl_s=settings.response_cache_ttl_s)
 
     @staticmethod
-    def key(request: QueryRequest, d: Decision, plan: Plan) -> tuple[str, str, frozenset[str]]:
-        return " ".join(request.question.lower().split()), d.intent, frozenset(c.backend for c in plan.calls)
+    def key(principal: str, request: QueryRequest, d: Decision, plan: Plan) -> CacheKey:
+        return (principal, " ".join(request.question.lower().split()), d.intent,
+                frozenset(c.backend for c in plan.calls))
 
-    def lookup(self, key: tuple[str, str, frozenset[str]], statuses: Mapping[str, BackendStatus]
-               ) -> QueryResponse | None:
-        backends = key[2]
+    def lookup(self, key: CacheKey, statuses: Mapping[str, BackendStatus]) -> QueryResponse | None:
+        backends = key[3]
         if not all(b in statuses and not statuses[b].available for b in backends):
             return None
         return self._answers.get(key)
 
-    def store(self, key: tuple[str, str, frozenset[str]], response: QueryResponse) -> None:
+    def store(self, key: CacheKey, response: QueryResponse) -> None:
         self._answers.put(key, response)

@@ -29,15 +29,17 @@ def url(ray_local: dict[str, Any]) -> Iterator[str]:
         yield url
 
 
-async def test_tools_list_offers_universal_query_with_enums(url: str) -> None:
+async def test_tools_list_offers_universal_query_with_intent_and_mode_enums(url: str) -> None:
     async with Client(f"{url}/mcp/") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert {"universal_query", "list_backends", "explain_route"} <= set(tools)
     props = tools["universal_query"].input_schema["properties"]
     assert tools["universal_query"].input_schema["required"] == ["question"]
     schema_text = json.dumps(props)
-    for value in ("auto", "calculator", "time", "document-qa", "hedged"):
+    for value in ("auto", "document-qa", "hedged"):
         assert value in schema_text
+    # Backend names are not in the schema: each caller learns those its policy allows from list_backends.
+    assert '"calculator"' not in schema_text
 
 
 async def test_universal_query_answers_with_a_routing_info_block_and_structured_content(url: str) -> None:

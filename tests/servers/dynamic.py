@@ -1,4 +1,4 @@
-"""A test MCP server (stdio) whose tool list can change and whose tools can sleep or fail.
+"""A test MCP server (stdio) whose tool list and descriptions can change and whose tools can sleep or fail.
 
     python tests/servers/dynamic.py [--marker TEXT]     # the marker only makes the process findable
 """
@@ -45,6 +45,17 @@ async def grow(name: str, ctx: Context) -> str:
     server.add_tool(lambda: f"hello from {name}", name=name, description=f"A tool called {name} added at run time")
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+@server.tool()
+async def redescribe(tool: str, description: str, ctx: Context) -> str:
+    """Change the description of one of this server's tools and announce the change (a "rug pull")."""
+    found = server._tool_manager.get_tool(tool)
+    if found is None:
+        raise ToolError(f"no tool named {tool}")
+    found.description = description
+    await ctx.notify_tools_changed()
+    return f"redescribed {tool}"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from router.arguments import derive_arguments, free_text_parameter, is_free_text
-from router.errors import ArgumentsRequired
+from router.errors import ArgumentsInvalid, ArgumentsRequired
 from router.models import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 
@@ -21,6 +21,12 @@ def test_caller_arguments_win_over_anything_derived() -> None:
     args, source = derive_arguments(TIME, "What time is it in Tokyo?", {"timezone": "Europe/Paris"})
     assert args == {"timezone": "Europe/Paris"}
     assert source == "caller"
+
+
+def test_caller_arguments_without_a_required_parameter_are_refused_naming_it() -> None:
+    missing = derive_arguments(ADD, "add 2 and 3", {"a": 2, "c": 3})
+    assert isinstance(missing, ArgumentsRequired) and missing.status_code == 422
+    assert missing.details["missing"] == "b" and "`arguments`" in missing.message
 
 
 def test_caller_arguments_are_copied_not_shared() -> None:
@@ -202,3 +208,48 @@ def test_a_partially_derivable_call_still_raises_for_the_missing_parameter() -> 
 def test_timezone_extraction_needs_a_timezone_parameter() -> None:
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     assert isinstance(derive_arguments(tool("weather", schema), "weather in Tokyo"), ArgumentsRequired)
+
+
+# --- derived arguments are validated against the tool's schema ----------------------------------
+
+
+def test_a_derived_value_that_breaks_the_schema_is_a_422_naming_the_field_not_a_call() -> None:
+    short = tool("lookup", {"type": "object", "required": ["query"],
+                            "properties": {"query": {"type": "string", "maxLength": 10}}})
+    refused = derive_arguments(short, "a question much longer than ten characters")
+    assert isinstance(refused, ArgumentsInvalid) and isinstance(refused, ArgumentsRequired)
+    assert refused.status_code == 422 and refused.code == "arguments_invalid"
+    assert refused.details["field"] == "query" and "'query'" in refused.message
+
+
+def test_an_extracted_number_outside_the_schemas_range_is_refused() -> None:
+    pct = tool("set_volume", {"type": "object", "required": ["level"],
+                              "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 100}}})
+    assert derive_arguments(pct, "set the volume to 40") == ({"level": 40}, "extracted: level")
+    refused = derive_arguments(pct, "set the volume to 400")
+    assert isinstance(refused, ArgumentsInvalid) and refused.details["field"] == "level"
+
+
+def test_a_schema_that_forbids_what_it_does_not_list_is_enforced_on_no_arguments() -> None:
+    needs_one_of = tool("pick", {"type": "object", "properties": {"a": {"type": "string"}}, "minProperties": 1})
+    refused = derive_arguments(needs_one_of, "pick something")
+    assert isinstance(refused, ArgumentsInvalid) and refused.details["field"] == "arguments"
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"x": {"type": 12}}},
+    {"type": "object", "properties": {"query": {"type": "string", "pattern": "("}}},
+    {"type": "object", "properties": {"query": {"type": "strin"}}},
+    {"type": "object", "properties": {"query": {"$ref": "#/$defs/missing"}}},
+    {"type": "object", "properties": {"query": {"$ref": "https://example.invalid/schema.json"}}},
+])
+def test_a_schema_that_cannot_judge_does_not_block_the_call(schema: dict) -> None:
+    derived = derive_arguments(tool("odd", schema), "anything")
+    assert isinstance(derived, tuple)
+
+
+def test_an_invalid_schema_does_not_block_the_call_and_the_callers_arguments_are_not_judged() -> None:
+    broken = tool("odd", {"type": "object", "properties": {"x": {"type": 12}}})
+    assert derive_arguments(broken, "anything") == ({}, "none needed")
+    strict = tool("strict", {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}})
+    assert derive_arguments(strict, "q", {"n": "not a number"}) == ({"n": "not a number"}, "caller")

@@ -24,6 +24,7 @@ from deployments.app import BackendPoolDeployment
 from deployments.ingress import RouterIngress
 from router.config import RouterSettings
 from router.config_file import load_settings
+from router.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_YAML = ROOT / "cluster.yaml"
@@ -156,11 +157,19 @@ def test_serve_config_points_at_the_checkout_cluster_yaml_puts_on_every_node() -
     mount = cluster()["file_mounts"]
     assert "~/mcp-router" in mount
     checkout = CONTAINER_HOME / "mcp-router"
-    config_path = PurePosixPath(serve_app().args["config"])
+    app = serve_app()
+    config_path = PurePosixPath(app.args["config"])
     relative = config_path.relative_to(checkout)
-    settings = load_settings(ROOT / relative)
+    settings = load_settings(ROOT / relative, environ=app.runtime_env["env_vars"])
     assert settings.enabled_backends
-    assert (ROOT / "serve_config.yaml").is_file()
+    # The proxies listen on every interface, so the deployed config must have authentication on.
+    assert app.args["http_host"] == "0.0.0.0" and settings.server.auth.enabled
+
+
+def test_the_builder_refuses_a_public_address_without_authentication() -> None:
+    builder = import_attr(serve_app().import_path)
+    with pytest.raises(ConfigError, match=r"server\.auth"):
+        builder({"config": str(ROOT / "examples" / "router.yaml"), "http_host": "0.0.0.0"})
 
 
 def test_serve_config_deploys_the_knowledge_base_next_to_the_router() -> None:

@@ -10,6 +10,7 @@ from router.errors import (
     ArgumentsRequired,
     BackendTimeout,
     BackendUnavailable,
+    DeadlineExceeded,
     NoRelevantBackend,
     ToolFailed,
     UnknownBackend,
@@ -244,6 +245,19 @@ async def test_the_caller_may_lower_the_deadline_but_not_raise_it() -> None:
     assert 19.0 < w.executor.calls[-1].timeout_s <= 20.0
     await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=2.0))
     assert 1.0 < w.executor.calls[-1].timeout_s <= 2.0
+
+
+async def test_a_deadline_that_passes_before_any_call_is_a_504_not_a_backend_failure() -> None:
+    w = world()
+    with pytest.raises(DeadlineExceeded) as info:
+        await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=5e-324))
+    assert info.value.status_code == 504 and "deadline_s" in info.value.message
+    assert w.executor.calls == [] and info.value.details["attempts"] == []
+    # Consensus starts its attempts at once: each is recorded as cut short by the deadline.
+    with pytest.raises(DeadlineExceeded) as info:
+        await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=5e-324, mode="consensus"))
+    assert info.value.details["backend"] == "time" and "time/get_current_time" in info.value.message
+    assert [a["error_type"] for a in info.value.details["attempts"]] == ["deadline_exceeded"]
 
 
 async def test_the_backend_timeout_applies_when_shorter_than_the_deadline() -> None:

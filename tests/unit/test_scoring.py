@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from router.confidence import FEATURES, ConfidenceModel
 from router.config import RoutingSettings, ScoreWeights
 from router.index import Hit
 from router.models import BackendStatus, Capability
@@ -27,6 +29,14 @@ def ranked(
 ) -> Ranked:
     cap = Capability(backend=backend, name=name, intents=intents)
     return Ranked(cap, Hit(0, dense, bm25, dense, 1.0 if bm25 else 0.0, score), score)
+
+
+def dense_model(at: float) -> ConfidenceModel:
+    """A model whose confidence depends only on the cosine: 0.5 at `at`, steep around it."""
+    coef = np.zeros(len(FEATURES))
+    coef[FEATURES.index("dense")] = 40.0
+    k = len(FEATURES)
+    return ConfidenceModel(np.zeros(k), np.ones(k), coef, -40.0 * at, np.zeros(0), np.zeros(0), 0.5, {})
 
 
 def status(name: str, health: str) -> BackendStatus:
@@ -168,30 +178,31 @@ def test_match_is_the_blended_retrieval_score_and_the_breakdown_keeps_both_parts
     assert (c.scores.hybrid, c.scores.server, c.scores.match) == (0.8, 0.4, 0.66)
 
 
-def test_relevance_needs_similarity_or_keyword_overlap() -> None:
-    settings = RoutingSettings(min_similarity=0.3, min_relative_match=0.0)
+def test_relevance_is_a_confidence_at_or_above_the_threshold() -> None:
+    # Confidence here grows with the cosine alone: 0.5 at 0.3.
     out = score_candidates(
-        [
-            ranked("sim", 0.5, dense=0.35, bm25=0.0),
-            ranked("kw", 0.5, dense=0.0, bm25=0.4),
-            ranked("none", 0.5, dense=0.29, bm25=0.0),
-        ],
-        "general",
-        {},
-        {},
-        settings,
+        [ranked("sure", 0.5, dense=0.45), ranked("edge", 0.5, dense=0.3), ranked("unsure", 0.5, dense=0.1)],
+        "general", {}, {}, RoutingSettings(min_confidence=0.5), confidence=dense_model(0.3),
     )
-    relevant = {c.capability.backend: c.relevant for c in out}
-    assert relevant == {"sim": True, "kw": True, "none": False}
+    by = {c.capability.backend: c for c in out}
+    assert {name: c.relevant for name, c in by.items()} == {"sure": True, "edge": True, "unsure": False}
+    assert by["sure"].scores.confidence > 0.9 and by["edge"].scores.confidence == 0.5
+    assert by["unsure"].scores.confidence < 0.1
 
 
-def test_relevance_needs_a_share_of_the_best_match() -> None:
-    settings = RoutingSettings(min_relative_match=0.5)
-    out = score_candidates(
-        [ranked("best", 0.8), ranked("half", 0.4), ranked("less", 0.39)], "general", {}, {}, settings
-    )
-    relevant = {c.capability.backend: c.relevant for c in out}
-    assert relevant == {"best": True, "half": True, "less": False}
+def test_health_orders_candidates_but_does_not_change_their_confidence() -> None:
+    items = [ranked("up", 0.5, dense=0.4), ranked("down", 0.5, dense=0.4)]
+    out = score_candidates(items, "general", {"down": status("down", "down")}, {}, RoutingSettings(),
+                           confidence=dense_model(0.3))
+    assert [c.capability.backend for c in out] == ["up", "down"]
+    assert out[0].scores.confidence == out[1].scores.confidence
+
+
+def test_the_shipped_model_gives_every_candidate_a_confidence() -> None:
+    out = score_candidates([ranked("a", 0.9, dense=0.6, bm25=9.0), ranked("b", 0.2, dense=0.1, bm25=0.0)],
+                           "general", {}, {}, RoutingSettings())
+    a, b = out
+    assert 0.0 <= b.scores.confidence < a.scores.confidence <= 1.0
 
 
 def test_no_ranked_items_gives_no_candidates() -> None:

@@ -1,0 +1,349 @@
+"""Abstention: does the router answer in-scope questions and decline out-of-scope ones?
+
+    python benchmarks/abstention.py ../shared/benchmarks/livemcpbench [--json OUT] [--write-model]
+        [--toolalpaca --mirror-root /work/.mirror] [--also OTHER_DATA_DIR]
+
+For each labelled question (LiveMCPBench format, loaded as benchmarks/routing_accuracy.py does) the
+router decides on the whole catalog (in scope) and on the catalog without the question's gold servers
+(out of scope: nothing there is right); with `--small N` (default 4) also on a small catalog (the gold
+servers and N others; out of scope, N others only), the size of a typical deployment. The router's
+choice is right when it belongs to one of the question's gold servers (the tool labels are partial,
+the server labels are not).
+
+The questions of each set are split in two halves with a fixed seed. On the fitting halves the
+confidence model (router/confidence.py) is fitted: a logistic regression on the features of the
+router's choice in every case, then an isotonic map fitted on out-of-fold predictions. The default
+threshold is chosen on the fitting half of DATA_DIR (whole and small catalogs) as the highest one that
+still answers `--min-answered` (0.9) of the in-scope questions (with `--min-answered 0`, the one with
+the highest in-scope answered plus out-of-scope abstained). Everything reported is on the other
+halves, through the router's own `Decider` (CatalogIndex, score_candidates, the verdict), so it
+measures what the router does. `--toolalpaca` adds ToolAlpaca (short single-API questions, read from
+its bare git copy) to fitting and reporting; `--write-model` writes the fitted parameters to the file
+the router ships (router/confidence_model.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.routing_accuracy import Query, load
+from router.confidence import (
+    FEATURES,
+    SHIPPED,
+    ConfidenceModel,
+    candidate_features,
+    expected_calibration_error,
+    fit_isotonic,
+    fit_logistic,
+)
+from router.config import EmbeddingSettings, RouterSettings
+from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.models import Analysis, Catalog, Decision
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.stages.decide import Decider
+
+THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One decision on one catalog: `gold` is empty out of scope; `sizes` are that catalog's servers."""
+
+    decision: Decision
+    gold: frozenset[str]
+    sizes: dict[str, int]
+
+    @property
+    def top_confidence(self) -> float:
+        return self.decision.candidates[0].scores.confidence if self.decision.candidates else 0.0
+
+    @property
+    def top_right(self) -> bool:
+        return bool(self.decision.candidates) and self.decision.candidates[0].capability.backend in self.gold
+
+
+class Bench:
+    """Indexes over a catalog and its subsets, reusing one set of vectors (embedded once)."""
+
+    def __init__(self, catalogs: list[Catalog], vectors: dict[str, np.ndarray], settings: RouterSettings) -> None:
+        self.catalogs = catalogs
+        self.vectors = vectors
+        self.settings = settings
+        self._indexes: dict[frozenset[str], CatalogIndex] = {}
+
+    def index(self, servers: frozenset[str]) -> CatalogIndex:
+        if servers not in self._indexes:
+            texts = CatalogTexts.build([c for c in self.catalogs if c.backend in servers])
+            self._indexes[servers] = CatalogIndex(
+                texts, np.stack([self.vectors[t] for t in texts.tool_dense]),
+                np.stack([self.vectors[t] for t in texts.server_dense]), self.settings.routing)
+        return self._indexes[servers]
+
+    def case(self, decider: Decider, q: Query, vector: np.ndarray, servers: frozenset[str]) -> Case:
+        analysis = Analysis(question=q.text, vector=vector, intent="general", intent_source="default")
+        index = self.index(servers)
+        d = decider.decide(analysis, index, {}, statuses={}, perf={})
+        return Case(d, frozenset(q.gold_servers & servers),
+                    {c.backend: len(c.capabilities) for c in index.texts.catalogs})
+
+    def cases(self, decider: Decider, queries: list[Query], vectors: dict[str, np.ndarray], small: int,
+              seed: int) -> tuple[list[Case], list[Case]]:
+        """In-scope and out-of-scope cases: on the whole catalog, and with `small`, also on a small
+        catalog per question (its gold servers and `small` others; out of scope, `small` others only),
+        so that the model also sees catalogs the size of a typical deployment."""
+        everything = frozenset(c.backend for c in self.catalogs)
+        rng = np.random.default_rng(seed)
+        inside, outside = [], []
+        for q in queries:
+            rest = sorted(everything - q.gold_servers)
+            inside.append(self.case(decider, q, vectors[q.text], everything))
+            outside.append(self.case(decider, q, vectors[q.text], frozenset(rest)))
+            if small:
+                others = frozenset(rng.choice(rest, size=small, replace=False).tolist())
+                inside.append(self.case(decider, q, vectors[q.text], others | q.gold_servers))
+                outside.append(self.case(decider, q, vectors[q.text], others))
+        return inside, outside
+
+
+def rows(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The best candidate's features in each case, whether it is right (its server is a gold one), and the
+    case's number. Only the best: the probability wanted is that of the router's choice being right, and
+    runners-up (mostly wrong, and many) would pull it towards their own base rate; the features say
+    how a runner-up differs (its lead is negative), so the same model still ranks them."""
+    xs, ys, groups = [], [], []
+    for i, case in enumerate(cases):
+        cands = case.decision.candidates
+        if not cands:
+            continue
+        xs.append(candidate_features([c.scores for c in cands], [c.capability.backend for c in cands],
+                                     case.sizes)[:1])
+        ys.append(float(case.top_right))
+        groups.append(i)
+    return np.vstack(xs), np.array(ys), np.array(groups)
+
+
+def fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> ConfidenceModel:
+    """Logistic regression on all rows; the isotonic map on out-of-fold predictions (two folds by
+    case, so that a case's candidates never inform their own calibration)."""
+    rng = np.random.default_rng(seed)
+    ids = np.unique(groups)
+    fold_of = dict(zip(ids, rng.permutation(len(ids)) % 2, strict=True))
+    folds = np.array([fold_of[g] for g in groups])
+    oof = np.zeros(len(y))
+    for f in (0, 1):
+        m, s, c, b = fit_logistic(x[folds != f], y[folds != f])
+        part = ConfidenceModel(m, s, c, b, np.zeros(0), np.zeros(0), 0.5, {})
+        oof[folds == f] = part.logistic(x[folds == f])
+    iso_x, iso_y = fit_isotonic(oof, y)
+    mean, scale, coef, intercept = fit_logistic(x, y)
+    return ConfidenceModel(mean, scale, coef, intercept, iso_x, iso_y, 0.5, {})
+
+
+def first_confident(case: Case, t: float) -> str | None:
+    """The server the router calls at threshold `t`: that of the first candidate (in the router's order)
+    whose confidence reaches it; None when it abstains."""
+    return next((c.capability.backend for c in case.decision.candidates if c.scores.confidence >= t), None)
+
+
+def curve(inside: list[Case], outside: list[Case]) -> list[dict]:
+    """Per threshold, as the router decides at it: in-scope answered and the accuracy of those
+    answered, out-of-scope abstained."""
+    out = []
+    for t in THRESHOLDS:
+        chosen = [(first_confident(c, t), c.gold) for c in inside]
+        answered = [server in gold for server, gold in chosen if server is not None]
+        out.append({"threshold": t, "in_scope_answered": len(answered) / len(inside),
+                    "in_scope_accuracy": sum(answered) / len(answered) if answered else 1.0,
+                    "out_of_scope_abstained": sum(first_confident(c, t) is None for c in outside) / len(outside)})
+    return out
+
+
+def choose_threshold(points: list[dict], min_answered: float | None) -> float:
+    """The highest threshold that still answers `min_answered` of the in-scope questions (so the most
+    out-of-scope ones declined at that price), or without it the one that best separates answering from
+    abstaining (the highest in-scope answered plus out-of-scope abstained; the lower on a tie)."""
+    if min_answered is not None:
+        ok = [c for c in points if c["in_scope_answered"] >= min_answered]
+        return max(c["threshold"] for c in ok) if ok else 0.0
+    best = max(points, key=lambda c: (round(c["in_scope_answered"] + c["out_of_scope_abstained"], 9),
+                                      -c["threshold"]))
+    return float(best["threshold"])
+
+
+def summary(inside: list[Case], outside: list[Case]) -> dict:
+    """What the router did at its threshold (the verdicts), and the calibration of its top confidence."""
+    answered = [c for c in inside if c.decision.verdict == "route"]
+    # The router calls the first relevant candidate (confidence at or above the threshold).
+    called = [next(x.capability.backend for x in c.decision.candidates if x.relevant) for c in answered]
+    tops = inside + outside
+    return {
+        "out_of_scope_abstained": sum(c.decision.verdict != "route" for c in outside) / len(outside),
+        "in_scope_answered": len(answered) / len(inside),
+        "in_scope_accuracy": (sum(s in c.gold for s, c in zip(called, answered, strict=True)) / len(answered)
+                              if answered else 0.0),
+        "in_scope_top1_accuracy": sum(c.top_right for c in inside) / len(inside),
+        "ece": expected_calibration_error(np.array([c.top_confidence for c in tops]),
+                                          np.array([float(c.top_right) for c in tops])),
+        "curve": curve(inside, outside),
+    }
+
+
+@dataclass
+class Dataset:
+    name: str
+    bench: Bench
+    vectors: dict[str, np.ndarray]  # question vectors
+    fit: list[Query]
+    test: list[Query]
+
+
+def toolalpaca(mirror_root: Path, into: Path) -> Path:
+    """ToolAlpaca's questions and APIs in the LiveMCPBench format, read from its bare git copy at the
+    commit benchmarks/retriever_data.py pins (nothing of it enters this repository)."""
+    from benchmarks.retriever_data import Source, load_toolalpaca
+
+    catalog, queries = load_toolalpaca(Source(mirror_root, "toolalpaca"))
+    out = into / "toolalpaca"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "catalog.json").write_text(json.dumps(catalog, ensure_ascii=False), encoding="utf-8")
+    (out / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries),
+                                       encoding="utf-8")
+    return out
+
+
+async def dataset(data_dir: Path, model: LocalMiniLM, embedder: CachedEmbedder, settings: RouterSettings,
+                  seed: int) -> Dataset:
+    """A labelled set, embedded once and split in halves with a fixed seed."""
+    catalogs, queries = load(data_dir)
+    queries = [q for q in queries if q.gold_servers]
+    full = CatalogTexts.build(catalogs)
+    texts = sorted(set(full.tool_dense) | set(full.server_dense))
+    vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
+    qvecs = dict(zip([q.text for q in queries], model.encode([q.text for q in queries]), strict=True))
+    order = np.random.default_rng(seed).permutation(len(queries))
+    half = len(queries) // 2
+    return Dataset(data_dir.name, Bench(catalogs, vectors, settings), qvecs, [queries[i] for i in order[:half]],
+                   [queries[i] for i in order[half:]])
+
+
+def report_on(ds: Dataset, decider: Decider, small: int, seed: int) -> dict:
+    inside, outside = ds.bench.cases(decider, ds.test, ds.vectors, small, seed + 1)
+    step = 2 if small else 1
+    out = {"report_questions": len(ds.test), **summary(inside[::step], outside[::step])}
+    if small:
+        out["small_catalogs"] = {"servers": f"gold + {small} others (out of scope: {small} others)",
+                                 **summary(inside[1::2], outside[1::2])}
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict:
+    model = LocalMiniLM(model=args.model or EmbeddingSettings().model)
+    embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
+    settings = RouterSettings()
+    dirs = [Path(d) for d in [args.data_dir, *args.also]]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.toolalpaca:
+            dirs.append(toolalpaca(Path(args.mirror_root), Path(tmp)))
+        sets = [await dataset(d, model, embedder, settings, args.seed) for d in dirs]
+    main_set = sets[0]
+
+    # The features do not depend on the model: any model gives the same rows.
+    k = len(FEATURES)
+    probe = Decider(settings, confidence=ConfidenceModel(np.zeros(k), np.ones(k), np.zeros(k), 0.0, np.zeros(0),
+                                                         np.zeros(0), 0.5, {}))
+    fit_cases: list[Case] = []
+    for ds in sets:
+        inside, outside = ds.bench.cases(probe, ds.fit, ds.vectors, args.small, args.seed)
+        fit_cases += inside + outside
+    fitted = fit(*rows(fit_cases), args.seed)
+
+    decider = Decider(settings, confidence=fitted)
+    # Chosen over the whole catalog and the small ones alike: a deployment is more often a handful of servers.
+    fit_curve = curve(*main_set.bench.cases(decider, main_set.fit, main_set.vectors, args.small, args.seed))
+    threshold = (args.threshold if args.threshold is not None
+                 else choose_threshold(fit_curve, args.min_answered or None))
+    meta = {"data": [ds.name for ds in sets], "fit_questions": {ds.name: len(ds.fit) for ds in sets},
+            "seed": args.seed, "small_catalogs": args.small, "embedding_model": model.model_id,
+            "label": "the candidate's server is one of the question's gold servers",
+            "threshold_rule": (f"highest answering >= {args.min_answered:.0%} of in-scope questions"
+                               if args.min_answered else "best in-scope answered + out-of-scope "
+                               "abstained") + f" on the fitting half of {main_set.name}, whole and small catalogs"}
+    fitted = ConfidenceModel(fitted.mean, fitted.scale, fitted.coef, fitted.intercept, fitted.iso_x, fitted.iso_y,
+                             threshold, meta)
+
+    decider = Decider(RouterSettings.model_validate({"routing": {"min_confidence": threshold}}), confidence=fitted)
+    report = {"data_dir": str(args.data_dir), "questions": len(main_set.fit) + len(main_set.test),
+              "fit_questions": len(main_set.fit), "seed": args.seed, "threshold": threshold,
+              **report_on(main_set, decider, args.small, args.seed), "fit_curve": fit_curve,
+              "also": {ds.name: report_on(ds, decider, args.small, args.seed) for ds in sets[1:]},
+              "model": {"features": list(FEATURES), "coef": fitted.coef.round(4).tolist()}}
+    if args.write_model:
+        SHIPPED.write_text(json.dumps(fitted.to_json(), indent=1) + "\n", encoding="utf-8")
+        report["wrote"] = str(SHIPPED)
+    return report
+
+
+def table(report: dict) -> str:
+    lines = [f"default min_confidence {report['threshold']:.2f} (chosen on the fitting half of "
+             f"{Path(report['data_dir']).name}, {report['fit_questions']} questions)"]
+    sets = [(Path(report["data_dir"]).name, report), *report["also"].items()]
+    for name, r in sets:
+        parts = [("whole catalog", r)]
+        if "small_catalogs" in r:
+            parts.append((f"small catalogs ({r['small_catalogs']['servers']})", r["small_catalogs"]))
+        for title, p in parts:
+            lines += [f"\n{name}, {r['report_questions']} report questions, {title}",
+                      f"{'min_confidence':>15}{'in answered':>13}{'in accuracy':>13}{'out abstained':>15}"]
+            for c in p["curve"]:
+                if round(c["threshold"] * 100) % 10 and abs(c["threshold"] - report["threshold"]) > 1e-9:
+                    continue  # every 0.1, and the default (the JSON has every 0.01)
+                mark = "  <- default" if abs(c["threshold"] - report["threshold"]) < 1e-9 else ""
+                lines.append(f"{c['threshold']:>15.2f}{c['in_scope_answered']:>13.3f}"
+                             f"{c['in_scope_accuracy']:>13.3f}{c['out_of_scope_abstained']:>15.3f}{mark}")
+            lines.append(f"router at the default: out_of_scope_abstained {p['out_of_scope_abstained']:.3f}  "
+                         f"in_scope_answered {p['in_scope_answered']:.3f}  in_scope_accuracy "
+                         f"{p['in_scope_accuracy']:.3f}  (top-1 accuracy, nothing declined: "
+                         f"{p['in_scope_top1_accuracy']:.3f})  ece {p['ece']:.3f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("data_dir")
+    parser.add_argument("--json", dest="json_out")
+    parser.add_argument("--also", action="append", default=[], help="another labelled set (same format) to fit on "
+                        "(its fitting half) and report on (its other half); repeatable")
+    parser.add_argument("--toolalpaca", action="store_true", help="also fit on (and report) ToolAlpaca, read "
+                        "from its bare git copy under --mirror-root")
+    parser.add_argument("--mirror-root", default="/work/.mirror", help="bare git copies as owner+name/repo")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--small", type=int, default=4, help="other servers in each question's small catalog "
+                        "(fitted on and reported separately; 0: whole catalog only)")
+    parser.add_argument("--min-answered", type=float, default=0.9,
+                        help="choose the highest threshold answering this in-scope share on the fitting half "
+                        "(default 0.9; 0: the threshold with the best answered + abstained sum)")
+    parser.add_argument("--threshold", type=float, help="report at this threshold instead of choosing one")
+    parser.add_argument("--write-model", action="store_true", help="write router/confidence_model.json")
+    parser.add_argument("--model", help="local embedding model in models/ (default: embeddings.model)")
+    parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    print(table(report))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        print(f"wrote {args.json_out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The edge every HTTP and MCP request passes: header bounds, authentication, the replica's in-flight
+bound, the principal's rate limits, and the audit record.
+
+A refusal is answered here, before any route or JSON-RPC runs (the MCP authorization spec expects a
+resource server to answer 401 at the HTTP level). An admitted request runs with a `RequestScope` in a
+context variable, which the ingress reads to route within the principal's policy and fills with the
+route taken, for the audit record.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from opentelemetry import trace
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from router.errors import HeadersTooLarge, RouterError
+from router.security.audit import AuditLog
+from router.security.identity import Authenticator, Principal
+from router.security.limits import InFlight, Limiter
+from router.security.policy import Access
+from router.security.settings import AuthSettings
+from router.telemetry import TRACER
+
+log = logging.getLogger("mcp_router.guard")
+
+# Readable without a credential: liveness, and the API's own description.
+PUBLIC_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
+
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def request_id(headers: Mapping[str, str]) -> str:
+    """The caller's `x-request-id` when it is a plain token, else a new one."""
+    given = headers.get("x-request-id", "")
+    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+
+
+@dataclass
+class RequestScope:
+    access: Access
+    request_id: str
+    route: dict[str, Any] = field(default_factory=dict)  # backend, tool, mode, arguments: for the audit
+
+
+CURRENT: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar("mcp_router_request", default=None)
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, settings: AuthSettings, *, max_header_bytes: int, max_in_flight: int,
+                 audit: AuditLog, limiter: Limiter) -> None:
+        self.app = app
+        self.settings = settings
+        self.auth = Authenticator(settings)
+        self.limiter = limiter
+        self.in_flight = InFlight(max_in_flight)
+        self.max_header_bytes = max_header_bytes
+        self.audit = audit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # The request's own span carries the audit record as an event (when tracing is on).
+        with TRACER.start_as_current_span("router.http", kind=trace.SpanKind.SERVER) as span:
+            span.set_attribute("http.route", scope.get("path", ""))
+            await self._guarded(scope, receive, send, span)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, span: trace.Span) -> None:
+        started = time.perf_counter()
+        raw = scope.get("headers") or []
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        rid = request_id(headers)
+        path = scope.get("path", "")
+        status = {"code": 500}
+        principal: Principal | None = None
+        request: RequestScope | None = None
+        admitted = counted = False
+        try:
+            if sum(len(k) + len(v) for k, v in raw) > self.max_header_bytes:
+                raise HeadersTooLarge(f"request headers exceed {self.max_header_bytes} bytes")
+            if path in PUBLIC_PATHS:
+                principal = self._optional_principal(headers)
+            else:
+                principal = self.auth.authenticate(headers)
+            access = Access.of(principal, self.settings)
+            self.in_flight.enter()
+            counted = True
+            if path not in PUBLIC_PATHS:
+                await self.limiter.admit(principal.name, access.policy.rate_limit)
+                admitted = True
+            request = RequestScope(access, rid)
+        except RouterError as err:
+            status["code"] = err.status_code
+            await _refuse(err, rid, send)
+        else:
+            token = CURRENT.set(request)
+
+            async def tracked(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status["code"] = message["status"]
+                await send(message)
+
+            try:
+                await self.app(scope, receive, tracked)
+            finally:
+                CURRENT.reset(token)
+        finally:
+            if counted:
+                self.in_flight.exit()
+            if admitted and principal is not None:
+                self.limiter.release(principal.name)
+            if path not in PUBLIC_PATHS or status["code"] >= 400:
+                self.audit.record(principal=principal.name if principal else "-", method=scope.get("method", ""),
+                                  path=path, status=status["code"], request_id=rid,
+                                  latency_ms=(time.perf_counter() - started) * 1000,
+                                  route=request.route if request else None, span=span)
+
+    def _optional_principal(self, headers: dict[str, str]) -> Principal:
+        """Public paths: a valid credential still identifies the caller (to filter what it sees)."""
+        try:
+            return self.auth.authenticate(headers)
+        except RouterError:
+            # Without a credential on a secured router: the policy of nobody in particular.
+            return Principal("public", self.settings.anonymous_policy, "public") if self.auth.enabled \
+                else self.auth.anonymous()
+
+
+async def _refuse(err: RouterError, rid: str, send: Send) -> None:
+    response = JSONResponse(err.payload(), status_code=err.status_code,
+                            headers={**err.headers(), "x-request-id": rid})
+    await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> dict[str, Any]:
+    return {"type": "http.disconnect"}

@@ -1,0 +1,212 @@
+"""Confidence: the estimated probability that a candidate is the right capability for a question.
+
+    model = ConfidenceModel.shipped()                               # router/confidence_model.json
+    probs = model.predict(candidate_features(scores, servers, sizes))  # one probability per candidate
+
+The features describe a candidate among the ranked ones: its raw cosine and BM25 score (absolute
+evidence; BM25 scaled by the catalog's size), its lead over the best other candidate (a runner-up has
+a negative lead), whether it is the best by cosine and by BM25 (the two retrievers agree), how far its
+server's best candidate is ahead of every other server's, and how many of the top candidates share
+its server (a question that keeps to one server is usually about it; a server with one capability is
+marked, since the share says nothing there).
+A logistic regression over them, followed by an isotonic map fitted on held-out outcomes, gives the
+probability; `benchmarks/abstention.py` fits both on labelled questions and writes the parameter
+file. Applying them needs only numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+SHIPPED = Path(__file__).with_name("confidence_model.json")
+FEATURES = ("dense", "bm25_scaled", "lead", "dense_lead", "best_dense", "best_bm25", "server_share",
+            "single_capability", "server_lead")
+TOP = 5  # candidates whose servers count for `server_share`
+
+
+class _Scores(Protocol):
+    """What a candidate's features are computed from (a ScoreBreakdown has them all)."""
+
+    @property
+    def dense(self) -> float: ...
+
+    @property
+    def bm25(self) -> float: ...
+
+    @property
+    def match(self) -> float: ...
+
+    @property
+    def intent_bonus(self) -> float: ...
+
+
+def candidate_features(scores: Sequence[_Scores], servers: Sequence[str],
+                       server_sizes: Mapping[str, int] | None = None) -> np.ndarray:
+    """One row of FEATURES per candidate (`scores[i]` and `servers[i]` describe candidate i);
+    `server_sizes`: capabilities per server in the whole catalog.
+
+    Values that depend on the catalog's size are scaled so that a model fitted on one catalog
+    applies to another: BM25 by the largest IDF the catalog allows (``log(1 + N)``), the share of
+    top candidates on the same server by how many of them that server could have. The lead uses the
+    retrieval score without the intent bonus, so a configured intent does not move the probability
+    outside what the model was fitted on."""
+    n = len(scores)
+    if n == 0:
+        return np.zeros((0, len(FEATURES)))
+    sizes = dict(server_sizes or {})
+    catalog_size = sum(sizes.values()) or n
+    retrieval = np.array([s.match - s.intent_bonus for s in scores])
+    dense = np.array([s.dense for s in scores])
+    bm25 = np.maximum(np.array([s.bm25 for s in scores]), 0.0)
+    # Each candidate's server as an index, its size, and how many of the top candidates it holds.
+    ids: dict[str, int] = {}
+    server = np.array([ids.setdefault(x, len(ids)) for x in servers])
+    size = np.array([sizes.get(x, TOP) for x in ids])[server]
+    top = np.argsort(-retrieval, kind="stable")[:TOP]
+    is_top = np.zeros(n)
+    is_top[top] = 1.0
+    in_top = np.bincount(server[top], minlength=len(ids))[server]
+    same = in_top - is_top  # the others of its server among the top
+    could = np.minimum(len(top) - 1, size - 1)
+    best_of_server = np.full(len(ids), -np.inf)
+    np.maximum.at(best_of_server, server, retrieval)
+    return np.column_stack([
+        dense,
+        bm25 / math.log1p(catalog_size),
+        retrieval - _best_other(retrieval),
+        dense - _best_other(dense),
+        dense >= dense.max(),
+        (bm25 > 0) & (bm25 >= bm25.max()),
+        np.where(could > 0, same / np.maximum(could, 1), 0.0),
+        size == 1,  # the share says nothing about a one-capability server
+        best_of_server[server] - _best_other(best_of_server)[server],
+    ]).astype(np.float64)
+
+
+def _best_other(values: np.ndarray) -> np.ndarray:
+    """For each item, the largest of the other items (0 when there is no other)."""
+    if values.size < 2:
+        return np.zeros(values.size)
+    first, second = np.sort(values)[::-1][:2]
+    out = np.full(values.size, first)
+    out[int(np.argmax(values))] = second
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceModel:
+    """Standardise, logistic regression, then an isotonic map (piecewise linear through its knots)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    iso_x: np.ndarray  # increasing logistic outputs ...
+    iso_y: np.ndarray  # ... and the calibrated probabilities there (non-decreasing)
+    threshold: float  # the `routing.min_confidence` the benchmark chose with this model
+    meta: dict[str, Any]
+
+    def logistic(self, features: np.ndarray) -> np.ndarray:
+        z = ((features - self.mean) / self.scale) @ self.coef + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        if features.shape[0] == 0:
+            return np.zeros(0)
+        raw = self.logistic(features)
+        if self.iso_x.size == 0:
+            return raw
+        return np.clip(np.interp(raw, self.iso_x, self.iso_y), 0.0, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"features": list(FEATURES), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "coef": self.coef.tolist(), "intercept": self.intercept, "isotonic_x": self.iso_x.tolist(),
+                "isotonic_y": self.iso_y.tolist(), "threshold": self.threshold, "meta": self.meta}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConfidenceModel:
+        if tuple(data.get("features", ())) != FEATURES:
+            raise ValueError(f"confidence parameters are for features {data.get('features')}, not {list(FEATURES)}")
+        arr = np.asarray
+        return cls(mean=arr(data["mean"], float), scale=arr(data["scale"], float), coef=arr(data["coef"], float),
+                   intercept=float(data["intercept"]), iso_x=arr(data.get("isotonic_x", []), float),
+                   iso_y=arr(data.get("isotonic_y", []), float), threshold=float(data.get("threshold", 0.5)),
+                   meta=dict(data.get("meta", {})))
+
+    @classmethod
+    def load(cls, path: Path) -> ConfidenceModel:
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+    @staticmethod
+    def shipped() -> ConfidenceModel:
+        return _shipped()
+
+
+@cache
+def _shipped() -> ConfidenceModel:
+    return ConfidenceModel.load(SHIPPED)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting (used by benchmarks/abstention.py; plain numpy, so that the router needs nothing more)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, float]:
+    """L2-regularised logistic regression by Newton's method on standardised features:
+    (mean, scale, coef, intercept)."""
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2)
+    penalty[-1] = 0.0  # the intercept is not shrunk
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50, 50)))
+        grad = z.T @ (p - y) + penalty * w
+        hess = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return mean, scale, w[:-1], float(w[-1])
+
+
+def fit_isotonic(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pool-adjacent-violators: a non-decreasing map from `p` to the observed rate of `y`, as knots
+    (one per pooled block, at its mean `p`) for linear interpolation."""
+    order = np.argsort(p, kind="stable")
+    blocks: list[list[float]] = []  # [sum_y, count, sum_p]
+    for i in order:
+        blocks.append([float(y[i]), 1.0, float(p[i])])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1]:
+            sy, c, sp = blocks.pop()
+            blocks[-1][0] += sy
+            blocks[-1][1] += c
+            blocks[-1][2] += sp
+    xs = np.array([b[2] / b[1] for b in blocks])
+    ys = np.array([b[0] / b[1] for b in blocks])
+    return xs, ys
+
+
+def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    """Mean |confidence - accuracy| over equal-width bins, weighted by how many predictions fall in each."""
+    if p.size == 0:
+        return 0.0
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        mask = which == b
+        if mask.any():
+            total += mask.sum() * abs(float(p[mask].mean()) - float(y[mask].mean()))
+    return total / p.size

@@ -1,0 +1,165 @@
+"""Pinned tool definitions: a hash of each capability's name, description and schema, and what changed.
+
+    pins = PinStore("backend", pin_dir=Path(state_dir) / "pins", lock_file=Path("mcp-router.lock.json"))
+    kept, held = pins.review(capabilities, trust_changes=False)
+    approve(pin_dir, lock_file, "backend", "tool")          # what `mcp-router approve backend/tool` does
+
+A tool server can change a tool's description after it was approved (a "rug pull"). The first time a
+capability is seen its fingerprint is recorded (trust on first use) in `<state_dir>/pins/<backend>.json`,
+a file every router replica and the backend's actor read; later, a capability whose fingerprint differs
+is held out of routing, and the new definition waits in the file's `pending` section until approved.
+When the operator commits a lock file (`mcp-router lock`) and it lists the backend, the lock is the
+reference instead: a capability it does not list, or lists differently, is held until approved (which
+updates the lock). A backend with `trust_changes` has changes pinned again at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from router.models import Capability
+
+FIELDS = ("name", "description", "schema")
+
+
+def _digest(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def pin_key(cap: Capability) -> str:
+    return f"{cap.kind}/{cap.name}"
+
+
+def fingerprint(cap: Capability) -> dict[str, str]:
+    """One hash per field (to say which changed) and one of the whole definition."""
+    parts = {"name": _digest(cap.name), "description": _digest(f"{cap.title or ''}\n{cap.description}"),
+             "schema": _digest(cap.input_schema)}
+    return {**parts, "hash": _digest([parts[f] for f in FIELDS])}
+
+
+def read_json(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _mtime(path: Path | None) -> float | None:
+    if path is None:
+        return None
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+class PinStore:
+    """The pins of one backend. Without a `pin_dir` they live in memory, for the life of the process."""
+
+    def __init__(self, backend: str, pin_dir: Path | None = None, lock_file: Path | None = None) -> None:
+        self.backend = backend
+        self.path = pin_dir / f"{backend}.json" if pin_dir is not None else None
+        self.lock_file = lock_file
+        self._memory: dict[str, Any] = {"pinned": {}, "pending": {}}
+        self._seen: tuple[float | None, float | None] = (None, None)
+
+    def changed_on_disk(self) -> bool:
+        """True when the pin file or the lock file changed since the last review (an approval)."""
+        return (_mtime(self.path), _mtime(self.lock_file)) != self._seen
+
+    def _load(self) -> dict[str, Any]:
+        data = read_json(self.path) if self.path is not None else self._memory
+        data.setdefault("pinned", {})
+        data.setdefault("pending", {})
+        return data
+
+    def _save(self, data: dict[str, Any]) -> None:
+        if self.path is None:
+            self._memory = data
+        else:
+            write_json(self.path, data)
+
+    def review(self, capabilities: Sequence[Capability], *, trust_changes: bool = False
+               ) -> tuple[tuple[Capability, ...], tuple[dict[str, Any], ...]]:
+        """The capabilities that may be routed to, and the held ones as {tool, kind, reason, changed}."""
+        data = self._load()
+        locked = read_json(self.lock_file).get(self.backend)
+        reference: dict[str, Any] = locked if isinstance(locked, dict) else data["pinned"]
+        kept: list[Capability] = []
+        held: list[dict[str, Any]] = []
+        pending: dict[str, Any] = {}
+        dirty = False
+        for cap in capabilities:
+            key, now = pin_key(cap), fingerprint(cap)
+            before = reference.get(key)
+            if isinstance(before, dict) and before.get("hash") == now["hash"]:
+                kept.append(cap)
+                continue
+            if before is None and locked is None:
+                data["pinned"][key] = now  # first seen: trusted from now on
+                dirty = True
+                kept.append(cap)
+                continue
+            if trust_changes and locked is None:
+                data["pinned"][key] = now
+                dirty = True
+                kept.append(cap)
+                continue
+            changed = [f for f in FIELDS if not isinstance(before, dict) or before.get(f) != now[f]]
+            reason = "not in the lock file" if before is None else "definition changed since it was pinned"
+            held.append({"tool": cap.name, "kind": cap.kind, "reason": reason, "changed": changed})
+            pending[key] = {**now, "changed": changed, "description_now": cap.description[:500]}
+        if pending != data["pending"]:
+            data["pending"] = pending
+            dirty = True
+        if dirty:
+            self._save(data)
+        self._seen = (_mtime(self.path), _mtime(self.lock_file))
+        return tuple(kept), tuple(held)
+
+
+def approve(pin_dir: Path, lock_file: Path | None, backend: str, tool: str | None = None) -> list[str]:
+    """Pin the pending definitions of `backend` (all, or the capability named `tool`, with or without its
+    kind: `search` or `tool/search`); the lock file is updated too when it lists the backend. Returns the
+    keys approved."""
+    path = pin_dir / f"{backend}.json"
+    data = read_json(path)
+    pending: dict[str, Any] = data.get("pending") or {}
+    chosen = [k for k in pending if tool is None or k == tool or k.split("/", 1)[1] == tool]
+    if not chosen:
+        return []
+    pinned = data.setdefault("pinned", {})
+    for key in chosen:
+        entry = pending.pop(key)
+        pinned[key] = {f: entry[f] for f in (*FIELDS, "hash")}
+    write_json(path, data)
+    lock = read_json(lock_file)
+    if lock_file is not None and isinstance(lock.get(backend), dict):
+        lock[backend].update({k: pinned[k] for k in chosen})
+        write_json(lock_file, lock)
+    return chosen

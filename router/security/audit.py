@@ -1,0 +1,60 @@
+"""One structured audit record per request, as a JSON line (a file or the `mcp_router.audit` log) and, when
+tracing is on, as an event on the request's span.
+
+Records hold who asked, the route taken and how it ended; tool arguments only as a SHA-256 unless
+`audit.include_arguments` is on. Never a credential: the principal's name stands for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from opentelemetry import trace
+
+from router.security.settings import AuditSettings
+
+log = logging.getLogger("mcp_router.audit")
+
+
+def arguments_digest(arguments: Any) -> str | None:
+    if arguments is None:
+        return None
+    blob = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class AuditLog:
+    def __init__(self, settings: AuditSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._file = open(settings.path, "a", encoding="utf-8") if settings.enabled and settings.path else None
+
+    def record(self, *, principal: str, method: str, path: str, status: int, latency_ms: float,
+               request_id: str, route: dict[str, Any] | None = None, span: trace.Span | None = None) -> None:
+        if not self.settings.enabled:
+            return
+        entry: dict[str, Any] = {"time": round(time.time(), 3), "request_id": request_id, "principal": principal,
+                                 "method": method, "path": path, "status": status,
+                                 "outcome": "ok" if status < 400 else "refused" if status < 500 else "failed",
+                                 "latency_ms": round(latency_ms, 3)}
+        for key, value in (route or {}).items():
+            if key == "arguments":
+                entry["arguments_sha256"] = arguments_digest(value)
+                if self.settings.include_arguments:
+                    entry["arguments"] = value
+            elif value is not None:
+                entry[key] = value
+        line = json.dumps(entry, default=str, separators=(",", ":"))
+        if self._file is not None:
+            with self._lock:
+                self._file.write(line + "\n")
+                self._file.flush()
+        else:
+            log.info("%s", line)
+        if span is not None and span.is_recording():
+            span.add_event("audit", {k: v for k, v in entry.items() if isinstance(v, (str, int, float, bool))})

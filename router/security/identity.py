@@ -1,0 +1,162 @@
+"""Who is calling: an API key (compared by SHA-256, in constant time) or a JWT verified with PyJWT.
+
+    auth = Authenticator(settings.server.auth)
+    principal = auth.authenticate(headers)     # raises Unauthenticated (401) when a credential is bad
+
+With no keys and no JWT configured, every caller is the anonymous principal (allowed only when the
+router listens on loopback addresses: `check_bind`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jwt
+
+from router.errors import ConfigError, Unauthenticated
+from router.security.settings import AuthSettings, JwtSettings
+
+log = logging.getLogger("mcp_router.auth")
+
+ANONYMOUS = "anonymous"
+KEY_PREFIX = "mcpr_"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller: its name, the policy that governs it and where the identity came from."""
+
+    name: str
+    policy: str
+    source: str  # api_key | jwt | anonymous | handle
+    scopes: tuple[str, ...] = field(default=())
+
+    @property
+    def authenticated(self) -> bool:
+        return self.source in ("api_key", "jwt")
+
+
+def new_api_key() -> str:
+    """A high-entropy key (256 bits), recognisable by its prefix in secret scanners."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def bearer_credential(headers: Mapping[str, str]) -> str | None:
+    """The credential from `Authorization: Bearer <token>`, else `x-api-key` (headers lower-cased)."""
+    value = headers.get("authorization")
+    if value is not None:
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("the Authorization header must be `Bearer <token>`", reason="invalid")
+        return token.strip()
+    key = headers.get("x-api-key")
+    return key.strip() if key is not None else None
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(settings: AuthSettings, hosts: list[str]) -> None:
+    """Refuse to serve without authentication on an address other machines can reach."""
+    exposed = [h for h in hosts if not is_loopback(h)]
+    if not exposed or settings.enabled:
+        return
+    if settings.insecure_no_auth:
+        log.warning("AUTHENTICATION IS OFF on %s (server.auth.insecure_no_auth / --insecure-no-auth): "
+                    "anyone who can reach it can call every allowed tool", ", ".join(exposed))
+        return
+    raise ConfigError(f"refusing to listen on {', '.join(exposed)} without authentication: configure "
+                      "server.auth (api_keys or jwt), listen on 127.0.0.1, or opt out explicitly with "
+                      "--insecure-no-auth (server.auth.insecure_no_auth)", setting="server.auth")
+
+
+class Authenticator:
+    def __init__(self, settings: AuthSettings) -> None:
+        self.settings = settings
+        self._keys = {k.sha256: k for k in settings.api_keys}
+        self._jwt = _JwtVerifier(settings.jwt, frozenset(settings.policies)) if settings.jwt is not None else None
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def anonymous(self) -> Principal:
+        return Principal(ANONYMOUS, self.settings.anonymous_policy, "anonymous")
+
+    def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        """The caller's principal; `Unauthenticated` for a missing, malformed or unknown credential."""
+        if not self.enabled:
+            return self.anonymous()
+        credential = bearer_credential(headers)
+        if credential is None:
+            raise Unauthenticated("this router needs a credential: `Authorization: Bearer <key or token>` "
+                                  "or `x-api-key: <key>`", reason="missing")
+        if credential.count(".") == 2 and self._jwt is not None and not credential.startswith(KEY_PREFIX):
+            return self._jwt.verify(credential)
+        digest = key_hash(credential)
+        # Every configured hash is compared, in constant time, so timing tells nothing about near misses.
+        found = None
+        for stored, spec in self._keys.items():
+            if hmac.compare_digest(stored, digest):
+                found = spec
+        if found is None:
+            raise Unauthenticated("the API key or token is not valid", reason="invalid")
+        return Principal(found.name, found.policy, "api_key")
+
+
+class _JwtVerifier:
+    def __init__(self, settings: JwtSettings, policies: frozenset[str]) -> None:
+        self.settings = settings
+        self._policies = policies
+        self._jwks: jwt.PyJWKSet | None = None
+        self._client: jwt.PyJWKClient | None = None
+        if settings.jwks_file is not None:
+            with open(settings.jwks_file, encoding="utf-8") as f:
+                self._jwks = jwt.PyJWKSet.from_dict(json.load(f))
+        else:
+            self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=True, lifespan=300)
+
+    def _key(self, token: str) -> Any:
+        header = jwt.get_unverified_header(token)
+        if self._client is not None:
+            return self._client.get_signing_key_from_jwt(token).key
+        assert self._jwks is not None
+        kid = header.get("kid")
+        keys = [k for k in self._jwks.keys if kid is None or k.key_id == kid]
+        if not keys:
+            raise jwt.InvalidTokenError("no key in the JWKS matches the token's kid")
+        return keys[0].key
+
+    def verify(self, token: str) -> Principal:
+        s = self.settings
+        try:
+            claims = jwt.decode(token, self._key(token), algorithms=list(s.algorithms), audience=s.audience,
+                                issuer=s.issuer, leeway=s.leeway_s,
+                                options={"require": ["exp", "iss", "aud", s.principal_claim]})
+        except jwt.PyJWTError as exc:
+            # The reason (expired, wrong audience...) helps the caller; it holds nothing secret.
+            raise Unauthenticated(f"the bearer token is not valid: {exc}", reason="invalid") from None
+        name = str(claims[s.principal_claim])
+        raw = claims.get(s.scopes_claim) or ()
+        scopes = tuple(raw.split() if isinstance(raw, str) else (str(x) for x in raw))
+        # A scope that names a policy selects it; otherwise the configured default applies.
+        policy = next((sc for sc in scopes if sc in self._policies), s.default_policy)
+        return Principal(name, policy, "jwt", scopes)

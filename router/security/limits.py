@@ -1,0 +1,170 @@
+"""Rate and concurrency limits per principal (token buckets), and the replica's global in-flight bound.
+
+Rates hold across router replicas through one shared bucket per principal (`SharedBuckets`, kept by an
+actor of the application). A replica does not ask it for every request: it leases a few tokens at a
+time (about 50 ms of the rate, at least what the request needs) and spends them locally, so a principal
+with a high rate costs one actor call per lease, and one without limits costs none. Tokens leave the
+shared bucket when leased, so the sum over replicas never exceeds the configured rate and burst. If
+the shared bucket cannot be reached, each replica falls back to its own share (1/N) of the limit.
+Requests in flight are capped per replica, at its share of the principal's cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from router.errors import Overloaded, RateLimited
+from router.security.settings import RateLimit
+
+log = logging.getLogger("mcp_router.limits")
+
+LEASE_S = 0.05  # a lease is about this many seconds of a principal's rate
+GrantFn = Callable[[str, float, float, float], Awaitable[tuple[float, float]]]
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    rate: float
+    capacity: float
+    clock: Callable[[], float] = time.monotonic
+    tokens: float = field(init=False)
+    updated: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = self.capacity
+        self.updated = self.clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+
+    def take(self, n: float = 1.0) -> float:
+        """0 when `n` tokens were taken; else the seconds until they would be there (nothing taken)."""
+        self._refill()
+        if self.tokens >= n:
+            self.tokens -= n
+            return 0.0
+        return (n - self.tokens) / self.rate
+
+    def take_up_to(self, want: float) -> tuple[int, float]:
+        """As many whole tokens as are there, up to `want`; with none, the seconds until one is."""
+        self._refill()
+        granted = min(int(want), math.floor(self.tokens))
+        if granted >= 1:
+            self.tokens -= granted
+            return granted, 0.0
+        return 0, (1 - self.tokens) / self.rate
+
+
+class SharedBuckets:
+    """The application-wide buckets, one per (principal, kind of limit); an actor holds one of these."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def grant(self, key: str, rate: float, capacity: float, want: float) -> tuple[int, float]:
+        bucket = self._buckets.get(key)
+        if bucket is None or (bucket.rate, bucket.capacity) != (rate, capacity):
+            bucket = self._buckets[key] = TokenBucket(rate, capacity, self.clock)
+        return bucket.take_up_to(want)
+
+
+@dataclass(slots=True)
+class _State:
+    max_in_flight: int | None
+    in_flight: int = 0
+    leases: dict[str, int] = field(default_factory=dict)
+    local: dict[str, TokenBucket] = field(default_factory=dict)  # this replica's share, when unshared
+
+
+class Limiter:
+    """Per-principal limits as this replica applies them."""
+
+    def __init__(self, replicas: int = 1, clock: Callable[[], float] = time.monotonic,
+                 grant: GrantFn | None = None) -> None:
+        self.share = 1.0 / max(1, replicas)
+        self.clock = clock
+        self._grant = grant
+        self._states: dict[str, _State] = {}
+
+    def _state(self, principal: str, limit: RateLimit) -> _State:
+        state = self._states.get(principal)
+        if state is None:
+            cap = None if limit.max_in_flight is None else max(1, round(limit.max_in_flight * self.share))
+            state = self._states[principal] = _State(cap)
+        return state
+
+    async def admit(self, principal: str, limit: RateLimit) -> None:
+        """Count one request in (raises `RateLimited`); `release` when it ends."""
+        state = self._state(principal, limit)
+        if state.max_in_flight is not None and state.in_flight >= state.max_in_flight:
+            raise RateLimited(f"{principal!r} has {state.in_flight} requests in flight, its limit here",
+                              retry_after_s=1)
+        if limit.requests_per_s is not None:
+            burst = float(limit.burst) if limit.burst is not None else max(1.0, limit.requests_per_s)
+            await self._take(principal, state, "requests", limit.requests_per_s, burst, 1,
+                             f"its rate of {limit.requests_per_s} requests/s")
+        state.in_flight += 1
+
+    def release(self, principal: str) -> None:
+        state = self._states.get(principal)
+        if state is not None and state.in_flight > 0:
+            state.in_flight -= 1
+
+    async def charge_calls(self, principal: str, limit: RateLimit, calls: int) -> None:
+        """Backend calls a request is about to make (parallel and consensus make several)."""
+        rate = limit.backend_calls_per_s
+        if rate is None or calls <= 0:
+            return
+        capacity = max(1.0, rate)
+        await self._take(principal, self._state(principal, limit), "calls", rate, capacity, min(calls, capacity),
+                         f"its {rate} backend calls/s")
+
+    async def _take(self, principal: str, state: _State, kind: str, rate: float, capacity: float, n: float,
+                    what: str) -> None:
+        lease = state.leases.get(kind, 0)
+        if lease >= n:
+            state.leases[kind] = int(lease - n)
+            return
+        if self._grant is not None:
+            try:
+                granted, wait = await asyncio.wait_for(
+                    self._grant(f"{principal}\x00{kind}", rate, capacity, max(n, rate * LEASE_S)), 1.0)
+            except Exception as exc:  # the shared buckets are unreachable: this replica's share instead
+                log.warning("shared rate limits unavailable, using this replica's share: %s", exc)
+            else:
+                total = lease + granted
+                state.leases[kind] = int(total - n) if total >= n else int(total)
+                if total >= n:
+                    return
+                raise RateLimited(f"{principal!r} is over {what}", retry_after_s=round(wait, 3))
+        bucket = state.local.get(kind)
+        if bucket is None:
+            bucket = state.local[kind] = TokenBucket(rate * self.share, max(1.0, capacity * self.share), self.clock)
+        wait = bucket.take(n)
+        if wait:
+            raise RateLimited(f"{principal!r} is over {what}", retry_after_s=round(wait, 3))
+
+
+class InFlight:
+    """The replica's bound on requests running at once: over it, 503 at once instead of a queue."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    def enter(self) -> None:
+        if self.count >= self.limit:
+            raise Overloaded(f"the router has {self.count} requests in flight on this replica, its limit",
+                             retry_after_s=1)
+        self.count += 1
+
+    def exit(self) -> None:
+        self.count = max(0, self.count - 1)

@@ -1,0 +1,142 @@
+"""Settings of authentication, policies, rate limits and the audit log (`server.auth`, `audit`), and of what
+the router accepts from backends (`security`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Mode = Literal["fallback", "parallel", "hedged", "consensus"]
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-@]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RateLimit(_Strict):
+    """Limits per principal; unset means unlimited. Each router replica enforces its share (see docs)."""
+
+    requests_per_s: float | None = Field(default=None, gt=0, description=(
+        "Requests per second (token bucket); over it: 429 with Retry-After."))
+    burst: int | None = Field(default=None, ge=1, description=(
+        "Requests allowed at once above the rate (the bucket's size); default: one second's worth."))
+    backend_calls_per_s: float | None = Field(default=None, gt=0, description=(
+        "Calls to backends per second: parallel and consensus requests count one per backend they call."))
+    max_in_flight: int | None = Field(default=None, ge=1, description="Requests of this principal running at once.")
+
+
+class Policy(_Strict):
+    """What a principal may do. Patterns are globs over `backend/capability` (`time/*`,
+    `filesystem/read_*`); a pattern without `/` names a whole backend. Deny wins over allow."""
+
+    allow: list[str] = Field(default=["*"], description="Capabilities the principal may use (globs).")
+    deny: list[str] = Field(default_factory=list, description="Capabilities it may not use, even if allowed.")
+    modes: list[Mode] = Field(default=["fallback", "parallel", "hedged", "consensus"], description=(
+        "Resilience modes it may ask for (parallel and consensus call several backends)."))
+    max_deadline_s: float | None = Field(default=None, gt=0, description="Largest `deadline_s` it may ask for.")
+    chat: bool = Field(default=True, description="May use `/v1/chat` (LLM tool loops).")
+    backend_override: bool = Field(default=True, description="May name a `backend` (and `tool`) itself.")
+    stats: bool = Field(default=True, description="May read `/v1/stats`.")
+    feedback: bool = Field(default=True, description="May give feedback that the router learns from.")
+    rate_limit: RateLimit = Field(default=RateLimit(), description="Rate and concurrency limits.")
+
+
+class ApiKey(_Strict):
+    """One API key, stored as the hex SHA-256 of the key: a leaked configuration leaks no key."""
+
+    name: str = Field(pattern=_NAME, max_length=64, description="The principal's name (audit, metrics, sessions).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description=(
+        "Hex SHA-256 of the key (`mcp-router keys create NAME` prints it)."))
+    policy: str = Field(default="default", description="The policy (a name under `server.auth.policies`).")
+
+
+class JwtSettings(_Strict):
+    """Bearer JWTs from an identity provider, verified with PyJWT against its JWKS."""
+
+    issuer: str = Field(min_length=1, description="Required `iss` claim.")
+    audience: str = Field(min_length=1, description="Required `aud` claim.")
+    jwks_file: str | None = Field(default=None, description="A JWKS JSON file (relative to the config file).")
+    jwks_url: str | None = Field(default=None, pattern=r"^https?://", description="The provider's JWKS URL.")
+    algorithms: list[Literal["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"]] = Field(
+        default=["RS256", "ES256"], min_length=1, description="Accepted signature algorithms (asymmetric only).")
+    principal_claim: str = Field(default="sub", description="The claim that names the principal.")
+    scopes_claim: str = Field(default="scope", description="The claim holding scopes (space-separated or a list).")
+    default_policy: str = Field(default="default", description=(
+        "Policy of a token none of whose scopes names a policy; a scope equal to a policy's name selects it."))
+    leeway_s: float = Field(default=30.0, ge=0, le=600, description="Clock skew tolerated on `exp` and `nbf`.")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> JwtSettings:
+        if (self.jwks_file is None) == (self.jwks_url is None):
+            raise ValueError("server.auth.jwt needs exactly one of jwks_file and jwks_url")
+        return self
+
+
+class AuthSettings(_Strict):
+    """Authentication at the HTTP and MCP edge. With no keys and no JWT, only loopback binds are allowed."""
+
+    api_keys: list[ApiKey] = Field(default_factory=list, description="API keys (`Authorization: Bearer` or "
+                                                                      "`x-api-key`).")
+    jwt: JwtSettings | None = Field(default=None, description="JWT bearer tokens from an identity provider.")
+    policies: dict[str, Policy] = Field(default_factory=lambda: {"default": Policy()}, description=(
+        "Policies by name; `default` allows everything and is added when absent."))
+    anonymous_policy: str = Field(default="default", description=(
+        "Policy of callers when authentication is off (loopback only) and of handle callers naming no principal."))
+    insecure_no_auth: bool = Field(default=False, description=(
+        "Serve without authentication on a non-loopback address (`--insecure-no-auth`); logged at every start."))
+
+    @model_validator(mode="after")
+    def _policies_exist(self) -> AuthSettings:
+        if "default" not in self.policies:
+            object.__setattr__(self, "policies", {"default": Policy(), **self.policies})
+        named = [("anonymous_policy", self.anonymous_policy)]
+        named += [(f"api_keys[{k.name}].policy", k.policy) for k in self.api_keys]
+        if self.jwt is not None:
+            named.append(("jwt.default_policy", self.jwt.default_policy))
+        for where, policy in named:
+            if policy not in self.policies:
+                raise ValueError(f"server.auth.{where}: no policy named {policy!r}; have {sorted(self.policies)}")
+        names = [k.name for k in self.api_keys]
+        if len(set(names)) != len(names):
+            raise ValueError("server.auth.api_keys: a name is used twice")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_keys) or self.jwt is not None
+
+
+class AuditSettings(_Strict):
+    """One JSON line per request: who, what route, outcome, status, latency; never secrets."""
+
+    enabled: bool = Field(default=True, description="Write audit records.")
+    path: str | None = Field(default=None, description=(
+        "A JSON-lines file (relative to the config file); unset: the router's log (`mcp_router.audit`)."))
+    include_arguments: bool = Field(default=False, description=(
+        "Record the tool arguments themselves; by default only their SHA-256 is recorded."))
+
+
+class SecuritySettings(_Strict):
+    """What the router accepts from backends it does not control: their tool names, descriptions, schemas."""
+
+    max_name_length: int = Field(default=128, ge=1, description=(
+        "Longest capability name accepted; a catalog with a longer one is rejected whole."))
+    max_description_length: int = Field(default=8192, ge=1, description=(
+        "Longest description (server or capability, title included) accepted; longer: the catalog is rejected."))
+    max_schema_bytes: int = Field(default=32768, ge=2, description=(
+        "Largest input schema (as JSON, in bytes) accepted; larger: the catalog is rejected."))
+    max_capabilities: int = Field(default=2000, ge=0, description=(
+        "Most capabilities one backend may list; more: the catalog is rejected."))
+    pin_tools: bool = Field(default=True, description=(
+        "Record a hash of each capability's name, description and schema the first time it is seen (in "
+        "`state_dir`/pins, or from `lock_file`); a definition that changes later is held out of routing "
+        "until `mcp-router approve BACKEND[/TOOL]`."))
+    lock_file: str = Field(default="mcp-router.lock.json", description=(
+        "Pins the operator commits (`mcp-router lock` writes it), relative to the config file; used when it "
+        "exists: a backend listed in it has exactly those capabilities approved."))
+    quarantine_suspicious: bool = Field(default=False, description=(
+        "Hold out of routing the capabilities whose descriptions address the model (\"ignore previous "
+        "instructions\", requests to read files or send data elsewhere, hidden text); they are always reported "
+        "on /v1/backends."))

@@ -1,0 +1,123 @@
+"""The bundled example, in-process (no Ray): its real stdio servers, the local model, the shipped
+confidence model. What a new user's first questions get: answers where a tool fits, a 422 naming the
+tool when the question lacks its arguments, and a refusal rather than a guess when nothing fits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from actors.backends import build_backend
+from router.config_file import load_settings
+from router.core import Router
+from router.embeddings import LocalMiniLM
+from router.errors import ArgumentsRequired, NoRelevantBackend, RouterError
+from router.models import BackendStatus, CallContext, CallOutcome, Capability, QueryRequest
+from router.retrieval import CatalogIndex, CatalogTexts
+from tests.conftest import EXAMPLES
+
+# One set of servers and one event loop for the whole module: starting them is the slow part.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+# The knowledge base is left out: it is an HTTP server the backend launches on a fixed port.
+STDIO = ("calculator", "time", "everything", "memory")
+
+
+class _Direct:
+    """Calls each backend directly (what the backend actors do under Ray)."""
+
+    def __init__(self, backends: dict[str, Any]) -> None:
+        self.backends = backends
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        return await self.backends[capability.backend].call(capability, arguments, timeout_s=timeout_s,
+                                                              context=context)
+
+
+class _Healthy:
+    def __init__(self, names: list[str]) -> None:
+        self._statuses = {n: BackendStatus(name=n, kind="mcp_stdio", transport="stdio", health="healthy")
+                          for n in names}
+
+    def statuses(self) -> dict[str, BackendStatus]:
+        return self._statuses
+
+    def perf(self) -> dict:
+        return {}
+
+    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+        pass
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def router() -> AsyncIterator[Router]:
+    if not (EXAMPLES / "node_modules" / "@modelcontextprotocol").is_dir():
+        pytest.skip("the example's npm servers are not installed (make setup)")
+    settings = load_settings(EXAMPLES / "router.yaml")
+    settings = settings.model_copy(update={"backends": [b for b in settings.backends if b.name in STDIO]})
+    backends = {spec.name: build_backend(spec) for spec in settings.backends}
+    try:
+        await asyncio.wait_for(asyncio.gather(*(b.connect() for b in backends.values())), 60)
+        catalogs = [await b.list_capabilities() for b in backends.values()]
+        model = LocalMiniLM()
+
+        async def embed(texts: list[str]) -> np.ndarray:
+            return model.encode(list(texts))
+
+        r = Router(settings, executor=_Direct(backends), embed=embed, stats=_Healthy(list(backends)))
+        texts = CatalogTexts.build(catalogs)
+        r.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
+                                              model.encode(list(texts.server_dense)), settings.routing))
+        yield r
+    finally:
+        for b in backends.values():
+            await b.shutdown()
+
+
+@pytest.mark.parametrize(("question", "backend", "answer"), [
+    ("add 2 and 40", "calculator", "42"),
+    ("What is 6 times 7?", "calculator", "42"),
+    ("What is 12 times (3 + 4)?", "calculator", "84"),
+    ("Convert 5 km to miles", "calculator", "3.10686"),
+    ("Echo back the message hello router", "everything", "hello router"),
+])
+async def test_a_question_a_tool_fits_is_answered_by_it(router: Router, question: str, backend: str,
+                                                        answer: str) -> None:
+    resp = await router.query(QueryRequest(question=question))
+    assert resp.backend == backend and answer in resp.answer
+    assert resp.routing is not None and resp.routing.confidence is not None
+    assert resp.routing.confidence >= router.settings.routing.min_confidence
+
+
+async def test_a_memory_question_goes_to_the_memory_server(router: Router) -> None:
+    resp = await router.query(QueryRequest(question="Remember that my favourite colour is blue"))
+    assert resp.backend == "memory"
+
+
+async def test_a_time_question_without_a_time_zone_is_a_422_naming_the_tool(router: Router) -> None:
+    with pytest.raises(ArgumentsRequired) as info:
+        await router.query(QueryRequest(question="What time is it?"))
+    assert (info.value.details["backend"], info.value.details["tool"]) == ("time", "get_current_time")
+    assert "timezone" in info.value.details["input_schema"]["properties"]
+
+
+async def test_a_question_nothing_fits_is_declined(router: Router) -> None:
+    with pytest.raises(NoRelevantBackend) as info:
+        await router.query(QueryRequest(question="Bake a sourdough bread recipe"))
+    assert info.value.details["candidates"]
+
+
+async def test_a_currency_conversion_is_never_answered_with_a_calculation(router: Router) -> None:
+    # The unit converter is tried (it converts quantities) and says it has no such conversion; the
+    # arithmetic tool, a weak match, is never called to answer "100 = 100".
+    try:
+        resp = await router.query(QueryRequest(question="Convert 100 USD to EUR"))
+    except RouterError:
+        return
+    assert resp.capability != "calculate"

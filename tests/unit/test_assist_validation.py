@@ -1,0 +1,58 @@
+"""The LLM steps around planning: what a model fills is validated, and a backend with nothing to call is
+never handed to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.errors import ArgumentsInvalid, BackendNotCallable
+from router.models import Capability, QueryRequest
+from router.stages import assist
+from router.stages.plan import plan
+from tests.unit.test_descriptions_only import AGENTS, described, router_for
+
+VOLUME = Capability(backend="speaker", name="set_volume", description="Set the speaker volume level.",
+                    input_schema={"type": "object", "required": ["level"],
+                                  "properties": {"level": {"type": "integer", "minimum": 0, "maximum": 100}}})
+
+
+class FillingModel:
+    """Stands in for the LLM client: fills arguments with what the test says."""
+
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = args
+        self.asked: list[str] = []
+
+    async def fill_arguments(self, question: str, capability: Capability) -> dict[str, Any]:
+        self.asked.append(capability.name)
+        return self.args
+
+
+async def planned(question: str) -> tuple[Any, Any, QueryRequest]:
+    from tests.unit.helpers import catalog
+
+    router, _ = router_for([catalog("speaker", "Speaker control: volume and playback.", VOLUME)])
+    request = QueryRequest(question=question)
+    decision = await router.decide(question)
+    return router, decision, request
+
+
+async def test_arguments_a_model_fills_that_break_the_schema_are_refused_naming_the_field() -> None:
+    router, d, request = await planned("turn the speaker volume up a lot")
+    p = plan(d, request, {}, router.settings)
+    assert assist.needs_arguments(p, request)
+    model = FillingModel({"level": 400})
+    filled = await assist.fill_arguments(model, p, d, request, {})  # type: ignore[arg-type]
+    assert model.asked == ["set_volume"]
+    assert isinstance(filled.refusal, ArgumentsInvalid) and filled.refusal.details["field"] == "level"
+    assert filled.calls == ()
+    fits = await assist.fill_arguments(FillingModel({"level": 80}), p, d, request, {})  # type: ignore[arg-type]
+    assert fits.refusal is None and fits.calls[0].arguments == {"level": 80}
+
+
+async def test_a_backend_with_nothing_to_call_is_not_handed_to_the_model_for_arguments() -> None:
+    router, _ = router_for([described("weather-agent", AGENTS["weather-agent"])])
+    request = QueryRequest(question="will it rain in Paris tomorrow")
+    p = plan(await router.decide(request.question), request, {}, router.settings)
+    assert isinstance(p.refusal, BackendNotCallable)
+    assert not assist.needs_arguments(p, request)

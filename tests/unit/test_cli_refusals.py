@@ -1,0 +1,51 @@
+"""`mcp-router demo` prints a refusal readably: a 404's closest candidates with their confidence, a
+422's tool and the arguments it takes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+import cli.main
+from router.errors import RouterError
+from router.models import QueryRequest
+from tests.unit.router_world import UNRELATED, world
+
+
+async def refusal(question: str, **settings: Any) -> dict[str, Any]:
+    """The error body the router gives for a question (as the ingress sends it)."""
+    w = world(settings=settings or None)
+    with pytest.raises(RouterError) as info:
+        await w.router.query(QueryRequest(question=question))
+    return {"status": info.value.status_code, "body": info.value.payload()}
+
+
+async def test_the_demo_prints_the_closest_candidates_and_the_arguments_a_tool_needs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = {
+        UNRELATED: await refusal(UNRELATED),
+        "What time is it?": await refusal("What time is it?"),  # no time zone in the question
+    }
+    assert answers[UNRELATED]["status"] == 404 and answers["What time is it?"]["status"] == 422
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        got = answers[json.loads(request.content)["question"]]
+        return httpx.Response(got["status"], json=got["body"])
+
+    real_client = httpx.Client
+    monkeypatch.setattr(cli.main.httpx, "Client",
+                        lambda **kw: real_client(transport=httpx.MockTransport(handler), **kw))
+    cli.main._demo("http://router.test", [UNRELATED, "What time is it?"], 0.0)
+    out = capsys.readouterr().out
+    assert "error 404 no_relevant_backend" in out and "routing.min_confidence" in out
+    assert "closest:" in out and "confidence=" in out
+    assert "error 422 arguments_required" in out
+    assert "time/get_current_time takes:" in out
+    assert "timezone (string, required): IANA timezone name" in out
+
+
+def test_a_refusal_without_details_prints_nothing_more() -> None:
+    assert cli.main.refusal_lines({}) == []

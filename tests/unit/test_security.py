@@ -1,0 +1,342 @@
+"""Identity, policies, limits, audit and the principal's view of the catalog, without Ray."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+from router.config_file import load_settings
+from router.errors import ConfigError, Forbidden, Overloaded, RateLimited, Unauthenticated, UnknownBackend
+from router.models import QueryRequest, RouteRequest
+from router.security.audit import AuditLog
+from router.security.identity import Authenticator, Principal, check_bind, key_hash, new_api_key
+from router.security.limits import InFlight, Limiter, SharedBuckets, TokenBucket
+from router.security.policy import Access
+from router.security.settings import AuditSettings, AuthSettings, Policy, RateLimit
+from tests.unit.router_world import ONLY_TIME, world
+
+KEY = new_api_key()
+
+
+def auth(**extra: Any) -> AuthSettings:
+    return AuthSettings.model_validate({"api_keys": [{"name": "alice", "sha256": key_hash(KEY), "policy": "ro"}],
+                                        "policies": {"ro": {"deny": ["calc"]}}, **extra})
+
+
+# -- API keys ------------------------------------------------------------------------------------
+
+
+def test_new_keys_are_long_random_and_stored_only_as_their_hash() -> None:
+    a, b = new_api_key(), new_api_key()
+    assert a != b and len(a) >= 40 and a.startswith("mcpr_")
+    settings = auth()
+    assert KEY not in settings.model_dump_json()
+    assert settings.api_keys[0].sha256 == key_hash(KEY) and len(key_hash(KEY)) == 64
+
+
+@pytest.mark.parametrize("headers", [{"authorization": f"Bearer {KEY}"}, {"x-api-key": KEY},
+                                     {"authorization": f"bearer   {KEY} "}])
+def test_a_configured_key_names_its_principal_and_policy(headers: dict[str, str]) -> None:
+    principal = Authenticator(auth()).authenticate(headers)
+    assert (principal.name, principal.policy, principal.source) == ("alice", "ro", "api_key")
+
+
+@pytest.mark.parametrize(("headers", "reason"), [
+    ({}, "missing"),
+    ({"authorization": "Bearer " + KEY + "x"}, "invalid"),
+    ({"authorization": f"Basic {KEY}"}, "invalid"),
+    ({"x-api-key": "guess"}, "invalid"),
+])
+def test_a_missing_or_wrong_credential_is_a_401_with_the_bearer_challenge(headers: dict[str, str],
+                                                                          reason: str) -> None:
+    with pytest.raises(Unauthenticated) as err:
+        Authenticator(auth()).authenticate(headers)
+    assert err.value.status_code == 401
+    assert err.value.headers()["WWW-Authenticate"].startswith("Bearer")
+    assert ('error="invalid_token"' in err.value.headers()["WWW-Authenticate"]) == (reason == "invalid")
+    assert KEY not in err.value.message
+
+
+def test_without_keys_everyone_is_anonymous_and_only_loopback_may_serve() -> None:
+    open_auth = AuthSettings()
+    assert Authenticator(open_auth).authenticate({}).name == "anonymous"
+    check_bind(open_auth, ["127.0.0.1", "::1", "localhost"])
+    with pytest.raises(ConfigError, match=r"server\.auth.*--insecure-no-auth"):
+        check_bind(open_auth, ["127.0.0.1", "0.0.0.0"])
+    check_bind(AuthSettings(insecure_no_auth=True), ["0.0.0.0"])  # the explicit opt-out
+    check_bind(auth(), ["0.0.0.0"])
+
+
+def test_policies_named_by_keys_must_exist() -> None:
+    with pytest.raises(ValueError, match="no policy named 'admin'"):
+        AuthSettings.model_validate({"api_keys": [{"name": "a", "sha256": "0" * 64, "policy": "admin"}]})
+
+
+# -- JWT -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signing_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture
+def jwt_auth(tmp_path: Path, signing_key: rsa.RSAPrivateKey) -> Authenticator:
+    jwk = json.loads(RSAAlgorithm.to_jwk(signing_key.public_key()))
+    jwk.update(kid="k1", use="sig", alg="RS256")
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [jwk]}))
+    return Authenticator(AuthSettings.model_validate({
+        "jwt": {"issuer": "https://idp.example", "audience": "mcp-router", "jwks_file": str(tmp_path / "jwks.json")},
+        "policies": {"reader": {"allow": ["time/*"]}}}))
+
+
+def token(key: Any, **claims: Any) -> str:
+    body = {"iss": "https://idp.example", "aud": "mcp-router", "sub": "svc-a", "exp": int(time.time()) + 60,
+            "scope": "openid reader"}
+    body.update(claims)
+    return jwt.encode({k: v for k, v in body.items() if v is not None}, key, algorithm="RS256",
+                      headers={"kid": "k1"})
+
+
+def test_a_valid_token_maps_its_subject_and_scopes_to_a_principal(jwt_auth: Authenticator,
+                                                                   signing_key: rsa.RSAPrivateKey) -> None:
+    p = jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key)}"})
+    assert (p.name, p.policy, p.source, p.scopes) == ("svc-a", "reader", "jwt", ("openid", "reader"))
+    other = jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, scope=['openid'])}"})
+    assert other.policy == "default"
+
+
+@pytest.mark.parametrize(("claims", "needle"), [
+    ({"exp": int(time.time()) - 3600}, "expired"),
+    ({"aud": "someone-else"}, "(?i)audience"),
+    ({"iss": "https://evil.example"}, "(?i)issuer"),
+    ({"sub": None}, "sub"),
+])
+def test_tokens_with_wrong_claims_are_refused(jwt_auth: Authenticator, signing_key: rsa.RSAPrivateKey,
+                                              claims: dict[str, Any], needle: str) -> None:
+    with pytest.raises(Unauthenticated, match=needle):
+        jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, **claims)}"})
+
+
+def test_a_token_signed_by_another_key_or_unsigned_is_refused(jwt_auth: Authenticator) -> None:
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(Unauthenticated, match=r"(?i)signature"):
+        jwt_auth.authenticate({"authorization": f"Bearer {token(other)}"})
+    body = {"iss": "https://idp.example", "aud": "mcp-router", "sub": "x", "exp": int(time.time()) + 60}
+    unsigned = jwt.encode(body, None, algorithm="none", headers={"kid": "k1"})
+    with pytest.raises(Unauthenticated):
+        jwt_auth.authenticate({"authorization": f"Bearer {unsigned}"})
+    forged_hs = jwt.encode(body, "a-shared-secret-of-32-bytes-long!", algorithm="HS256", headers={"kid": "k1"})
+    with pytest.raises(Unauthenticated):
+        jwt_auth.authenticate({"authorization": f"Bearer {forged_hs}"})
+
+
+# -- policies ------------------------------------------------------------------------------------
+
+
+def access(policy: dict[str, Any]) -> Access:
+    return Access(Principal("p", "pol", "api_key"), Policy.model_validate(policy))
+
+
+def test_globs_allow_and_deny_capabilities_and_deny_wins() -> None:
+    a = access({"allow": ["time/*", "filesystem/read_*", "calc"], "deny": ["calc/divide"]})
+    assert a.allows("time", "get_current_time") and a.allows("filesystem", "read_file")
+    assert not a.allows("filesystem", "write_file") and not a.allows("echo", "echo")
+    assert a.allows("calc", "add") and not a.allows("calc", "divide")
+    assert a.sees_backend("filesystem") and not a.sees_backend("echo")
+    assert not access({"deny": ["echo"]}).sees_backend("echo")
+    assert access({}).unrestricted and not a.unrestricted
+
+
+def test_requests_beyond_the_policy_are_403_naming_it() -> None:
+    a = access({"modes": ["fallback"], "max_deadline_s": 5, "backend_override": False, "chat": False})
+    a.check_request(mode="fallback", deadline_s=5)
+    for kwargs, needle in (({"mode": "parallel"}, "mode 'parallel'"), ({"deadline_s": 6}, "deadline_s"),
+                           ({"backend": "time"}, "naming a backend")):
+        with pytest.raises(Forbidden, match=needle) as err:
+            a.check_request(**kwargs)
+        assert "policy 'pol'" in err.value.message and err.value.status_code == 403
+    with pytest.raises(Forbidden, match="/v1/chat"):
+        a.check("chat", "/v1/chat")
+
+
+async def test_routing_happens_inside_the_allowed_set() -> None:
+    w = world()
+    everything = await w.router.route(RouteRequest(question=ONLY_TIME))
+    assert everything.candidates[0].backend == "time"
+    no_time = access({"deny": ["time/*"]})
+    limited = await w.router.route(RouteRequest(question=ONLY_TIME, k=10), no_time)
+    assert limited.candidates and all(c.backend != "time" for c in limited.candidates)
+    assert "time" not in w.router.visible_backends(no_time)
+    with pytest.raises(UnknownBackend) as err:
+        await w.router.route(RouteRequest(question=ONLY_TIME, backend="time"), no_time)
+    assert "time" not in err.value.message.replace("'time'", "")  # the list of known backends leaves it out
+    only_add = access({"allow": ["calc/add"]})
+    index, catalogs = w.router.view(only_add)
+    assert index is not None and [c.name for c in index.texts.capabilities] == ["add"]
+    assert list(catalogs) == ["calc"] and w.router.view(only_add)[0] is index  # built once per policy
+    response = await w.router.query(QueryRequest(question="add 3 and 4"), only_add)
+    assert response.capability == "add"
+    assert all(c.capability == "add" for c in response.routing.candidates)  # type: ignore[union-attr]
+
+
+async def test_cached_answers_never_cross_principals() -> None:
+    w = world()
+    alice, bob = (Access(Principal(n, "default", "api_key"), Policy()) for n in ("alice", "bob"))
+    first = await w.router.query(QueryRequest(question=ONLY_TIME), alice)
+    w.stats.health["time"] = "down"
+    again = await w.router.query(QueryRequest(question=ONLY_TIME), alice)
+    assert again.routing is not None and again.routing.cached and again.answer == first.answer
+    calls = len(w.executor.called)
+    other = await w.router.query(QueryRequest(question=ONLY_TIME), bob)
+    assert other.routing is not None and not other.routing.cached  # bob's request goes to a backend
+    assert len(w.executor.called) > calls
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_token_bucket_allows_its_burst_then_its_rate() -> None:
+    clock = Clock()
+    bucket = TokenBucket(rate=2.0, capacity=4, clock=clock)
+    assert [bucket.take() for _ in range(4)] == [0.0] * 4
+    assert bucket.take() == pytest.approx(0.5)
+    clock.now += 0.5
+    assert bucket.take() == 0.0 and bucket.take() > 0
+
+
+async def test_a_principal_over_its_rate_gets_429_with_retry_after_and_others_are_unaffected() -> None:
+    clock = Clock()
+    limiter = Limiter(replicas=1, clock=clock)
+    limit = RateLimit(requests_per_s=5, burst=5)
+    for _ in range(5):
+        await limiter.admit("a", limit)
+        limiter.release("a")
+    with pytest.raises(RateLimited) as err:
+        await limiter.admit("a", limit)
+    assert err.value.status_code == 429 and int(err.value.headers()["Retry-After"]) >= 1
+    await limiter.admit("b", limit)  # another principal has its own bucket
+
+
+async def drive(replicas: list[Limiter], clock: Clock, limit: RateLimit, seconds: float, step: float,
+                skew: int = 1) -> int:
+    """Requests of one principal, `skew` times as many to the first replica as to the others."""
+    admitted = 0
+    for _ in range(round(seconds / step)):
+        clock.now += step
+        for i, limiter in enumerate(replicas):
+            for _ in range(skew if i == 0 else 1):
+                try:
+                    await limiter.admit("a", limit)
+                    limiter.release("a")
+                    admitted += 1
+                except RateLimited:
+                    pass
+    return admitted
+
+
+async def test_shared_buckets_hold_the_limit_across_replicas_however_traffic_is_spread() -> None:
+    clock = Clock()
+    shared = SharedBuckets(clock)
+
+    async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        return shared.grant(key, rate, capacity, want)
+
+    limit = RateLimit(requests_per_s=10, burst=10)
+    replicas = [Limiter(replicas=2, clock=clock, grant=grant) for _ in range(2)]
+    admitted = await drive(replicas, clock, limit, seconds=10, step=0.01, skew=5)
+    assert abs(admitted - (10 * 10 + 10)) <= 0.05 * 110
+    # Everything through one replica: it still gets the whole rate, not its half.
+    alone = [Limiter(replicas=2, clock=clock, grant=grant)]
+    clock.now += 5
+    assert abs(await drive(alone, clock, RateLimit(requests_per_s=10, burst=10), 10, 0.01) - 110) <= 6
+
+
+async def test_without_the_shared_buckets_each_replica_keeps_its_share() -> None:
+    clock = Clock()
+
+    async def unreachable(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        raise ConnectionError("actor gone")
+
+    replicas = [Limiter(replicas=2, clock=clock, grant=unreachable) for _ in range(2)]
+    admitted = await drive(replicas, clock, RateLimit(requests_per_s=10, burst=10), seconds=10, step=0.05)
+    assert abs(admitted - (10 * 10 + 10)) <= 0.1 * 110
+
+
+async def test_in_flight_caps_per_principal_and_per_replica() -> None:
+    limiter = Limiter()
+    limit = RateLimit(max_in_flight=2)
+    await limiter.admit("a", limit)
+    await limiter.admit("a", limit)
+    with pytest.raises(RateLimited, match="in flight"):
+        await limiter.admit("a", limit)
+    limiter.release("a")
+    await limiter.admit("a", limit)
+    bound = InFlight(1)
+    bound.enter()
+    with pytest.raises(Overloaded) as err:
+        bound.enter()
+    assert err.value.status_code == 503 and err.value.headers()["Retry-After"] == "1"
+
+
+async def test_backend_calls_are_charged_per_call() -> None:
+    clock = Clock()
+    limiter = Limiter(clock=clock)
+    limit = RateLimit(backend_calls_per_s=3)
+    await limiter.charge_calls("a", limit, 3)
+    with pytest.raises(RateLimited, match="backend calls"):
+        await limiter.charge_calls("a", limit, 1)
+
+
+# -- audit ---------------------------------------------------------------------------------------
+
+
+def test_audit_records_are_json_lines_with_an_arguments_hash_only(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(AuditSettings(path=str(path)))
+    log.record(principal="alice", method="POST", path="/v1/query", status=200, latency_ms=3.2, request_id="r1",
+               route={"backend": "time", "tool": "get_current_time", "mode": "fallback",
+                      "arguments": {"timezone": "Asia/Tokyo"}})
+    entry = json.loads(path.read_text().splitlines()[0])
+    assert entry["principal"] == "alice" and entry["backend"] == "time" and entry["status"] == 200
+    assert "Asia/Tokyo" not in path.read_text() and len(entry["arguments_sha256"]) == 64
+    AuditLog(AuditSettings(path=str(path), include_arguments=True)).record(
+        principal="a", method="POST", path="/v1/query", status=403, latency_ms=1, request_id="r2",
+        route={"arguments": {"timezone": "Asia/Tokyo"}})
+    second = json.loads(path.read_text().splitlines()[1])
+    assert second["arguments"] == {"timezone": "Asia/Tokyo"} and second["outcome"] == "refused"
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def test_the_secure_example_extends_the_bundled_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_ROUTER_DEMO_KEY_SHA256", key_hash(KEY))
+    root = Path(__file__).resolve().parents[2] / "examples"
+    secure, plain = load_settings(root / "secure.yaml"), load_settings(root / "router.yaml")
+    assert [b.name for b in secure.backends] == [b.name for b in plain.backends]
+    assert secure.state_dir == plain.state_dir
+    assert Authenticator(secure.server.auth).authenticate({"x-api-key": KEY}).name == "demo"
+    check_bind(secure.server.auth, ["0.0.0.0"])
+
+
+def test_extends_refuses_a_cycle(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_settings(tmp_path / "a.yaml")
