@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from router.config import RouterSettings
-from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio
+from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
 from tests.fakes import serve_app
 from tests.fakes.openai_server import FakeOpenAI, Reply, json_reply
 
@@ -26,14 +26,16 @@ def llm() -> Iterator[tuple[FakeOpenAI, str]]:
 
 
 @pytest.fixture(scope="module")
-def app(ray_local: dict[str, Any], llm: tuple[FakeOpenAI, str]) -> Iterator[str]:
+def app(ray_local: dict[str, Any], llm: tuple[FakeOpenAI, str],
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = RouterSettings.model_validate({
         "backends": [stdio("calculator", EXAMPLES / "servers" / "calculator.py"),
                      {"name": "time", "kind": "mcp_stdio", "command": "mcp-server-time"},
                      stdio("dyn", TEST_SERVERS / "dynamic.py")],
         "llm": {"base_url": f"{llm[1]}/v1", "model": "test-model", "api_key": "sk-test", "max_retries": 0},
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
-        "state_dir": str(EXAMPLES / ".state"),
+        # Its own state: the chat's tool calls become examples, which must not steer other suites.
+        "state_dir": str(tmp_path_factory.mktemp("llm-state")),
     })
     with running_app(settings, ray_local["url"]) as url:
         yield url
@@ -54,6 +56,10 @@ def test_chat_runs_the_tool_loop_through_the_backend_actors(app: str, llm: tuple
     assert tool_message["role"] == "tool" and "Asia/Tokyo" in tool_message["content"]
     offered = {t["function"]["name"] for t in fake.chat_requests[-2]["tools"]}
     assert "calculator__calculate" in offered and body["selection"]["path"] == "below_threshold"
+    # The tool the model called successfully is now a labelled example of the question.
+    learned = wait_for(lambda: httpx.get(f"{app}/v1/backends/time", timeout=30).json()["examples"], timeout=30)
+    assert [(e["name"], e["label"], e["source"], e["question"]) for e in learned] == [
+        ("get_current_time", 1, "chat", "What time is it in Tokyo?")]
 
 
 def test_the_llm_fills_arguments_the_question_does_not_spell_out(app: str, llm: tuple[FakeOpenAI, str]) -> None:
