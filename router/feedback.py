@@ -27,10 +27,10 @@ from typing import Any, Literal
 import numpy as np
 
 from router.config import LearningSettings, RouterSettings
+from router.security.identity import is_loopback
 
 Source = Literal["feedback", "chat", "routed"]
 FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
-_LOOPBACK = ("127.", "localhost", "::1")
 
 
 def may_give_feedback(principal: str | None, settings: RouterSettings) -> bool:
@@ -39,7 +39,7 @@ def may_give_feedback(principal: str | None, settings: RouterSettings) -> bool:
     del principal  # every caller is treated alike until principals exist
     accept = settings.learning.accept_feedback
     if accept is None:
-        return settings.server.host.startswith(_LOOPBACK)
+        return is_loopback(settings.server.host)
     return accept
 
 
