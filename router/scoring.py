@@ -73,10 +73,14 @@ def score_candidates(
     backend_intents: Mapping[str, tuple[str, ...]] | None = None,
     confidence: ConfidenceModel | None = None,
     server_sizes: Mapping[str, int] | None = None,
+    dense: bool = True,
 ) -> list[Candidate]:
     """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
     confidence clears `settings.min_confidence`. `confidence`: the model (default: the shipped one);
-    `server_sizes`: capabilities per backend in the whole catalog (its features are scaled by them)."""
+    `server_sizes`: capabilities per backend in the whole catalog (its features are scaled by them).
+    `dense`: whether the ranking had embeddings. The model was fitted with them; without (the embedding
+    model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
+    the question, and its confidence is still reported."""
     if not ranked:
         return []
     w = settings.weights
@@ -99,10 +103,19 @@ def score_candidates(
         ))
         # The features use raw values: rounding would move a candidate's confidence.
         raws.append(_Raw(h.dense, h.bm25, match, bonus))
-    features = candidate_features(raws, [r.capability.backend for r in ranked], server_sizes)
-    probs = (confidence or ConfidenceModel.shipped()).predict(features)
+    # The same capability offered by several backends (replicas of one server) is one capability to
+    # the confidence model: its copies do not compete with each other, and each copy gets the
+    # confidence of the best-ranked one, so falling back to a replica stays possible.
+    first: dict[tuple[str, str, str], int] = {}
+    group = [first.setdefault((r.capability.kind, r.capability.name, r.capability.description), len(first))
+             for r in ranked]
+    rep_rows = [group.index(g) for g in range(len(first))]  # each group's best-ranked copy
+    features = candidate_features([raws[i] for i in rep_rows], [ranked[i].capability.backend for i in rep_rows],
+                                  server_sizes)
+    rep_probs = (confidence or ConfidenceModel.shipped()).predict(features)
+    probs = [rep_probs[g] for g in group]
     out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)),
-                     float(p) >= settings.min_confidence)
+                     float(p) >= settings.min_confidence if dense else r.hit.bm25 > 0)
            for r, kw, p in zip(ranked, parts, probs, strict=True)]
     out.sort(key=lambda c: -c.scores.composite)
     return out

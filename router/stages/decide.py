@@ -64,7 +64,8 @@ class Decider:
 
             def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
-                                        self._backend_intents, self.confidence, sizes)
+                                        self._backend_intents, self.confidence, sizes,
+                                        dense=index is not None and index.tools.dense)
 
             candidates = scored(self._retrieve(analysis, index, catalogs, want * 2, backend, tool))[:want]
             kind: DecisionKind = "override" if backend else "route"
