@@ -9,8 +9,9 @@
   history when this intent has none.
 
 Each candidate also gets a confidence (router/confidence.py): the probability that it is the right
-capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence` are
-relevant, i.e. worth calling; health and performance only order them.
+capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence`, whose
+retrieval score is also at least `min_relative_match` of the best one's, are relevant, i.e. worth
+calling; health and performance only order them.
 """
 
 from __future__ import annotations
@@ -114,8 +115,13 @@ def score_candidates(
                                   server_sizes)
     rep_probs = (confidence or ConfidenceModel.shipped()).predict(features)
     probs = [rep_probs[g] for g in group]
-    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)),
-                     float(p) >= settings.min_confidence if dense else r.hit.bm25 > 0)
+    best = max(r.score for r in ranked)
+
+    def relevant(r: Ranked, p: float) -> bool:
+        likely = p >= settings.min_confidence if dense else r.hit.bm25 > 0
+        return likely and (best <= 0 or r.score >= settings.min_relative_match * best)
+
+    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)), relevant(r, float(p)))
            for r, kw, p in zip(ranked, parts, probs, strict=True)]
     out.sort(key=lambda c: -c.scores.composite)
     return out
