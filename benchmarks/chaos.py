@@ -48,7 +48,9 @@ def settings(port: int, replicas: int, marker: str) -> RouterSettings:
     backends = [{"name": n, "kind": "mcp_stdio", "command": sys.executable, "health_interval_s": 1,
                  "args": [SERVER, "--name", n, "--latency-ms", "5", "--answer", "Lima", "--seed", marker]}
                 for n in ("a", "b", "c")]
+    # Recovery, not relevance, is measured: every candidate counts (see benchmarks/resilience.py).
     return RouterSettings.model_validate({"backends": backends, "state_dir": str(ROOT / ".state"),
+                                          "routing": {"min_confidence": 0.0},
                                           "server": {"port": port, "replicas": replicas}})
 
 

@@ -160,6 +160,9 @@ class RoutingSettings(_Strict):
         "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.07 is the highest "
         "threshold that still answered 90 % of in-scope questions on the fitting half of "
         "benchmarks/abstention.py; higher declines more (docs/routing.md has the curve)."))
+    min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(
+        "Retrieval score a candidate also needs, relative to the best one, to be tried: a confidence model "
+        "fitted on large catalogs tells a backend's weak tools too little from its strong one."))
     ambiguity_margin: float = Field(default=0.0, ge=0, le=1, description=(
         "Two different tools whose composite scores are this close are ambiguous: 409 (0: exact ties only)."))
     callable_margin: float = Field(default=0.15, ge=0, le=1, description=(

@@ -10,8 +10,10 @@
   history when this intent has none.
 
 Each candidate also gets a confidence (router/confidence.py): the probability that it is the right
-capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence` are
-relevant, i.e. worth calling; health and performance only order them.
+capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence`, whose
+retrieval score is also at least `min_relative_match` of the best one's, are relevant, i.e. worth
+calling, and so are those whose labelled examples vouch for them on the question; health and
+performance only order them.
 """
 
 from __future__ import annotations
@@ -76,13 +78,17 @@ def score_candidates(
     backend_intents: Mapping[str, tuple[str, ...]] | None = None,
     confidence: ConfidenceModel | None = None,
     server_sizes: Mapping[str, int] | None = None,
+    dense: bool = True,
     evidence: Mapping[str, Evidence] | None = None,
 ) -> list[Candidate]:
     """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
     confidence clears `settings.min_confidence`, or whose labelled examples vouch for them on this
     question. `confidence`: the model (default: the shipped one); `server_sizes`: capabilities per
-    backend in the whole catalog (its features are scaled by them); `evidence`: what each capability's
-    labelled examples say about the question, by capability key."""
+    backend in the whole catalog (its features are scaled by them).
+    `dense`: whether the ranking had embeddings. The model was fitted with them; without (the embedding
+    model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
+    the question, and its confidence is still reported. `evidence`: what each capability's labelled
+    examples say about the question, by capability key."""
     if not ranked:
         return []
     w = settings.weights
@@ -111,10 +117,26 @@ def score_candidates(
         # retrieval evidence the model was fitted on, so without what examples added.
         raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
         vouched.append(learned > 0)
-    features = candidate_features(raws, [r.capability.backend for r in ranked], server_sizes)
-    probs = (confidence or ConfidenceModel.shipped()).predict(features)
-    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)),
-                     float(p) >= settings.min_confidence or v)
+    # The same capability offered by several backends (replicas of one server) is one capability to
+    # the confidence model: its copies do not compete with each other, and each copy gets the
+    # confidence of the best-ranked one, so falling back to a replica stays possible.
+    first: dict[tuple[str, str, str], int] = {}
+    group = [first.setdefault((r.capability.kind, r.capability.name, r.capability.description), len(first))
+             for r in ranked]
+    rep_rows = [group.index(g) for g in range(len(first))]  # each group's best-ranked copy
+    features = candidate_features([raws[i] for i in rep_rows], [ranked[i].capability.backend for i in rep_rows],
+                                  server_sizes)
+    rep_probs = (confidence or ConfidenceModel.shipped()).predict(features)
+    probs = [rep_probs[g] for g in group]
+    best = max(r.score for r in ranked)
+
+    def relevant(r: Ranked, p: float, vouched_for: bool) -> bool:
+        if vouched_for:  # examples that vouch for it on questions like this one make it worth calling
+            return True
+        likely = p >= settings.min_confidence if dense else r.hit.bm25 > 0
+        return likely and (best <= 0 or r.score >= settings.min_relative_match * best)
+
+    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)), relevant(r, float(p), v))
            for r, kw, p, v in zip(ranked, parts, probs, vouched, strict=True)]
     out.sort(key=lambda c: -c.scores.composite)
     return out

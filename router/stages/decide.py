@@ -68,7 +68,8 @@ class Decider:
 
             def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
-                                        self._backend_intents, self.confidence, sizes, evidence)
+                                        self._backend_intents, self.confidence, sizes,
+                                        dense=index is not None and index.tools.dense, evidence=evidence)
 
             ranked = self._retrieve(analysis, index, catalogs, want * 2, backend, tool)
             if evidence and tool is None:

@@ -25,6 +25,9 @@ def app(ray_local: dict[str, Any]) -> Iterator[str]:
     settings = RouterSettings.model_validate({
         "backends": [stdio(n, FAULTY, "--name", n, "--answer", answer, "--seed", "1", timeout_s=2.0)
                      for n, answer in (("a", "Paris"), ("b", "Paris"), ("c", "Lyon"))],
+        # Resilience, not relevance, is under test: the general-knowledge question's weak embedding match
+        # (cosine 0.12) sits below the default confidence threshold, so every candidate counts here.
+        "routing": {"min_confidence": 0.0},
         "resilience": {"ejection": {"consecutive_failures": 3, "base_ejection_s": 1.5, "min_requests": 50},
                        "hedge_default_delay_ms": 300},
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},

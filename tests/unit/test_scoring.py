@@ -22,12 +22,13 @@ def ranked(
     backend: str,
     score: float,
     *,
-    name: str = "t",
+    name: str | None = None,
     dense: float = 0.5,
     bm25: float = 1.0,
     intents: tuple[str, ...] = (),
 ) -> Ranked:
-    cap = Capability(backend=backend, name=name, intents=intents)
+    # Each backend's tool is a different one unless a test names them alike (then they are copies).
+    cap = Capability(backend=backend, name=name or f"t_{backend}", intents=intents)
     return Ranked(cap, Hit(0, dense, bm25, dense, 1.0 if bm25 else 0.0, score), score)
 
 
@@ -222,3 +223,17 @@ def test_perf_score_uses_only_the_last_ten_calls() -> None:
         p95_latency_ms_10=0.0,
     )
     assert perf_score(recovered) == 1.0
+
+
+def test_copies_of_one_tool_on_several_backends_share_the_best_copys_confidence() -> None:
+    items = [ranked("a", 0.9, name="answer", dense=0.6, bm25=2.0), ranked("b", 0.85, name="answer", dense=0.58),
+             ranked("c", 0.3, name="other", dense=0.2, bm25=0.0)]
+    out = {c.capability.backend: c for c in score_candidates(items, "general", {}, {}, RoutingSettings())}
+    assert out["a"].scores.confidence == out["b"].scores.confidence > out["c"].scores.confidence
+
+
+def test_without_embeddings_relevance_is_a_shared_keyword() -> None:
+    items = [ranked("a", 0.9, dense=0.0, bm25=2.0), ranked("b", 0.1, dense=0.0, bm25=0.0)]
+    out = {c.capability.backend: c for c in score_candidates(items, "general", {}, {},
+                                                             RoutingSettings(min_confidence=0.99), dense=False)}
+    assert out["a"].relevant and not out["b"].relevant
