@@ -265,13 +265,15 @@ class RouterIngress:
         scoped = request.model_copy(update={"principal": None,
                                             "session_id": self.scoped_session(access, request.session_id)})
         response = await self.chat_service.chat(scoped, index)
-        await self._learn_from_chat(request, response, _feedback_principal(access))
+        if access.policy.feedback:
+            await self._learn_from_chat(request, response, _feedback_principal(access))
         return response.model_copy(update={"session_id": request.session_id})
 
     # -- learning from use ----------------------------------------------------------------------
 
     async def feedback(self, request: FeedbackRequest) -> FeedbackResponse:
-        access = self.access(None)
+        access = self.access(request.principal)
+        access.check("feedback", "giving feedback")
         principal = _feedback_principal(access)
         check_allowed(principal, self.settings)
         decision = await self.learning.decision(request.request_id)
@@ -281,13 +283,21 @@ class RouterIngress:
         return FeedbackResponse(request_id=request.request_id, stored=[e.info() for e in stored])
 
     async def backend(self, name: str, principal: str | None = None) -> BackendDetail:
+        access = self.access(principal)
         info = next((b for b in await self.backends(principal) if b.name == name), None)
         if info is None:
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
-        return BackendDetail(**info.model_dump(), examples=await self.learning.examples(name))
+        # Examples hold other callers' questions: shown to operators (the `stats` right), and only for
+        # capabilities the caller may use.
+        examples = [e for e in await self.learning.examples(name) if access.allows(name, e["name"])] \
+            if access.policy.stats else []
+        return BackendDetail(**info.model_dump(), examples=examples)
 
     async def delete_examples(self, name: str, principal: str | None = None) -> dict[str, Any]:
-        if name not in self.router.visible_backends(self.access(principal)):
+        access = self.access(principal)
+        access.check("feedback", "deleting examples")
+        access.check("stats", "deleting examples")
+        if name not in self.router.visible_backends(access):
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
         return {"backend": name, "deleted": await self.learning.delete(name)}
 

@@ -197,12 +197,13 @@ class Router:
             return answer
         request_id = uuid.uuid4().hex
         chosen = (answer.backend, answer.kind, answer.capability)
+        principal = None if access is None or access.principal.name == ANONYMOUS else access.principal.name
         self.learning.remember(RecentDecision(
             request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
-            candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates)))
-        principal = None if access is None or access.principal.name == ANONYMOUS else access.principal.name
+            candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates),
+            principal=principal))
         if (self.settings.learning.learn_from_routed and d.analysis.vector is not None
-                and may_give_feedback(principal, self.settings)):
+                and (access is None or access.policy.feedback) and may_give_feedback(principal, self.settings)):
             self.learning.learn([example(self.catalogs, chosen, 1, d.analysis.question, d.analysis.vector, "routed",
                                          principal)])
         if answer.routing is None:

@@ -33,6 +33,7 @@ class RecentDecision:
     vector: Any = field(repr=False)  # np.ndarray or None
     chosen: CapabilityId
     candidates: tuple[CapabilityId, ...] = ()  # the ranked candidates, best first
+    principal: str | None = None  # who asked: only they may give feedback on it
 
 
 class LearningView(Protocol):
@@ -71,7 +72,8 @@ def check_allowed(principal: str | None, settings: RouterSettings) -> None:
 def feedback_examples(decision: RecentDecision | None, req: FeedbackRequest, catalogs: Mapping[str, Catalog],
                       principal: str | None) -> list[Example]:
     """The examples one piece of feedback means; raises the 4xx that names the offending field."""
-    if decision is None:
+    if decision is None or decision.principal != principal:
+        # Another principal's request is answered as an unknown one: its existence is not revealed.
         raise UnknownRequest(f"request_id: {req.request_id!r} is unknown or older than learning.decision_ttl_s",
                              request_id=req.request_id)
     if decision.vector is None:

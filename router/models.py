@@ -483,6 +483,7 @@ class FeedbackRequest(_Model):
         "With correct=false: the backend that should have answered (its best tool for the question, or `tool`)."))
     tool: str | None = Field(default=None, max_length=256, description=(
         "With correct=false: the tool, prompt or flow that should have answered."))
+    principal: PrincipalName = None
 
 
 class FeedbackResponse(_Model):

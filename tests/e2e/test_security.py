@@ -64,7 +64,8 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
                          {"name": "bob", "sha256": key_hash(KEYS["bob"]), "policy": "limited"},
                          {"name": "carol", "sha256": key_hash(KEYS["carol"]), "policy": "slow"}],
             "jwt": {"issuer": "https://idp.test", "audience": "mcp-router", "jwks_file": str(tmp / "jwks.json")},
-            "policies": {"limited": {"deny": ["time/*"], "modes": ["fallback"], "stats": False, "chat": False},
+            "policies": {"limited": {"deny": ["time/*"], "modes": ["fallback"], "stats": False, "chat": False,
+                                     "feedback": False},
                          "slow": {"rate_limit": {"requests_per_s": RATE, "burst": BURST}}}}},
         "audit": {"path": str(tmp / "audit.jsonl")},
         "state_dir": str(EXAMPLES / ".state"),
@@ -149,6 +150,23 @@ def test_policy_refusals_are_403_naming_the_policy(app: dict[str, Any]) -> None:
         assert r.status_code == 403, r.text
         assert r.json()["error"]["type"] == "forbidden" and "policy 'limited'" in r.json()["error"]["message"]
     assert httpx.get(f"{app['url']}/v1/stats", headers=bearer("alice"), timeout=30).status_code == 200
+
+
+def test_feedback_needs_the_right_and_only_counts_on_ones_own_requests(app: dict[str, Any]) -> None:
+    ask = {"question": "What is 6 times 7?"}
+    mine = post(app, "/v1/query", ask, "alice").json()["routing"]["request_id"]
+    theirs = post(app, "/v1/query", ask, "carol").json()["routing"]["request_id"]
+    time.sleep(0.5)  # decisions reach the learning owner without the answer waiting for them
+    refused = post(app, "/v1/feedback", {"request_id": mine, "correct": True}, "bob")
+    assert refused.status_code == 403 and "policy 'limited'" in refused.json()["error"]["message"]
+    assert httpx.delete(f"{app['url']}/v1/backends/calculator/examples", headers=bearer("bob"),
+                        timeout=30).status_code == 403
+    other = post(app, "/v1/feedback", {"request_id": theirs, "correct": True}, "alice")
+    assert other.status_code == 404 and "request_id" in other.json()["error"]["message"]
+    accepted = post(app, "/v1/feedback", {"request_id": mine, "correct": True}, "alice")
+    assert accepted.status_code == 200, accepted.text
+    assert httpx.delete(f"{app['url']}/v1/backends/calculator/examples", headers=bearer("alice"),
+                        timeout=30).status_code == 200
 
 
 def test_a_request_body_cannot_claim_a_principal(app: dict[str, Any]) -> None:

@@ -78,8 +78,15 @@ async def test_routed_calls_become_examples_only_when_switched_on(tmp_path: Path
 
 
 def test_correct_feedback_is_one_positive_example() -> None:
-    out = feedback_examples(decision(), FeedbackRequest(request_id="r1", correct=True), CATALOGS, "alice")
+    out = feedback_examples(decision(principal="alice"), FeedbackRequest(request_id="r1", correct=True), CATALOGS,
+                            "alice")
     assert [(e.key, e.label, e.principal) for e in out] == [("time/tool/get_current_time", 1, "alice")]
+
+
+def test_feedback_on_another_principals_request_is_answered_as_an_unknown_request() -> None:
+    with pytest.raises(UnknownRequest, match="request_id"):
+        feedback_examples(decision(principal="alice"), FeedbackRequest(request_id="r1", correct=True), CATALOGS,
+                          "bob")
 
 
 def test_wrong_with_a_named_tool_is_a_negative_and_a_positive() -> None:
