@@ -34,9 +34,9 @@ FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
 
 
 def may_give_feedback(principal: str | None, settings: RouterSettings) -> bool:
-    """Whether examples from this caller count. Until callers are authenticated there is no principal
-    (None), and the config switch decides; unset, feedback is taken only on a loopback address."""
-    del principal  # every caller is treated alike until principals exist
+    """Whether this deployment takes examples at all: the config switch, and unset, only on a loopback
+    address. (Each caller's own right is its policy's `feedback`, checked where the caller is known.)"""
+    del principal  # the same for every caller; the policy decides per caller
     accept = settings.learning.accept_feedback
     if accept is None:
         return is_loopback(settings.server.host)
