@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import ray
 
+from actors.background import Background
 from actors.executor import ActorTable
 from router.config import FlowiseSpec, LangflowSpec, RouterSettings
 from router.embeddings import CachedEmbedder
@@ -45,7 +46,7 @@ class BackendDirectory:
         self._perf: dict[tuple[str, str], PerfSnapshot] = {}
         self._catalogs: dict[str, Catalog] = {}
         self._pending: list[tuple[str, str, float, float, bool, str | None]] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._background = Background()
         self._rebuild_lock = asyncio.Lock()
         self.index_built_at: float | None = None
         self.dense_error: str | None = None
@@ -65,24 +66,11 @@ class BackendDirectory:
     # -- background work -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._loop(self.refresh, self.settings.resilience.stats_refresh_s)),
-                       asyncio.create_task(self._loop(self.flush, _FLUSH_S))]
+        self._background.start((self.refresh, self.settings.resilience.stats_refresh_s), (self.flush, _FLUSH_S))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await self._background.stop()
         await self.flush()
-
-    async def _loop(self, step: Callable[[], Awaitable[Any]], every: float) -> None:
-        while True:
-            await asyncio.sleep(every)
-            try:
-                await step()
-            except Exception:  # the loop outlives any one failed refresh; the next one tries again
-                log.exception("background refresh (%s) failed", getattr(step, "__name__", step))
 
     async def flush(self) -> None:
         if not self._pending or self.perf_actor is None:

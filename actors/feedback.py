@@ -13,14 +13,14 @@ every `learning.refresh_s` when the store's version changed, so the decision pat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from actors.background import Background
 from router.cache import LRU
 from router.config import LearningSettings
 from router.feedback import FEEDBACK_FILE, Evidence, Example, ExampleIndex, ExampleStore
@@ -83,7 +83,7 @@ class FeedbackView:
         self._recent: LRU[str, RecentDecision] = LRU(10_000, ttl_s=settings.decision_ttl_s)
         self._decisions: list[RecentDecision] = []
         self._examples: list[Example] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._background = Background()
 
     # -- LearningView (the request path: local reads, buffered writes) ------------------------
 
@@ -135,22 +135,8 @@ class FeedbackView:
             self.actor.add.remote(examples)
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(_loop(self.refresh, self.settings.refresh_s)),
-                       asyncio.create_task(_loop(self.flush, _FLUSH_S))]
+        self._background.start((self.refresh, self.settings.refresh_s), (self.flush, _FLUSH_S))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await self._background.stop()
         await self.flush()
-
-
-async def _loop(step: Callable[[], Awaitable[None]], every: float) -> None:
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await step()
-        except Exception:  # the loop outlives any one failed refresh; the next one tries again
-            log.exception("feedback background step (%s) failed", getattr(step, "__name__", step))
