@@ -199,9 +199,10 @@ class McpBackend:
                     cursor = None
                     while True:
                         page = await client.list_tools(cursor=cursor)
+                        # A tool that runs only as an MCP task cannot answer a plain call: not routable.
                         caps += [Capability(backend=self.name, name=t.name, kind="tool", title=t.title,
                                             description=t.description or "", input_schema=t.input_schema or {})
-                                 for t in page.tools]
+                                 for t in page.tools if not _task_only(t)]
                         cursor = page.next_cursor
                         if not cursor:
                             break
@@ -296,3 +297,8 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:500]
+
+
+def _task_only(tool: Any) -> bool:
+    execution = getattr(tool, "execution", None)
+    return getattr(execution, "task_support", None) == "required"

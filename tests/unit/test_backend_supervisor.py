@@ -82,3 +82,15 @@ async def test_a_half_open_probe_that_raises_unexpectedly_does_not_leave_the_bac
             break
     assert outcome.ok and sup.status().health == "healthy"
     await sup.shutdown()
+
+
+def test_tools_that_run_only_as_tasks_are_not_routable() -> None:
+    import mcp_types as types
+
+    from actors.backends.mcp import _task_only
+
+    schema = {"type": "object"}
+    required = types.Tool(name="research", input_schema=schema, execution=types.ToolExecution(task_support="required"))
+    optional = types.Tool(name="echo", input_schema=schema, execution=types.ToolExecution(task_support="optional"))
+    plain = types.Tool(name="add", input_schema=schema)
+    assert [_task_only(t) for t in (required, optional, plain)] == [True, False, False]
