@@ -138,6 +138,9 @@ async def test_a_denied_tool_is_invisible_over_mcp(app: dict[str, Any]) -> None:
                            ("select_tools", {"messages": [{"role": "user", "content": "time in Tokyo"}]})):
             result = await client.call_tool(name, args)
             texts.append(json.dumps(result.model_dump(mode="json")))
+        refused = await client.call_tool("universal_query", {"question": "What is 6 times 7?", "mode": "parallel"})
+        assert refused.is_error and "forbidden" in refused.content[0].text
+        assert "policy 'limited'" in refused.content[0].text
     for text in texts:
         assert "get_current_time" not in text and "convert_time" not in text and '\\"time\\"' not in text, text
 
