@@ -31,7 +31,8 @@ from router.catalog_review import CatalogGuard, CatalogReview
 from router.config import BackendSpec, ResilienceSettings, SecuritySettings
 from router.errors import ErrorKind, RouterError
 from router.health import OutlierDetector
-from router.models import BackendStatus, CallContext, CallOutcome, Capability, Catalog, HealthState
+from router.models import HealthState
+from router.values import BackendStatus, CallContext, CallOutcome, Capability, Catalog
 
 log = logging.getLogger("mcp_router.backend")
 _MAX_BACKOFF_S = 30.0

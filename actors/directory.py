@@ -23,9 +23,9 @@ from actors.background import Background
 from actors.executor import ActorTable
 from router.config import FlowiseSpec, LangflowSpec, RouterSettings
 from router.embeddings import CachedEmbedder
-from router.models import BackendStatus, CallOutcome, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.scoring import PerfSnapshot
+from router.values import BackendStatus, CallOutcome, Catalog
 
 log = logging.getLogger("mcp_router.directory")
 _FLUSH_S = 0.2

@@ -25,7 +25,7 @@ from opentelemetry.propagate import inject
 from ray.serve.exceptions import RayServeException
 
 from router.errors import ErrorKind
-from router.models import CallContext, CallOutcome, Capability
+from router.values import CallContext, CallOutcome, Capability
 
 log = logging.getLogger("mcp_router.executor")
 # Asks the pool for the current actors: backend name -> actor handle.

@@ -49,9 +49,9 @@ from router.confidence import (
 )
 from router.config import EmbeddingSettings, RouterSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
-from router.models import Analysis, Catalog, Decision
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.stages.decide import Decider
+from router.values import Analysis, Catalog, Decision
 
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))
 

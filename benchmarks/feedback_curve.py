@@ -37,9 +37,9 @@ from benchmarks.routing_accuracy import Query, build, load
 from router.config import EmbeddingSettings, LearningSettings, RouterSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.feedback import Example, ExampleIndex
-from router.models import Analysis
 from router.retrieval import CatalogIndex
 from router.stages.decide import Decider
+from router.values import Analysis
 
 TARGET_R1 = 0.90
 TARGET_REGRESSION = 0.02

@@ -34,9 +34,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from router.embeddings import LocalMiniLM
-from router.models import Capability, Catalog
 from router.retrieval import capability_dense_text, server_dense_text
 from router.text import split_identifier
+from router.values import Capability, Catalog
 
 SOURCES = {
     "seal-tools": {"repo": "fairyshine/Seal-Tools", "commit": "ce753ecd60ed08dd376984035de531ab8421f1c6",

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from router.config import EmbeddingSettings, RoutingSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.index import InMemoryVectorStore
-from router.models import Capability, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
+from router.values import Capability, Catalog
 
 COPY = "~copy"
 

@@ -41,7 +41,6 @@ from router.llm import LLMClient
 from router.models import (
     BackendDetail,
     BackendInfo,
-    BackendStatus,
     ChatRequest,
     ChatResponse,
     FeedbackRequest,
@@ -60,6 +59,7 @@ from router.security.limits import GrantFn, Limiter
 from router.security.policy import Access
 from router.telemetry import configure_tracing
 from router.tools import ToolSelector
+from router.values import BackendStatus
 
 log = logging.getLogger("mcp_router.ingress")
 

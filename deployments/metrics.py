@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from router.errors import RouterError
-from router.models import BackendStatus, CallContext, CallOutcome, Capability, QueryRequest, QueryResponse
+from router.models import QueryRequest, QueryResponse
 from router.strategies import Executor
+from router.values import BackendStatus, CallContext, CallOutcome, Capability
 
 _HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
 _BOUNDARIES: list[float] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000]

@@ -28,8 +28,8 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
-from router.models import Capability
 from router.retrieval import is_server_level
+from router.values import Capability
 
 FREE_TEXT_NAMES = frozenset({
     "query", "question", "q", "text", "prompt", "input", "message", "content", "search", "search_query",

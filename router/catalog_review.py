@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from router.config import SecuritySettings
-from router.models import Capability
 from router.pins import PinStore
 from router.poisoning import suspicious_phrases
 from router.untrusted import over_limits, sanitise
+from router.values import Capability
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

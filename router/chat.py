@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from router.errors import LLMNotConfigured, RouterError
 from router.llm import LLMClient
-from router.models import CallContext, ChatRequest, ChatResponse
+from router.models import ChatRequest, ChatResponse
 from router.retrieval import CatalogIndex
 from router.strategies import Executor
 from router.tools import ToolSelector, conversation_text
+from router.values import CallContext
 
 
 class ChatService:

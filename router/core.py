@@ -29,16 +29,7 @@ from router.feedback import may_give_feedback
 from router.intent import IntentClassifier
 from router.learning import LearningView, RecentDecision, example
 from router.llm import LLMClient
-from router.models import (
-    BackendStatus,
-    CallOutcome,
-    Catalog,
-    Decision,
-    QueryRequest,
-    QueryResponse,
-    RouteRequest,
-    RouteResponse,
-)
+from router.models import QueryRequest, QueryResponse, RouteRequest, RouteResponse
 from router.retrieval import CatalogIndex
 from router.scoring import PerfSnapshot
 from router.security.identity import ANONYMOUS
@@ -52,6 +43,7 @@ from router.stages.plan import plan
 from router.stages.respond import ResponseCache, cached_response, respond
 from router.strategies import Executor
 from router.telemetry import TRACER
+from router.values import BackendStatus, CallOutcome, Catalog, Decision
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 

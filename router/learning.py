@@ -20,8 +20,9 @@ from typing import Any, Protocol
 from router.config import RouterSettings
 from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
 from router.feedback import Evidence, Example, Source, may_give_feedback
-from router.models import Capability, Catalog, ChatRequest, ChatResponse, FeedbackRequest
+from router.models import ChatRequest, ChatResponse, FeedbackRequest
 from router.retrieval import capability_dense_text
+from router.values import Capability, Catalog
 
 CapabilityId = tuple[str, str, str]  # (backend, kind, name)
 

@@ -31,8 +31,8 @@ from router.errors import (
     LLMTimeout,
     RouterError,
 )
-from router.models import CallContext, CallOutcome, Capability
 from router.strategies.base import Executor
+from router.values import CallContext, CallOutcome, Capability
 
 if TYPE_CHECKING:
     import openai

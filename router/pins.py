@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from router.models import Capability
+from router.values import Capability
 
 FIELDS = ("name", "description", "schema")
 

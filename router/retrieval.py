@@ -27,8 +27,8 @@ import numpy as np
 
 from router.config import RoutingSettings
 from router.index import Hit, HybridIndex
-from router.models import Capability, Catalog
 from router.text import question_tokens, split_identifier
+from router.values import Capability, Catalog
 
 
 def _params(schema: dict[str, Any]) -> list[tuple[str, str]]:

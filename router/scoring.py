@@ -25,8 +25,9 @@ from typing import Any
 from router.confidence import ConfidenceModel, candidate_features
 from router.config import RoutingSettings
 from router.feedback import Evidence
-from router.models import BackendStatus, Candidate, ScoreBreakdown
+from router.models import ScoreBreakdown
 from router.retrieval import Ranked
+from router.values import BackendStatus, Candidate
 
 ANY_INTENT = "*"
 _HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}

@@ -27,10 +27,10 @@ from router.cache import LRU
 from router.config import ToolSelectionSettings
 from router.errors import InvalidRequest, RouterError
 from router.llm import openai_tools, unique_tool_names
-from router.models import Capability
 from router.retrieval import CatalogIndex
 from router.telemetry import event
 from router.text import clauses
+from router.values import Capability
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from router.config import SecuritySettings
-from router.models import Capability
+from router.values import Capability
 
 # Kept: the line breaks and tabs that format a description.
 _KEEP = frozenset("\n\t")

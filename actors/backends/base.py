@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from router.models import CallContext, CallOutcome, Capability, Catalog
+from router.values import CallContext, CallOutcome, Capability, Catalog
 
 
 class Backend(Protocol):

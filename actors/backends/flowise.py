@@ -47,7 +47,8 @@ from actors.backends.base import make_catalog
 from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
 from router.config import FlowiseSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowUnauthorized, RouterError
-from router.models import CallContext, CallOutcome, Capability, Catalog, Parameters
+from router.models import Parameters
+from router.values import CallContext, CallOutcome, Capability, Catalog
 
 _EXTRA = ("sourceDocuments", "usedTools", "chatId", "chatMessageId")
 _QUESTION_SCHEMA: dict[str, Any] = {

@@ -28,7 +28,7 @@ from router.errors import (
     FlowUnauthorized,
     RouterError,
 )
-from router.models import CallContext, Capability
+from router.values import CallContext, Capability
 
 EVENT_STREAM = "text/event-stream"
 StreamReader = Callable[[httpx.Response, Capability], Awaitable[Any]]

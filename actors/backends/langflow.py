@@ -45,7 +45,7 @@ from actors.backends.base import make_catalog
 from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
 from router.config import LangflowSpec
 from router.errors import BackendFailed, BackendRejectedArguments, BackendUnavailable, FlowUnauthorized
-from router.models import CallContext, CallOutcome, Capability, Catalog
+from router.values import CallContext, CallOutcome, Capability, Catalog
 
 __all__ = ["FlowUnauthorized", "LangflowBackend"]
 _STREAMED = "\x00streamed_text"  # what the stream said, used when the final result has no message

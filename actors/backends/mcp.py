@@ -31,7 +31,7 @@ from opentelemetry.propagate import extract
 from actors.backends.base import make_catalog
 from router.config import McpHttpSpec, McpStdioSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError, ToolFailed
-from router.models import CallContext, CallOutcome, Capability, Catalog
+from router.values import CallContext, CallOutcome, Capability, Catalog
 
 log = logging.getLogger("mcp_router.backend")
 _CLIENT_INFO = types.Implementation(name="mcp-router", version="0.1.0")

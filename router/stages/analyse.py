@@ -12,7 +12,7 @@ import numpy as np
 
 from router.cache import LRU
 from router.intent import IntentClassifier
-from router.models import Analysis
+from router.values import Analysis
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 

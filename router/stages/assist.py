@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from router.arguments import schema_violation
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.llm import LLMClient
-from router.models import BackendStatus, Catalog, Decision, Plan, PlannedCall, QueryRequest
+from router.models import QueryRequest
 from router.stages.plan import planned_calls
+from router.values import BackendStatus, Catalog, Decision, Plan, PlannedCall
 
 
 async def resolve_ambiguity(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog]) -> Decision:

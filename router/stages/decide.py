@@ -21,10 +21,11 @@ from router.confidence import ConfidenceModel
 from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
 from router.feedback import Evidence
-from router.models import Analysis, BackendStatus, Candidate, Catalog, Decision, DecisionKind, Verdict
+from router.models import DecisionKind, Verdict
 from router.retrieval import CatalogIndex, Ranked
 from router.scoring import PerfSnapshot, score_candidates
 from router.telemetry import TRACER
+from router.values import Analysis, BackendStatus, Candidate, Catalog, Decision
 
 
 class Decider:

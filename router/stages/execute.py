@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable, Mapping
 import numpy as np
 
 from router.config import RouterSettings
-from router.models import CallContext, CallOutcome, Decision, Plan, PlannedCall, QueryRequest
+from router.models import QueryRequest
 from router.scoring import PerfSnapshot, lookup_perf
 from router.strategies import STRATEGIES, Executor, StrategyContext, StrategyResult
 from router.telemetry import TRACER, record_step
+from router.values import CallContext, CallOutcome, Decision, Plan, PlannedCall
 
 EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 RecordFn = Callable[[str, str, CallOutcome], None]

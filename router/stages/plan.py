@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from router.arguments import derive_arguments
 from router.config import RouterSettings
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
-from router.models import BackendStatus, Candidate, Decision, Mode, Plan, PlannedCall, QueryRequest
+from router.models import Mode, QueryRequest
+from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
 
 
 def plan(decision: Decision, request: QueryRequest, statuses: Mapping[str, BackendStatus],

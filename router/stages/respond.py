@@ -22,8 +22,9 @@ from router.errors import (
     RouterError,
     ToolFailed,
 )
-from router.models import BackendStatus, Decision, Plan, PlannedCall, QueryRequest, QueryResponse, RoutingMetadata
+from router.models import QueryRequest, QueryResponse, RoutingMetadata
 from router.strategies import StrategyResult
+from router.values import BackendStatus, Decision, Plan, PlannedCall
 
 
 def failure_error(result: StrategyResult) -> RouterError:

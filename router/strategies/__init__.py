@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from router.models import PlannedCall
 from router.strategies import consensus, fallback, hedged, parallel
 from router.strategies.base import Executor, StrategyContext, StrategyResult
+from router.values import PlannedCall
 
 Strategy = Callable[[Sequence[PlannedCall], StrategyContext], Awaitable[StrategyResult]]
 

@@ -18,8 +18,9 @@ from opentelemetry import trace
 
 from router.config import ResilienceSettings
 from router.errors import ErrorKind
-from router.models import AttemptInfo, CallContext, CallOutcome, Capability, ConsensusAnswer, PlannedCall
+from router.models import AttemptInfo, ConsensusAnswer
 from router.telemetry import TRACER
+from router.values import CallContext, CallOutcome, Capability, PlannedCall
 
 _METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "flow": "flows/run"}
 

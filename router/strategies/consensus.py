@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router.models import CallOutcome, ConsensusAnswer, PlannedCall
+from router.models import ConsensusAnswer
 from router.strategies.base import StrategyContext, StrategyResult, attempt, distinct_backends
+from router.values import CallOutcome, PlannedCall
 
 
 def group_answers(texts: Sequence[str], vectors: np.ndarray | None, threshold: float) -> list[int]:

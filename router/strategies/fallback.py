@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router.models import PlannedCall
 from router.strategies.base import StrategyContext, StrategyResult, attempt
+from router.values import PlannedCall
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:

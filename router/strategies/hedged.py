@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from router.models import CallOutcome, PlannedCall
 from router.strategies.base import StrategyContext, StrategyResult, attempt, cancel_all
+from router.values import CallOutcome, PlannedCall
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:

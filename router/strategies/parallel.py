@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from router.models import PlannedCall
 from router.strategies.base import (
     StrategyContext,
     StrategyResult,
@@ -17,6 +16,7 @@ from router.strategies.base import (
     cancel_all,
     distinct_backends,
 )
+from router.values import PlannedCall
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:

@@ -6,7 +6,8 @@ import socket
 from typing import Any
 
 from router.errors import RouterError
-from router.models import CallContext, Capability, Parameters
+from router.models import Parameters
+from router.values import CallContext, Capability
 
 FLOWISE_KEY = "fw-admin-SECRET-4d2c9e71"
 FLOW_KEY = "fw-flow-SECRET-8b1f0355"

@@ -14,7 +14,7 @@ from router.errors import ErrorKind
 from router.llm import (
     LLMClient,
 )
-from router.models import CallContext, CallOutcome, Capability
+from router.values import CallContext, CallOutcome, Capability
 from tests.fakes import serve_app
 from tests.fakes.openai_server import FakeOpenAI
 

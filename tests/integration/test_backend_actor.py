@@ -15,7 +15,7 @@ import ray
 from actors.pool import create_backend_actor
 from cli.local import free_port
 from router.config import RouterSettings
-from router.models import CallContext, Capability
+from router.values import CallContext, Capability
 from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for
 
 CTX = CallContext(question="test", intent="general")

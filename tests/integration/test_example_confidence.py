@@ -17,8 +17,9 @@ from router.config_file import load_settings
 from router.core import Router
 from router.embeddings import LocalMiniLM
 from router.errors import ArgumentsRequired, NoRelevantBackend, RouterError
-from router.models import BackendStatus, CallContext, CallOutcome, Capability, QueryRequest
+from router.models import QueryRequest
 from router.retrieval import CatalogIndex, CatalogTexts
+from router.values import BackendStatus, CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
 
 # One set of servers and one event loop for the whole module: starting them is the slow part.

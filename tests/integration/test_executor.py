@@ -16,7 +16,7 @@ import ray
 from actors.executor import ActorTable, RayExecutor
 from actors.pool import BackendPool, create_backend_actor
 from router.config import RouterSettings
-from router.models import CallContext, Capability
+from router.values import CallContext, Capability
 from tests.conftest import EXAMPLES, TEST_SERVERS, stdio
 
 CTX = CallContext(question="capital of Peru?", intent="general")

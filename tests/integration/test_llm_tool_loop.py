@@ -16,7 +16,7 @@ from router.llm import (
     openai_tools,
     unique_tool_names,
 )
-from router.models import CallContext, CallOutcome, Capability
+from router.values import CallContext, CallOutcome, Capability
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,

@@ -6,8 +6,8 @@ import pytest
 
 from router.config import RoutingSettings
 from router.embeddings import LocalMiniLM
-from router.models import Capability, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
+from router.values import Capability, Catalog
 
 
 def tool(backend: str, name: str, description: str, *params: str) -> Capability:

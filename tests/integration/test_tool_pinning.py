@@ -17,9 +17,9 @@ import pytest
 
 from actors.backend import BackendSupervisor
 from router.config import RouterSettings, SecuritySettings
-from router.models import CallContext, Capability, Catalog
 from router.pins import approve
 from router.retrieval import CatalogIndex, CatalogTexts
+from router.values import CallContext, Capability, Catalog
 from tests.conftest import TEST_SERVERS, stdio
 
 CTX = CallContext(question="test", intent="general")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from router.errors import ErrorKind
-from router.models import CallContext, CallOutcome, Capability
+from router.values import CallContext, CallOutcome, Capability
 
 Behaviour = Callable[["Call"], Awaitable[CallOutcome]]
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router.models import Capability, Catalog
 from router.text import tokenize
+from router.values import Capability, Catalog
 
 DIM = 256
 

@@ -10,9 +10,9 @@ import numpy as np
 
 from router.config import RouterSettings
 from router.core import Router
-from router.models import BackendStatus, CallOutcome, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.scoring import PerfSnapshot
+from router.values import BackendStatus, CallOutcome, Catalog
 from tests.unit.fake_executor import Behaviour, ScriptedExecutor, ok
 from tests.unit.helpers import embed_texts, small_catalogs
 

@@ -4,7 +4,7 @@ import pytest
 
 from router.arguments import derive_arguments, free_text_parameter, is_free_text
 from router.errors import ArgumentsInvalid, ArgumentsRequired
-from router.models import Capability
+from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from router.errors import ArgumentsInvalid, BackendNotCallable
-from router.models import Capability, QueryRequest
+from router.models import QueryRequest
 from router.stages import assist
 from router.stages.plan import plan
+from router.values import Capability
 from tests.unit.test_descriptions_only import AGENTS, described, router_for
 
 VOLUME = Capability(backend="speaker", name="set_volume", description="Set the speaker volume level.",

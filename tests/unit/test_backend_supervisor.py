@@ -8,7 +8,7 @@ from typing import Any
 from actors.backend import BackendSupervisor
 from router.config import RouterSettings
 from router.errors import ErrorKind
-from router.models import CallContext, CallOutcome, Capability, Catalog
+from router.values import CallContext, CallOutcome, Capability, Catalog
 
 CTX = CallContext(question="q", intent="general")
 TOOL = Capability(backend="flaky", name="work")

@@ -16,8 +16,9 @@ from router.errors import (
     UnknownBackend,
     UnknownCapability,
 )
-from router.models import Capability, Catalog, QueryRequest, RouteRequest
+from router.models import QueryRequest, RouteRequest
 from router.scoring import PerfSnapshot
+from router.values import Capability, Catalog
 from tests.unit.fake_executor import fail, ok, timeout
 from tests.unit.helpers import catalog, small_catalogs
 from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, UNRELATED, answers, world

@@ -8,8 +8,9 @@ import pytest
 from router.config import RouterSettings, RoutingSettings
 from router.core import Router
 from router.errors import BackendNotCallable
-from router.models import Catalog, QueryRequest, RouteRequest
+from router.models import QueryRequest, RouteRequest
 from router.retrieval import CatalogIndex, CatalogTexts, server_level_capability
+from router.values import Catalog
 from tests.unit.fake_executor import ScriptedExecutor, ok
 from tests.unit.helpers import catalog, embed_texts, small_catalogs
 from tests.unit.router_world import Stats

@@ -10,9 +10,9 @@ import pytest
 from router.config import LearningSettings, RouterSettings, RoutingSettings
 from router.feedback import Example, ExampleIndex, ExampleStore, may_give_feedback
 from router.index import Hit
-from router.models import Capability
 from router.retrieval import Ranked
 from router.scoring import score_candidates
+from router.values import Capability
 
 
 def unit(*values: float) -> np.ndarray:

@@ -7,9 +7,9 @@ import pytest
 
 from router.config import RoutingSettings
 from router.index import HybridIndex, InMemoryVectorStore, minmax
-from router.models import Capability, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.text import tokenize
+from router.values import Capability, Catalog
 from tests.unit.helpers import embed_texts, small_catalogs
 
 DOCS = [

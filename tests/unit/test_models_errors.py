@@ -16,7 +16,8 @@ from router.errors import (
     ToolFailed,
     UnknownIntent,
 )
-from router.models import BackendInfo, BackendStatus, Capability, QueryRequest, RouteRequest
+from router.models import BackendInfo, QueryRequest, RouteRequest
+from router.values import BackendStatus, Capability
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_backend_info_copies_the_public_fields_of_a_status() -> None:
 def test_an_ejection_that_is_over_makes_the_backend_available_for_its_probe() -> None:
     import time
 
-    from router.models import BackendStatus
+    from router.values import BackendStatus
 
     over = BackendStatus(name="a", kind="mcp_stdio", transport="stdio", health="ejected",
                          ejected_until=time.time() - 0.1)

@@ -6,7 +6,6 @@ import pytest
 from router.confidence import FEATURES, ConfidenceModel
 from router.config import RoutingSettings, ScoreWeights
 from router.index import Hit
-from router.models import BackendStatus, Capability
 from router.retrieval import Ranked
 from router.scoring import (
     ANY_INTENT,
@@ -16,6 +15,7 @@ from router.scoring import (
     perf_score,
     score_candidates,
 )
+from router.values import BackendStatus, Capability
 
 
 def ranked(

@@ -9,12 +9,13 @@ import pytest
 
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, ToolFailed, UnknownIntent
 from router.intent import IntentClassifier
-from router.models import Analysis, AttemptInfo, CallOutcome, Decision, QueryRequest
+from router.models import AttemptInfo, QueryRequest
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
 from router.stages.plan import plan
 from router.stages.respond import respond
 from router.strategies import StrategyResult
+from router.values import Analysis, CallOutcome, Decision
 from tests.unit.helpers import embed_texts, fake_embed
 from tests.unit.router_world import ONLY_TIME, UNRELATED, Stats, world
 

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from router.config import ResilienceSettings
-from router.models import CallContext, Candidate, Capability, PlannedCall, ScoreBreakdown
+from router.models import ScoreBreakdown
 from router.strategies import STRATEGIES, StrategyContext
 from router.strategies.base import distinct_backends
 from router.strategies.consensus import group_answers
+from router.values import CallContext, Candidate, Capability, PlannedCall
 from tests.unit.fake_executor import ScriptedExecutor, after, fail, ok, then_set, timeout, unavailable
 from tests.unit.helpers import embed_texts, fake_embed
 

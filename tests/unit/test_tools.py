@@ -9,9 +9,9 @@ import pytest
 from router.config import RoutingSettings, ToolSelectionSettings
 from router.errors import InvalidRequest, LLMNotConfigured
 from router.llm import unique_tool_names
-from router.models import Capability, Catalog
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.tools import ToolSelector
+from router.values import Capability, Catalog
 from tests.unit.helpers import embed_texts, fake_embed
 
 TOPICS = {

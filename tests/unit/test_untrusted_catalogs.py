@@ -9,10 +9,11 @@ import pytest
 
 from router.catalog_review import CatalogGuard
 from router.config import SecuritySettings
-from router.models import BackendInfo, BackendStatus, Capability
+from router.models import BackendInfo
 from router.pins import PinStore, approve
 from router.poisoning import suspicious_phrases
 from router.untrusted import invisible_characters, over_limits, sanitise, strip_invisible
+from router.values import BackendStatus, Capability
 
 LIVEMCPBENCH = Path("/work/shared/benchmarks/livemcpbench/catalog.json")
 

@@ -1,0 +1,186 @@
+"""Internal values of the router (frozen dataclasses): capabilities and catalogs, call outcomes and backend
+status, and what each stage of the pipeline hands to the next (analysis, decision, plan)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from router.config import CapabilityKind
+from router.errors import ErrorKind, RouterError
+from router.models import CandidateInfo, DecisionKind, HealthState, Mode, Parameters, ScoreBreakdown, Verdict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capability:
+    """One routable thing a backend offers: an MCP tool, prompt or resource, or a flow."""
+
+    backend: str
+    name: str
+    kind: CapabilityKind = "tool"
+    description: str = ""
+    title: str | None = None
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    # Resources are addressed by URI; flows by id. `name` stays the human-facing name.
+    target: str | None = None
+    intents: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    # A stand-in for a backend that lists nothing (known only by its description): see router.retrieval.
+    server_level: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.backend}/{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catalog:
+    """What one backend offers, with a version that changes whenever the content changes."""
+
+    backend: str
+    version: str
+    description: str
+    capabilities: tuple[Capability, ...]
+    intents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallOutcome:
+    """The result of one backend call, as a value (the actor never raises for backend faults)."""
+
+    backend: str
+    capability: str
+    ok: bool
+    latency_ms: float
+    text: str = ""
+    content: tuple[dict[str, Any], ...] = ()
+    structured: dict[str, Any] | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    session_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendStatus:
+    name: str
+    kind: str
+    transport: str
+    health: HealthState
+    description: str = ""
+    catalog_version: str | None = None
+    tool_count: int = 0
+    prompt_count: int = 0
+    resource_count: int = 0
+    flow_count: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+    last_check_at: float | None = None
+    consecutive_failures: int = 0
+    ejected_until: float | None = None
+    ejections: int = 0
+    inflight: int = 0
+    node_id: str | None = None  # the Ray node hosting the backend's actor
+    # What reviewing the listed catalog found (router.catalog_review).
+    catalog_error: str | None = None
+    sanitized: tuple[str, ...] = ()
+    held_tools: tuple[dict[str, Any], ...] = ()
+    flagged_tools: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def available(self) -> bool:
+        if self.health == "ejected" and self.ejected_until is not None:
+            # A snapshot can outlive the ejection it reports: once it is over, the next call is the probe.
+            return self.ejected_until <= time.time()
+        return self.health in ("healthy", "degraded")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Request-scoped values passed through to every backend call."""
+
+    question: str
+    intent: str
+    session_id: str | None = None
+    parameters: Parameters | None = None
+    trace: dict[str, str] = field(default_factory=dict)  # W3C trace context for the backend call
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Analysis:
+    """What a question yields before live state enters: its vector and its classified intent."""
+
+    question: str
+    vector: Any  # np.ndarray, or None without dense retrieval
+    intent: str
+    intent_source: Literal["classified", "override", "default"]
+    intent_scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A capability with its composite score breakdown; `relevant` marks those worth calling."""
+
+    capability: Capability
+    scores: ScoreBreakdown
+    relevant: bool
+
+    def info(self, rank: int) -> CandidateInfo:
+        cap = self.capability
+        return CandidateInfo(rank=rank, backend=cap.backend, capability=cap.name, kind=cap.kind,
+                             description=cap.description[:300], scores=self.scores)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The ranked candidates for a request and the verdict on them (the decide stage's output)."""
+
+    analysis: Analysis
+    method: str
+    candidates: tuple[Candidate, ...]
+    verdict: Verdict
+    message: str
+    kind: DecisionKind = "route"
+    decision_ms: float = 0.0
+
+    @property
+    def intent(self) -> str:
+        return self.analysis.intent
+
+    @property
+    def confidence(self) -> float:
+        """The confidence of the candidate the router would call first (the first relevant one), or
+        with none relevant, the highest there is (what fell short of `routing.min_confidence`)."""
+        first = next((c for c in self.candidates if c.relevant), None)
+        if first is not None:
+            return first.scores.confidence
+        return max((c.scores.confidence for c in self.candidates), default=0.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedCall:
+    candidate: Candidate
+    arguments: dict[str, Any]
+    arguments_source: str
+    force: bool = False  # every candidate is ejected: the least bad ones are still tried
+
+    @property
+    def backend(self) -> str:
+        return self.candidate.capability.backend
+
+    @property
+    def capability(self) -> Capability:
+        return self.candidate.capability
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The calls a request makes, in order (the plan stage's output). `refusal` is the answer when the
+    request cannot go ahead, as a value: e.g. the best match needs arguments the question lacks."""
+
+    calls: tuple[PlannedCall, ...]
+    mode: Mode
+    refusal: RouterError | None = None
+
+
