@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
-from router.config import IntentSettings
 from router.errors import UnknownIntent
+from router.intent_settings import IntentSettings
 
 # Below this prototype similarity, with no keyword hit, the question gets the default intent.
 _MIN_SIMILARITY = 0.15

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from router.config import IntentDef, IntentSettings
 from router.errors import UnknownIntent
 from router.intent import IntentClassifier
+from router.intent_settings import IntentDef, IntentSettings
 from tests.unit.helpers import embed_texts
 
 
