@@ -34,7 +34,7 @@ from router.config import RouterSettings
 from router.core import Router
 from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
 from router.errors import InvalidRequest, LLMNotConfigured, PayloadTooLarge, UnknownBackend
-from router.feedback import may_give_feedback
+from router.feedback import accepts_feedback
 from router.intent import IntentClassifier
 from router.learning import chat_examples, chat_question, check_allowed, feedback_examples
 from router.llm import LLMClient
@@ -275,7 +275,7 @@ class RouterIngress:
         access = self.access(request.principal)
         access.check("feedback", "giving feedback")
         principal = _feedback_principal(access)
-        check_allowed(principal, self.settings)
+        check_allowed(self.settings)
         decision = await self.learning.decision(request.request_id)
         _, catalogs = self.router.view(access)  # only what the caller may see can be named
         examples = feedback_examples(decision, request, catalogs, principal)
@@ -304,7 +304,7 @@ class RouterIngress:
     async def _learn_from_chat(self, request: ChatRequest, response: ChatResponse, principal: str | None) -> None:
         if not self.settings.learning.learn_from_chat or not any(c.get("ok") for c in response.tool_calls):
             return
-        if not may_give_feedback(principal, self.settings):
+        if not accepts_feedback(self.settings):
             return
         try:
             vector = (await self.query_embed([chat_question(request)]))[0]

@@ -25,7 +25,7 @@ from opentelemetry import trace
 from router.cache import LRU
 from router.config import RouterSettings
 from router.errors import RouterError
-from router.feedback import may_give_feedback
+from router.feedback import accepts_feedback
 from router.intent import IntentClassifier
 from router.learning import LearningView, RecentDecision, example
 from router.llm import LLMClient
@@ -195,7 +195,7 @@ class Router:
             candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates),
             principal=principal))
         if (self.settings.learning.learn_from_routed and d.analysis.vector is not None
-                and (access is None or access.policy.feedback) and may_give_feedback(principal, self.settings)):
+                and (access is None or access.policy.feedback) and accepts_feedback(self.settings)):
             self.learning.learn([example(self.catalogs, chosen, 1, d.analysis.question, d.analysis.vector, "routed",
                                          principal)])
         if answer.routing is None:

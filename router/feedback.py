@@ -33,10 +33,9 @@ Source = Literal["feedback", "chat", "routed"]
 FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
 
 
-def may_give_feedback(principal: str | None, settings: RouterSettings) -> bool:
+def accepts_feedback(settings: RouterSettings) -> bool:
     """Whether this deployment takes examples at all: the config switch, and unset, only on a loopback
     address. (Each caller's own right is its policy's `feedback`, checked where the caller is known.)"""
-    del principal  # the same for every caller; the policy decides per caller
     accept = settings.learning.accept_feedback
     if accept is None:
         return is_loopback(settings.server.host)

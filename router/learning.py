@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from router.config import RouterSettings
 from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
-from router.feedback import Evidence, Example, Source, may_give_feedback
+from router.feedback import Evidence, Example, Source, accepts_feedback
 from router.models import ChatRequest, ChatResponse, FeedbackRequest
 from router.retrieval import capability_dense_text
 from router.values import Capability, Catalog
@@ -65,8 +65,8 @@ def _find(catalog: Catalog, kind: str | None, name: str) -> Capability | None:
     return next((c for c in catalog.capabilities if c.name == name and kind in (None, c.kind)), None)
 
 
-def check_allowed(principal: str | None, settings: RouterSettings) -> None:
-    if not may_give_feedback(principal, settings):
+def check_allowed(settings: RouterSettings) -> None:
+    if not accepts_feedback(settings):
         raise FeedbackRefused("this router does not accept feedback (learning.accept_feedback)")
 
 

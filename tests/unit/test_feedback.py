@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from router.config import LearningSettings, RouterSettings, RoutingSettings
-from router.feedback import Example, ExampleIndex, ExampleStore, may_give_feedback
+from router.feedback import Example, ExampleIndex, ExampleStore, accepts_feedback
 from router.index import Hit
 from router.retrieval import Ranked
 from router.scoring import score_candidates
@@ -99,8 +99,8 @@ def test_the_learned_contribution_is_added_to_match_and_shown_in_the_breakdown()
 
 
 def test_feedback_is_taken_on_loopback_by_default_and_the_switch_overrides() -> None:
-    assert may_give_feedback(None, RouterSettings())
-    assert not may_give_feedback(None, RouterSettings.model_validate({"server": {"host": "0.0.0.0"}}))
-    assert may_give_feedback(None, RouterSettings.model_validate(
+    assert accepts_feedback(RouterSettings())
+    assert not accepts_feedback(RouterSettings.model_validate({"server": {"host": "0.0.0.0"}}))
+    assert accepts_feedback(RouterSettings.model_validate(
         {"server": {"host": "0.0.0.0"}, "learning": {"accept_feedback": True}}))
-    assert not may_give_feedback("alice", RouterSettings.model_validate({"learning": {"accept_feedback": False}}))
+    assert not accepts_feedback(RouterSettings.model_validate({"learning": {"accept_feedback": False}}))

@@ -127,9 +127,9 @@ def test_the_tools_an_llm_called_successfully_become_positive_examples_of_the_la
 def test_feedback_is_refused_with_403_when_the_switch_is_off() -> None:
     off = RouterSettings.model_validate({"learning": {"accept_feedback": False}})
     with pytest.raises(FeedbackRefused) as info:
-        check_allowed(None, off)
+        check_allowed(off)
     assert info.value.status_code == 403 and "accept_feedback" in info.value.message
-    check_allowed(None, RouterSettings())  # loopback by default: taken
+    check_allowed(RouterSettings())  # loopback by default: taken
 
 
 async def test_a_capability_retrieval_ranks_below_the_cut_competes_when_examples_vouch_for_it(tmp_path: Path) -> None:
