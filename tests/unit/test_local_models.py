@@ -7,7 +7,7 @@ import pytest
 
 from models import model_dir
 from router.config import EmbeddingSettings
-from router.embeddings import BASE_MODEL, LOCAL_MODEL_ID, LocalMiniLM, build_embedder
+from router.embeddings import BASE_MODEL, LocalMiniLM, build_embedder
 from router.errors import ConfigError
 
 TUNED = "all-MiniLM-L6-v2-tool-retrieval"
@@ -24,9 +24,9 @@ def tuned() -> LocalMiniLM:
     return build_embedder(EmbeddingSettings(model=TUNED))  # type: ignore[return-value]
 
 
-def test_the_base_model_keeps_its_cache_id(base: LocalMiniLM) -> None:
-    assert base.model == BASE_MODEL
-    assert base.model_id == LOCAL_MODEL_ID
+def test_the_base_model_is_the_default_and_its_cache_id_follows_its_weights(base: LocalMiniLM) -> None:
+    assert base.model == BASE_MODEL == EmbeddingSettings().model
+    assert base.model_id.startswith(f"{BASE_MODEL}-onnx-")
 
 
 def test_a_shipped_model_loads_by_name_with_its_own_cache_id(base: LocalMiniLM, tuned: LocalMiniLM) -> None:
@@ -40,10 +40,21 @@ def test_a_shipped_model_loads_by_name_with_its_own_cache_id(base: LocalMiniLM, 
     assert float((vecs * base.encode(TEXTS)).sum(axis=1).min()) < 0.999
 
 
-def test_the_files_come_from_the_named_folder() -> None:
-    folder = model_dir(TUNED)
+@pytest.mark.parametrize("name", [BASE_MODEL, TUNED])
+def test_the_files_come_from_the_named_folder(name: str) -> None:
+    folder = model_dir(name)
     assert (folder / "model.onnx").stat().st_size < 32 * 2**20
     assert (folder / "tokenizer.json").read_bytes() == (model_dir(BASE_MODEL) / "tokenizer.json").read_bytes()
+
+
+def test_a_folder_without_its_onnx_file_is_a_config_error(tmp_path, monkeypatch) -> None:
+    import models
+
+    (tmp_path / "half-model").mkdir()
+    (tmp_path / "half-model" / "tokenizer.json").write_text("{}")
+    monkeypatch.setattr(models, "_HERE", tmp_path)
+    with pytest.raises(ConfigError, match="model.onnx missing"):
+        LocalMiniLM(model="half-model")
 
 
 def test_an_unknown_name_is_a_config_error_naming_the_available_models() -> None:
