@@ -9,7 +9,9 @@ raw data never enters this repository; only this script and the commit hashes do
 - OUT_DIR/train.jsonl: (query, positive, negative) triples. Documents are built with the router's
   own `capability_dense_text` / `server_dense_text`, so the model learns exactly the form it will see.
   The negative is a hard one: the tool (or server) of the same toolset that the untrained model
-  ranks highest among the wrong ones.
+  ranks highest among the wrong ones. Sources: Seal-Tools and BFCL (generated requests, sampled down),
+  API-Bank (dialogues over servers of many tools, `retriever_mix.py`), and multi-step requests
+  composed from each source's own requests. Each triple names its `source`.
 - OUT_DIR/heldout/<name>/catalog.json + queries.jsonl: a dataset kept out of training entirely, in
   the format `benchmarks/routing_accuracy.py` reads.
 - OUT_DIR/manifest.json: sources, commits, licences, counts and the tool-name overlap with the
@@ -33,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.retriever_mix import APIBANK, compose_multistep, load_api_bank
 from router.embeddings import LocalMiniLM
 from router.retrieval import capability_dense_text, server_dense_text
 from router.text import split_identifier
@@ -43,6 +46,7 @@ SOURCES = {
                    "licence": "Apache-2.0", "role": "train"},
     "bfcl": {"repo": "ShishirPatil/gorilla", "commit": "6ea57973c7a6097fd7c5915698c54c17c5b1b6c8",
              "licence": "Apache-2.0", "role": "train"},
+    "api-bank": APIBANK,
     "toolalpaca": {"repo": "tangqiaoyu/ToolAlpaca", "commit": "189069998d64a7baf1b4a1c3c4b2e75eb9d05532",
                    "licence": "Apache-2.0", "role": "held out"},
 }
@@ -66,6 +70,7 @@ class Example:
     query: str
     toolset: str
     gold: list[str]  # tool names within the toolset
+    also: tuple[str, ...] = ()  # other toolsets the same (multi-step) query needs: never its negatives
 
 
 class Source:
@@ -80,6 +85,11 @@ class Source:
         if out.returncode:
             raise SystemExit(f"cannot read {path} at {self.commit} in {self.git_dir}: {out.stderr.strip()}")
         return out.stdout
+
+    def list(self, folder: str) -> list[str]:
+        out = subprocess.run(["git", "-C", str(self.git_dir), "ls-tree", "-r", "--name-only", self.commit, folder],
+                             capture_output=True, text=True, timeout=60)
+        return sorted(out.stdout.split())
 
 
 def _schema(params: dict) -> dict:
@@ -217,14 +227,15 @@ def build_triples(toolsets: dict[str, Toolset], examples: list[Example], model: 
         ts = toolsets[ex.toolset]
         pool = [row[(ex.toolset, n)] for n in ts.tools if n not in ex.gold]
         if not pool:
-            pool = [i for i in rng.sample(range(len(keys)), min(200, len(keys))) if keys[i][1] not in ex.gold]
+            pool = [i for i in rng.sample(range(len(keys)), min(200, len(keys)))
+                    if keys[i][1] not in ex.gold and keys[i][0] not in ex.also]
         scores = doc_vecs[pool] @ q_vecs[qi]
         neg = docs[keys[pool[int(np.argmax(scores))]]]
         for g in ex.gold:
             triples.append({"query": ex.query, "positive": docs[(ex.toolset, g)], "negative": neg, "kind": "tool"})
         if server_vecs is not None and ts.server:
             s_scores = server_vecs @ q_vecs[qi]
-            order = [i for i in np.argsort(-s_scores) if server_keys[i] != ex.toolset]
+            order = [i for i in np.argsort(-s_scores) if server_keys[i] != ex.toolset and server_keys[i] not in ex.also]
             triples.append({"query": ex.query, "positive": server_document(ts),
                             "negative": server_document(toolsets[server_keys[order[0]]]), "kind": "server"})
     return triples
@@ -240,6 +251,16 @@ def drop_tools(toolsets: dict[str, Toolset], examples: list[Example], banned: se
             continue
         kept.append(ex)
     return kept
+
+
+LOADERS = {"seal-tools": load_seal_tools, "bfcl": load_bfcl,
+           "api-bank": lambda src: load_api_bank(src, Toolset, Example, Capability, _schema)}
+WITH_SERVERS = {"seal-tools", "api-bank"}  # sources that group tools into servers (BFCL does not)
+# The mix, sized for one epoch of about 300 steps of 32: the generated Seal-Tools and BFCL requests are
+# sampled down so that real dialogues (API-Bank) and multi-step requests make up a fair share of it.
+SINGLE_CAP: dict[str, int | None] = {"seal-tools": 2400, "bfcl": 1100, "api-bank": None}
+# Multi-step requests composed per source (a Seal-Tools request already calls several tools: fewer of them).
+MULTISTEP = {"seal-tools": 200, "bfcl": 300, "api-bank": 500}
 
 
 def main() -> None:
@@ -266,15 +287,24 @@ def main() -> None:
     train_names: dict[str, set[str]] = {}
     compare_dir = args.drop_overlap_with or args.overlap_report
     banned = livemcpbench_names(Path(compare_dir)) if compare_dir else set()
-    for key, loader in (("seal-tools", load_seal_tools), ("bfcl", load_bfcl)):
+    for key, loader in LOADERS.items():
         toolsets, examples = loader(Source(root, key))
         train_names[key] = {normalised(n) for ts in toolsets.values() for n in ts.tools}
         if args.drop_overlap_with:
             examples = drop_tools(toolsets, examples, banned)
-        part = build_triples(toolsets, examples, model, rng, with_servers=key == "seal-tools")
+        single = build_triples(toolsets, examples, model, rng, with_servers=key in WITH_SERVERS)
+        cap = SINGLE_CAP[key]
+        if cap is not None and len(single) > cap:
+            single = rng.sample(single, cap)
+        multi = compose_multistep(examples, MULTISTEP[key], rng, Example)
+        multi_triples = build_triples(toolsets, multi, model, rng, with_servers=key in WITH_SERVERS)
         manifest["counts"][key] = {"toolsets": len(toolsets), "tools": sum(len(t.tools) for t in toolsets.values()),
-                                   "queries": len({e.query for e in examples}), "triples": len(part)}
-        triples += part
+                                   "queries": len({e.query for e in examples}), "triples": len(single),
+                                   "multistep_queries": len({e.query for e in multi}),
+                                   "multistep_triples": len(multi_triples)}
+        for t in single + multi_triples:
+            t["source"] = key
+        triples += single + multi_triples
         print(f"{key}: {manifest['counts'][key]}")
     if compare_dir:
         every = set().union(*train_names.values())

