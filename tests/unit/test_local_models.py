@@ -53,7 +53,7 @@ def test_a_folder_without_its_onnx_file_is_a_config_error(tmp_path, monkeypatch)
     (tmp_path / "half-model").mkdir()
     (tmp_path / "half-model" / "tokenizer.json").write_text("{}")
     monkeypatch.setattr(models, "_HERE", tmp_path)
-    with pytest.raises(ConfigError, match="model.onnx missing"):
+    with pytest.raises(ConfigError, match=r"model\.onnx missing"):
         LocalMiniLM(model="half-model")
 
 
