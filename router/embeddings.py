@@ -60,7 +60,9 @@ class LocalMiniLM:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - installation problem
             raise ConfigError(f"the local embedding model needs onnxruntime and tokenizers: {exc}") from exc
-        onnx_file, tokenizer_file, self.model_id = _model_files(model)
+        onnx_file, tokenizer_file = _model_files(model)
+        # The id follows the weights, so a retrained model under the same name never reuses old vectors.
+        self.model_id = f"{model}-onnx-{hashlib.blake2b(onnx_file.read_bytes(), digest_size=6).hexdigest()}"
         self.model = model
         self._tok = Tokenizer.from_file(str(tokenizer_file))
         self._tok.enable_truncation(max_length=_MAX_TOKENS)
@@ -107,8 +109,8 @@ def placement(settings: EmbeddingSettings) -> str:
     return "replica" if onnx_file.stat().st_size <= REPLICA_MODEL_MAX_BYTES else "deployment"
 
 
-def _model_files(name: str) -> tuple[Path, Path, str]:
-    """(ONNX file, tokenizer file, model id) of a model shipped in models/."""
+def _model_files(name: str) -> tuple[Path, Path]:
+    """(ONNX file, tokenizer file) of a model shipped in models/."""
     from models import model_dir
 
     try:
@@ -119,9 +121,7 @@ def _model_files(name: str) -> tuple[Path, Path, str]:
     for f in files:
         if not f.is_file():
             raise ConfigError(f"embeddings.model {name!r}: {f.name} missing in {folder}")
-    # The id follows the weights, so a retrained model under the same name never reuses old vectors.
-    digest = hashlib.blake2b(files[0].read_bytes(), digest_size=6).hexdigest()
-    return files[0], files[1], f"{name}-onnx-{digest}"
+    return files
 
 
 class OpenAIEmbedder:

@@ -28,6 +28,7 @@ import numpy as np
 
 from router.config import LearningSettings, RouterSettings
 from router.security.identity import is_loopback
+from router.values import capability_key
 
 Source = Literal["feedback", "chat", "routed"]
 FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
@@ -40,11 +41,6 @@ def accepts_feedback(settings: RouterSettings) -> bool:
     if accept is None:
         return is_loopback(settings.server.host)
     return accept
-
-
-def capability_key(backend: str, kind: str, name: str) -> str:
-    """The same key as `Capability.key`."""
-    return f"{backend}/{kind}/{name}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,6 +12,11 @@ from router.errors import ErrorKind, RouterError
 from router.models import CandidateInfo, DecisionKind, HealthState, Mode, Parameters, ScoreBreakdown, Verdict
 
 
+def capability_key(backend: str, kind: str, name: str) -> str:
+    """How a capability is named across the router: examples, evidence and candidates share it."""
+    return f"{backend}/{kind}/{name}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Capability:
     """One routable thing a backend offers: an MCP tool, prompt or resource, or a flow."""
@@ -31,7 +36,7 @@ class Capability:
 
     @property
     def key(self) -> str:
-        return f"{self.backend}/{self.kind}/{self.name}"
+        return capability_key(self.backend, self.kind, self.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
