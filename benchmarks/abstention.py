@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import Query, load
 from router.confidence import (
+    EVIDENCE,
     FEATURES,
     SHIPPED,
     ConfidenceModel,
@@ -142,11 +143,11 @@ def fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Confiden
     folds = np.array([fold_of[g] for g in groups])
     oof = np.zeros(len(y))
     for f in (0, 1):
-        m, s, c, b = fit_logistic(x[folds != f], y[folds != f])
+        m, s, c, b = fit_logistic(x[folds != f], y[folds != f], nonnegative=EVIDENCE)
         part = ConfidenceModel(m, s, c, b, np.zeros(0), np.zeros(0), 0.5, {})
         oof[folds == f] = part.logistic(x[folds == f])
     iso_x, iso_y = fit_isotonic(oof, y)
-    mean, scale, coef, intercept = fit_logistic(x, y)
+    mean, scale, coef, intercept = fit_logistic(x, y, nonnegative=EVIDENCE)
     return ConfidenceModel(mean, scale, coef, intercept, iso_x, iso_y, 0.5, {})
 
 

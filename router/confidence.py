@@ -30,6 +30,9 @@ SHIPPED = Path(__file__).with_name("confidence_model.json")
 FEATURES = ("dense", "bm25_scaled", "lead", "dense_lead", "best_dense", "best_bm25", "server_share",
             "single_capability", "server_lead")
 TOP = 5  # candidates whose servers count for `server_share`
+# Features that only ever count for a candidate (all but the one-capability mark): fitted with
+# non-negative weights, so more evidence never lowers the probability.
+EVIDENCE = np.array([name != "single_capability" for name in FEATURES])
 
 
 class _Scores(Protocol):
@@ -159,14 +162,30 @@ def _shipped() -> ConfidenceModel:
 # Fitting (used by benchmarks/abstention.py; plain numpy, so that the router needs nothing more)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, float]:
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50,
+                 nonnegative: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """L2-regularised logistic regression by Newton's method on standardised features:
-    (mean, scale, coef, intercept)."""
+    (mean, scale, coef, intercept). `nonnegative` marks features that are evidence for a candidate
+    (a larger lead, a higher cosine): a coefficient fitted below zero there is set to zero and the rest
+    refitted, until none is. Without that, correlated features got negative weights that rewarded a
+    runner-up for being far behind (a question's second tool more confident than its first)."""
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    standard = (x - mean) / scale
+    free = np.ones(x.shape[1], dtype=bool)
+    must_be_positive = np.zeros(x.shape[1], dtype=bool) if nonnegative is None else np.asarray(nonnegative)
+    while True:
+        coef = np.zeros(x.shape[1])
+        coef[free], intercept = _newton(standard[:, free], y, l2, iterations)
+        wrong = must_be_positive & (coef < 0)
+        if not wrong.any():
+            return mean, scale, coef, intercept
+        free[int(np.argmin(np.where(wrong, coef, 0.0)))] = False
+
+
+def _newton(z: np.ndarray, y: np.ndarray, l2: float, iterations: int) -> tuple[np.ndarray, float]:
+    z = np.hstack([z, np.ones((len(z), 1))])
     w = np.zeros(z.shape[1])
     penalty = np.full(z.shape[1], l2)
     penalty[-1] = 0.0  # the intercept is not shrunk
@@ -178,7 +197,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int 
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    return mean, scale, w[:-1], float(w[-1])
+    return w[:-1], float(w[-1])
 
 
 def fit_isotonic(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -100,6 +100,19 @@ def test_logistic_fit_learns_the_direction_of_the_evidence() -> None:
     assert intercept - float(raw @ mean) == pytest.approx(-1, abs=0.3)
 
 
+def test_evidence_features_never_get_a_negative_weight() -> None:
+    # The second feature copies the first and adds noise that counts against: unconstrained, it gets a
+    # negative weight; as evidence it is left out, and the first keeps its positive weight.
+    rng = np.random.default_rng(1)
+    signal = rng.normal(size=3000)
+    x = np.column_stack([signal, signal + rng.normal(scale=0.3, size=3000)])
+    y = (rng.random(3000) < 1 / (1 + np.exp(-(4 * signal - 2 * x[:, 1])))).astype(float)
+    free = fit_logistic(x, y, l2=0.1)[2]
+    assert free[1] < 0
+    constrained = fit_logistic(x, y, l2=0.1, nonnegative=np.array([True, True]))[2]
+    assert constrained[1] == 0.0 and constrained[0] > 0
+
+
 def test_isotonic_fit_is_non_decreasing_and_pools_violations() -> None:
     xs, ys = fit_isotonic(np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.0, 1.0, 0.0, 1.0]))
     assert list(ys) == [0.0, 0.5, 1.0] and np.all(np.diff(xs) > 0)
