@@ -74,8 +74,8 @@ class Example:
 
 
 class Source:
-    def __init__(self, mirror_root: Path, key: str) -> None:
-        meta = SOURCES[key]
+    def __init__(self, mirror_root: Path, key: str, meta: dict | None = None) -> None:
+        meta = meta or SOURCES[key]
         self.git_dir = mirror_root / meta["repo"].replace("/", "+") / "repo"
         self.commit = meta["commit"]
 

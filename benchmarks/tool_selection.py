@@ -19,14 +19,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import build, load
-from router.config import RoutingSettings, ToolSelectionSettings
+from router.config import EmbeddingSettings, RoutingSettings, ToolSelectionSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.tools import ToolSelector
 
 
 async def run(args: argparse.Namespace) -> dict:
     catalogs, queries = load(Path(args.data_dir))
-    model = LocalMiniLM()
+    model = LocalMiniLM(model=EmbeddingSettings().model)
     embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
     index = await build(catalogs, embedder, RoutingSettings())
     report: dict = {"queries": len(queries), "total_tools": len(index)}

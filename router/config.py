@@ -139,25 +139,25 @@ class ScoreWeights(_Strict):
 class RoutingSettings(_Strict):
     """Hybrid retrieval (dense + BM25), the composite score and the verdict (404, 409, 422)."""
 
-    alpha: float = Field(default=0.5, ge=0, le=1, description=(
+    alpha: float = Field(default=0.6, ge=0, le=1, description=(
         "Fusion weight: `alpha * dense + (1 - alpha) * bm25` (1 = embeddings only, 0 = BM25 only). "
-        "0.5 had the best server R@1 and tool R@5 on LiveMCPBench."))
+        "0.6 was best with the shipped model on LiveMCPBench, and on MetaTool, which nothing was tuned on."))
     dense_top_n: int = Field(default=200, ge=1, description="Capabilities recalled by cosine before BM25 scores them.")
     method: Literal["flat", "two_level"] = Field(default="flat", description=(
         "flat ranks capabilities directly; two_level ranks servers first, then tools in the best servers."))
     server_weight: float = Field(default=0.35, ge=0, le=1, description=(
         "Share of a capability's retrieval score that comes from its server's own document (flat method). "
-        "0.35 was best on LiveMCPBench: server R@1 0.60 -> 0.66, tool R@10 0.48 -> 0.51."))
+        "0.35 was best on LiveMCPBench and ToolAlpaca together (docs/routing.md)."))
     top_servers: int = Field(default=3, ge=1, description="Servers whose tools are ranked by the two_level method.")
     candidates: int = Field(default=5, ge=1, le=100, description=(
         "Candidates returned with a decision (more are kept when a resilience mode needs them)."))
     weights: ScoreWeights = Field(default=ScoreWeights(), description="Weights of the composite score.")
     intent_bonus: float = Field(default=0.1, ge=0, le=1, description=(
         "Added to the match score when the backend declares the question's intent."))
-    min_confidence: float = Field(default=0.06, ge=0, le=1, description=(
+    min_confidence: float = Field(default=0.08, ge=0, le=1, description=(
         "Confidence a candidate needs to be called: the estimated probability, from its retrieval scores, "
         "that it is the right capability (router/confidence.py). When no candidate reaches it the router "
-        "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.06 is the highest "
+        "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.08 is the highest "
         "threshold that still answered 90 % of in-scope questions on the fitting half of "
         "benchmarks/abstention.py; higher declines more (docs/routing.md has the curve)."))
     min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(
@@ -175,15 +175,19 @@ class EmbeddingSettings(_Strict):
     """The model that embeds questions and capability texts."""
 
     provider: Literal["local", "openai"] = Field(default="local", description=(
-        "local: the shipped all-MiniLM-L6-v2 (int8 ONNX); openai: an OpenAI-compatible embeddings endpoint."))
-    model: str = Field(default="all-MiniLM-L6-v2", description="The model name (sent to the endpoint for openai).")
+        "local: a model shipped in models/ (int8 ONNX); openai: an OpenAI-compatible embeddings endpoint."))
+    model: str = Field(default="all-MiniLM-L6-v2-tool-retrieval", description=(
+        "The model name: a folder of models/ (all-MiniLM-L6-v2-tool-retrieval, trained for tool retrieval; "
+        "all-MiniLM-L6-v2, the untrained base), or the name sent to the endpoint for openai."))
     placement: Literal["replica", "deployment"] | None = Field(default=None, description=(
         "Where questions are embedded: replica runs the model inside each router replica (in a thread, concurrent "
         "questions batched); deployment in its own Serve deployment, for large or GPU models. Unset: by model "
         "size (the small local models and remote endpoints run in the replica)."))
     base_url: str | None = Field(default=None, description="The endpoint's base URL (openai provider).")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the endpoint's key.")
-    batch_size: int = Field(default=64, ge=1, le=2048, description="Texts embedded in one model call.")
+    batch_size: int = Field(default=64, ge=1, le=2048, description=(
+        "Most texts in one embedding call (one request to an endpoint; the local model still runs each text "
+        "alone)."))
     max_batch_wait_s: float = Field(default=0.005, ge=0, description=(
         "While other questions are being embedded, how long the next batch waits to fill."))
     timeout_s: float = Field(default=30.0, gt=0, description="Longest one request to the endpoint may take.")

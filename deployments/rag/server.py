@@ -77,12 +77,14 @@ def build_rag_server(engine: RagEngine) -> MCPServer:
 
 
 def build_engine(args: argparse.Namespace) -> RagEngine:
-    from router.embeddings import build_embedder
+    from router.embeddings import BASE_MODEL, build_embedder
 
     llm = LLMSettings(base_url=args.llm_base_url or None, model=args.llm_model or None,
                       api_key_env=args.llm_api_key_env)
     chunking = Chunking(size=args.chunk_size, overlap=args.chunk_overlap, unit=args.chunk_unit)
-    return RagEngine(ChunkStore(args.store, collection=args.collection), build_embedder(EmbeddingSettings()),
+    # The untrained model: the router's default was trained on tool documents, not passages of prose.
+    embedder = build_embedder(EmbeddingSettings(model=BASE_MODEL))
+    return RagEngine(ChunkStore(args.store, collection=args.collection), embedder,
                      chunking=chunking, settings=EngineSettings(alpha=args.alpha), llm=llm)
 
 

@@ -66,7 +66,7 @@ async def router() -> AsyncIterator[Router]:
     try:
         await asyncio.wait_for(asyncio.gather(*(b.connect() for b in backends.values())), 60)
         catalogs = [await b.list_capabilities() for b in backends.values()]
-        model = LocalMiniLM()
+        model = LocalMiniLM(model=settings.embeddings.model)  # the model `make demo` runs
 
         async def embed(texts: list[str]) -> np.ndarray:
             return model.encode(list(texts))

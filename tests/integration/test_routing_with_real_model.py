@@ -1,10 +1,10 @@
-"""The hybrid index with the real local embedding model: the right server must rank first."""
+"""The hybrid index with the real local embedding model (the default): the right server must rank first."""
 
 from __future__ import annotations
 
 import pytest
 
-from router.config import RoutingSettings
+from router.config import EmbeddingSettings, RoutingSettings
 from router.embeddings import LocalMiniLM
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.values import Capability, Catalog
@@ -40,7 +40,7 @@ CATALOGS = [
 
 @pytest.fixture(scope="module")
 def index() -> tuple[CatalogIndex, LocalMiniLM]:
-    model = LocalMiniLM()
+    model = LocalMiniLM(model=EmbeddingSettings().model)
     texts = CatalogTexts.build(CATALOGS)
     idx = CatalogIndex(texts, model.encode(list(texts.tool_dense)), model.encode(list(texts.server_dense)),
                        RoutingSettings())
@@ -69,4 +69,5 @@ def test_dense_and_sparse_disagreeing_are_fused_not_overridden(index: tuple[Cata
     vector = model.encode([question])[0]
     hits = idx.search(question, vector, 3)
     assert hits[0].hit.dense_norm == 1.0
-    assert all(abs(h.hit.hybrid - (0.5 * h.hit.dense_norm + 0.5 * h.hit.bm25_norm)) < 1e-9 for h in hits)
+    alpha = RoutingSettings().alpha
+    assert all(abs(h.hit.hybrid - (alpha * h.hit.dense_norm + (1 - alpha) * h.hit.bm25_norm)) < 1e-9 for h in hits)

@@ -155,7 +155,7 @@ def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
 
 def test_empty_file_gives_defaults(tmp_path: Path) -> None:
     s = load_settings(write(tmp_path, ""), environ=NO_ENV)
-    assert s.backends == [] and s.routing.alpha == 0.5
+    assert s.backends == [] and s.routing.alpha == 0.6
 
 
 def test_env_references_are_expanded_with_defaults(tmp_path: Path) -> None:
