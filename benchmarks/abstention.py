@@ -212,9 +212,9 @@ class Dataset:
 def toolalpaca(mirror_root: Path, into: Path) -> Path:
     """ToolAlpaca's questions and APIs in the LiveMCPBench format, read from its bare git copy at the
     commit benchmarks/retriever_data.py pins (nothing of it enters this repository)."""
-    from benchmarks.retriever_data import Source, load_toolalpaca
+    from benchmarks.retriever_data import SOURCES, Source, load_toolalpaca
 
-    catalog, queries = load_toolalpaca(Source(mirror_root, "toolalpaca"))
+    catalog, queries = load_toolalpaca(Source(mirror_root, SOURCES["toolalpaca"]))
     out = into / "toolalpaca"
     out.mkdir(parents=True, exist_ok=True)
     (out / "catalog.json").write_text(json.dumps(catalog, ensure_ascii=False), encoding="utf-8")

@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=2000, help="questions to keep (seeded)")
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
-    catalog, queries = convert(Source(Path(args.mirror_root), "metatool", METATOOL), args.sample, args.seed)
+    catalog, queries = convert(Source(Path(args.mirror_root), METATOOL), args.sample, args.seed)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "catalog.json").write_text(json.dumps(catalog, indent=1), encoding="utf-8")

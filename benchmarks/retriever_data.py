@@ -74,8 +74,9 @@ class Example:
 
 
 class Source:
-    def __init__(self, mirror_root: Path, key: str, meta: dict | None = None) -> None:
-        meta = meta or SOURCES[key]
+    """A dataset's repository at its pinned commit; `meta` is an entry like those of SOURCES."""
+
+    def __init__(self, mirror_root: Path, meta: dict) -> None:
         self.git_dir = mirror_root / meta["repo"].replace("/", "+") / "repo"
         self.commit = meta["commit"]
 
@@ -288,7 +289,7 @@ def main() -> None:
     compare_dir = args.drop_overlap_with or args.overlap_report
     banned = livemcpbench_names(Path(compare_dir)) if compare_dir else set()
     for key, loader in LOADERS.items():
-        toolsets, examples = loader(Source(root, key))
+        toolsets, examples = loader(Source(root, SOURCES[key]))
         train_names[key] = {normalised(n) for ts in toolsets.values() for n in ts.tools}
         if args.drop_overlap_with:
             examples = drop_tools(toolsets, examples, banned)
@@ -326,7 +327,7 @@ def main() -> None:
 
 
 def write_heldout(root: Path, out: Path, counts: dict) -> None:
-    catalog, queries = load_toolalpaca(Source(root, "toolalpaca"))
+    catalog, queries = load_toolalpaca(Source(root, SOURCES["toolalpaca"]))
     held = out / "heldout" / "toolalpaca"
     held.mkdir(parents=True, exist_ok=True)
     (held / "catalog.json").write_text(json.dumps(catalog, indent=1, ensure_ascii=False), encoding="utf-8")
