@@ -175,8 +175,8 @@ def quantize_weights(fp32: Path, int8: Path) -> None:
 
 
 def onnx_vectors(path: Path, texts: list[str], max_tokens: int = 256) -> np.ndarray:
-    """The router's pipeline (tokenizers + onnxruntime, each text alone, mean pooling, L2), reimplemented to
-    stay torch-free."""
+    """`LocalMiniLM.encode` (tokenizers + onnxruntime, each text alone, mean pooling, L2) for a file outside
+    models/, reimplemented so that the training environment needs none of the router's dependencies."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
