@@ -36,6 +36,11 @@ from router.values import BackendStatus, CallContext, CallOutcome, Capability, C
 
 log = logging.getLogger("mcp_router.backend")
 _MAX_BACKOFF_S = 30.0
+# When Ray kills an actor, the worker kills its child processes (a stdio server, a launched one) before
+# the process ends, and a call in flight can see the closed connection in between. Reporting that
+# failure only after this pause lets a dying actor die first, so its caller sees the actor's death and
+# retries on the restarted actor instead of taking a healthy backend's failure for real.
+_DYING_GRACE_S = 0.25
 
 
 class BackendSupervisor:
@@ -190,6 +195,7 @@ class BackendSupervisor:
             if exc.kind is ErrorKind.BACKEND_UNAVAILABLE:
                 self._fail(exc.message)
                 self._wake.set()  # reconnect now rather than at the next health check
+                await asyncio.sleep(_DYING_GRACE_S)
         except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
             log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
             outcome = self._failed(capability, ErrorKind.BACKEND_FAILED,
