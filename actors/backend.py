@@ -183,6 +183,7 @@ class BackendSupervisor:
             return self._refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         assert self._sem is not None
         started = time.perf_counter()
+        connection_lost = False
         self._inflight += 1
         try:
             async with self._sem:
@@ -195,7 +196,7 @@ class BackendSupervisor:
             if exc.kind is ErrorKind.BACKEND_UNAVAILABLE:
                 self._fail(exc.message)
                 self._wake.set()  # reconnect now rather than at the next health check
-                await asyncio.sleep(_DYING_GRACE_S)
+                connection_lost = True
         except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
             log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
             outcome = self._failed(capability, ErrorKind.BACKEND_FAILED,
@@ -206,6 +207,8 @@ class BackendSupervisor:
             log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
         if not outcome.ok:
             self._last_error, self._last_error_at = outcome.error, time.time()
+        if connection_lost:  # after the outcome is recorded, so a cancellation here leaves nothing held
+            await asyncio.sleep(_DYING_GRACE_S)
         return outcome
 
     def _refused(self, capability: Capability, message: str) -> CallOutcome:
