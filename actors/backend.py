@@ -183,7 +183,6 @@ class BackendSupervisor:
             return self._refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         assert self._sem is not None
         started = time.perf_counter()
-        connection_lost = False
         self._inflight += 1
         try:
             async with self._sem:
@@ -196,7 +195,6 @@ class BackendSupervisor:
             if exc.kind is ErrorKind.BACKEND_UNAVAILABLE:
                 self._fail(exc.message)
                 self._wake.set()  # reconnect now rather than at the next health check
-                connection_lost = True
         except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
             log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
             outcome = self._failed(capability, ErrorKind.BACKEND_FAILED,
@@ -207,7 +205,8 @@ class BackendSupervisor:
             log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
         if not outcome.ok:
             self._last_error, self._last_error_at = outcome.error, time.time()
-        if connection_lost:  # after the outcome is recorded, so a cancellation here leaves nothing held
+        if outcome.error_kind is ErrorKind.BACKEND_UNAVAILABLE:  # the connection was lost; paused after
+            # the outcome is recorded, so a cancellation here leaves nothing held
             await asyncio.sleep(_DYING_GRACE_S)
         return outcome
 
