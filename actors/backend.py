@@ -21,6 +21,7 @@ import contextlib
 import logging
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -150,7 +151,10 @@ class BackendSupervisor:
                 log.warning("backend %s: %s %r held out of routing: %s", self.spec.name, held["kind"], held["tool"],
                             held["reason"])
         self._review = review
-        self._catalog = make_catalog(self.spec.name, review.description, review.capabilities, listed.intents)
+        capabilities = review.capabilities
+        if self.spec.read_only is not None:  # the operator's word over the server's annotations
+            capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
+        self._catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents)
         return self._catalog
 
     def _mark_stale(self) -> None:
@@ -212,7 +216,7 @@ class BackendSupervisor:
 
     def _refused(self, capability: Capability, message: str) -> CallOutcome:
         return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
-                           error_kind=ErrorKind.BACKEND_UNAVAILABLE, error=message)
+                           error_kind=ErrorKind.BACKEND_UNAVAILABLE, error=message, sent=False)
 
     def _failed(self, capability: Capability, kind: ErrorKind, message: str, started: float) -> CallOutcome:
         return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,

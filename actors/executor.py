@@ -82,7 +82,7 @@ class RayExecutor:
         while True:
             handle = self.actors.get(capability.backend)
             if handle is None:
-                return _failed(capability, started, f"no actor for backend {capability.backend!r}")
+                return _failed(capability, started, f"no actor for backend {capability.backend!r}", sent=False)
             ref = handle.call.remote(capability, arguments, timeout_s, context, force)
             try:
                 return await ref
@@ -104,6 +104,6 @@ class RayExecutor:
 
 
 def _failed(capability: Capability, started: float, error: str,
-            kind: ErrorKind = ErrorKind.BACKEND_UNAVAILABLE) -> CallOutcome:
+            kind: ErrorKind = ErrorKind.BACKEND_UNAVAILABLE, sent: bool = True) -> CallOutcome:
     return CallOutcome(backend=capability.backend, capability=capability.name, ok=False,
-                       latency_ms=(time.monotonic() - started) * 1000, error_kind=kind, error=error)
+                       latency_ms=(time.monotonic() - started) * 1000, error_kind=kind, error=error, sent=sent)

@@ -41,6 +41,11 @@ class _BackendBase(_Strict):
     health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
     max_concurrency: int = Field(default=64, ge=1, le=10_000,
                                  description="Calls in flight at once to this backend; more wait their turn.")
+    read_only: bool | None = Field(default=None, description=(
+        "true: no call to this backend changes anything, so calls may be duplicated (parallel, hedged, "
+        "consensus), retried elsewhere after a timeout and answered from the response cache; false: every "
+        "call may act, whatever the server declares. Unset: as each MCP tool's annotations declare "
+        "(`readOnlyHint`, `idempotentHint`; none means it may act), prompts and resources read-only, flows not."))
     trust_changes: bool = Field(default=False, description=(
         "true: a changed tool definition is pinned again at once instead of being held out of routing "
         "until `mcp-router approve` (see `security.pin_tools`)."))

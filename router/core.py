@@ -177,7 +177,8 @@ class Router:
         answer = respond(result, d, p.mode, started, req, stages)
         if isinstance(answer, RouterError):
             raise answer
-        self.responses.store(key, answer)
+        if result.call is not None and result.call.capability.read_only:  # an action's answer is not replayed
+            self.responses.store(key, answer)
         if req.session_id:
             self._sessions.put(req.session_id, answer.backend)
         return self._learn_from(answer, d, access)

@@ -33,10 +33,22 @@ class Capability:
     tags: tuple[str, ...] = ()
     # A stand-in for a backend that lists nothing (known only by its description): see router.retrieval.
     server_level: bool = False
+    # What a call does besides answering, as the server declares it (MCP tool annotations `readOnlyHint`,
+    # `idempotentHint`; prompts and resources only read) or the backend's `read_only` setting overrides.
+    # Unknown counts as acting, as the MCP specification's defaults say. Only read-only capabilities are
+    # called alongside another (parallel, hedged, consensus) or answered from the response cache.
+    read_only: bool = False
+    idempotent: bool = False  # calling it again with the same arguments changes nothing more
 
     @property
     def key(self) -> str:
         return capability_key(self.backend, self.kind, self.name)
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether calling it again is harmless, so that after a call that may have acted (timed out, lost
+        its connection) the request may go on to another candidate."""
+        return self.read_only or self.idempotent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +77,14 @@ class CallOutcome:
     error: str | None = None
     session_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    sent: bool = True  # False: refused before the request left (an ejected or down backend, no actor)
+
+    @property
+    def may_have_acted(self) -> bool:
+        """A failed call whose effect is unknown: it was sent and timed out, lost its connection or was
+        cancelled, rather than being answered with an error."""
+        return (not self.ok and self.sent and self.error_kind is not None
+                and self.error_kind.outcome in ("timeout", "unavailable", "cancelled"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

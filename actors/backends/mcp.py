@@ -201,7 +201,9 @@ class McpBackend:
                         page = await client.list_tools(cursor=cursor)
                         # A tool that runs only as an MCP task cannot answer a plain call: not routable.
                         caps += [Capability(backend=self.name, name=t.name, kind="tool", title=t.title,
-                                            description=t.description or "", input_schema=t.input_schema or {})
+                                            description=t.description or "", input_schema=t.input_schema or {},
+                                            read_only=_hint(t, "read_only_hint"),
+                                            idempotent=_hint(t, "idempotent_hint"))
                                  for t in page.tools if not _task_only(t)]
                         cursor = page.next_cursor
                         if not cursor:
@@ -209,12 +211,14 @@ class McpBackend:
                 if "prompts" in wanted and server.prompts is not None:
                     prompts = await client.list_prompts()
                     caps += [Capability(backend=self.name, name=p.name, kind="prompt", title=p.title,
-                                        description=p.description or "", input_schema=_prompt_schema(p))
+                                        description=p.description or "", input_schema=_prompt_schema(p),
+                                        read_only=True)
                              for p in prompts.prompts]
                 if "resources" in wanted and server.resources is not None:
                     resources = await client.list_resources()
                     caps += [Capability(backend=self.name, name=r.name, kind="resource", title=r.title,
-                                        description=r.description or str(r.uri), target=str(r.uri))
+                                        description=r.description or str(r.uri), target=str(r.uri),
+                                        read_only=True)
                              for r in resources.resources]
         except TimeoutError:
             raise BackendTimeout(f"backend {self.name!r} did not list its capabilities within "
@@ -302,3 +306,9 @@ def _describe(exc: BaseException) -> str:
 def _task_only(tool: Any) -> bool:
     execution = getattr(tool, "execution", None)
     return getattr(execution, "task_support", None) == "required"
+
+
+def _hint(tool: Any, name: str) -> bool:
+    """A tool annotation that is true only when the server says so (MCP's defaults: it may act, and
+    repeating it may act again)."""
+    return getattr(getattr(tool, "annotations", None), name, None) is True

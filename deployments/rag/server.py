@@ -25,6 +25,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -56,7 +57,7 @@ def build_rag_server(engine: RagEngine) -> MCPServer:
                      "with the chunks it used.",
     )
 
-    @server.tool(description=TOOL_DESCRIPTION)
+    @server.tool(description=TOOL_DESCRIPTION, annotations=ToolAnnotations(read_only_hint=True))
     async def rag_query_with_chunks(question: str, request_id: str | None = None,
                                     session_id: str | None = None, k: int | None = None,
                                     alpha: float | None = None,

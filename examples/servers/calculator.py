@@ -17,6 +17,10 @@ import re
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+# Both tools only compute: safe for the router to call twice (hedged, parallel) or answer from its cache.
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 
 server = MCPServer(
     "calculator",
@@ -84,7 +88,7 @@ def evaluate(text: str) -> tuple[str, float]:
     return expr, value
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def calculate(query: str) -> str:
     """Evaluate arithmetic: add (plus), subtract (minus), multiply (times), divide, powers, percentages,
     square roots, sin, log, pi. The query may be a question such as 'what is 12 times (3 + 4)?' or
@@ -149,7 +153,7 @@ def _temperature(value: float, src: str, dst: str) -> float:
     return {"C": kelvin - 273.15, "F": (kelvin - 273.15) * 9 / 5 + 32, "K": kelvin}[dst]
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def convert_units(query: str) -> str:
     """Convert a quantity between units of length, mass, volume, temperature, speed, time or digital
     storage, e.g. 'convert 5 km to miles', 'how many pounds is 3 kg', '100 F in celsius'."""

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 RATES = ("fail_rate", "tail_rate", "hang_rate")
 
@@ -59,7 +60,7 @@ def build_server(name: str, faults: Faults) -> MCPServer:
     server = MCPServer(name, instructions="Answers general knowledge questions.", log_level="WARNING")
     counts = {"calls": 0, "succeeded": 0, "failed": 0, "cancelled": 0, "hung": 0, "in_flight": 0}
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def answer(query: str) -> str:
         """Answer a general knowledge question about history, geography, science, nature, art, people,
         places or dates, e.g. 'what is the capital of Peru?' or 'who wrote Hamlet?'."""
@@ -81,7 +82,7 @@ def build_server(name: str, faults: Faults) -> MCPServer:
         finally:
             counts["in_flight"] -= 1
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=True))
     def configure(fail_rate: float | None = None, latency_ms: float | None = None,
                   tail_rate: float | None = None, tail_multiplier: float | None = None,
                   hang_rate: float | None = None, answer: str | None = None) -> str:
@@ -101,7 +102,7 @@ def build_server(name: str, faults: Faults) -> MCPServer:
             faults.answer = answer
         return json.dumps(faults.settings())
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def stats() -> str:
         """Fault-injection admin: this test server's call counters as JSON (calls, succeeded, failed,
         cancelled, hung, in_flight)."""

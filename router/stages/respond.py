@@ -1,8 +1,9 @@
 """respond: what a request answers with: the response and its routing metadata, or the error that
 names what failed (specific for one attempt, the whole chain otherwise).
 
-The response cache wraps this stage: an answer is kept per (question, intent, backends) and served,
-marked `cached`, only when every backend a request would call is unavailable.
+The response cache wraps this stage: an answer of a read-only capability is kept per (question, intent,
+backends) and served, marked `cached`, only when every backend a request would call is unavailable (an
+action's answer is never replayed: it would say something was done that was not).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from router.values import BackendStatus, Decision, Plan, PlannedCall
 
 
 def failure_error(result: StrategyResult) -> RouterError:
-    """The error a request whose every attempt failed answers with: specific for one attempt."""
+    """The error a request whose every attempt failed answers with: specific for one attempt, and saying
+    why no other candidate was tried when one may not be."""
+    error = _chain_error(result)
+    if result.not_retried:
+        error = type(error)(f"{error.message}; {result.not_retried}", **error.details)
+    return error
+
+
+def _chain_error(result: StrategyResult) -> RouterError:
     chain = [a.model_dump() for a in result.attempts]
     if not result.attempts:
         # Nothing failed upstream: the request's own deadline ran out while it was being routed.

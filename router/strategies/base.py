@@ -64,11 +64,12 @@ class StrategyResult:
     agreement: float | None = None
     answers: list[ConsensusAnswer] | None = None
     disagreed: list[str] | None = None
+    not_retried: str | None = None  # why no other candidate was tried after the last failure
 
 
-def _failed(call: PlannedCall, kind: ErrorKind, error: str, latency_ms: float) -> CallOutcome:
+def _failed(call: PlannedCall, kind: ErrorKind, error: str, latency_ms: float, sent: bool = True) -> CallOutcome:
     return CallOutcome(backend=call.backend, capability=call.capability.name, ok=False, latency_ms=latency_ms,
-                       error_kind=kind, error=error)
+                       error_kind=kind, error=error, sent=sent)
 
 
 def outcome_name(outcome: CallOutcome) -> str:
@@ -100,7 +101,8 @@ async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
     started = time.monotonic()
     remaining = ctx.deadline - started
     if remaining <= 0:
-        outcome = _failed(call, ErrorKind.DEADLINE_EXCEEDED, "the request deadline passed before this attempt", 0.0)
+        outcome = _failed(call, ErrorKind.DEADLINE_EXCEEDED, "the request deadline passed before this attempt", 0.0,
+                          sent=False)
         _record(ctx, call, outcome, started)
         return outcome
     timeout = min(ctx.timeout_for(call.backend), remaining)
@@ -133,11 +135,26 @@ def _record(ctx: StrategyContext, call: PlannedCall, outcome: CallOutcome, start
         ctx.on_outcome(call, outcome)
 
 
-def distinct_backends(calls: Sequence[PlannedCall], k: int) -> list[PlannedCall]:
-    """The best call per backend, in order, at most `k` of them (for fan-out modes)."""
+def unknown_effect(call: PlannedCall, outcome: CallOutcome) -> str | None:
+    """Why no other candidate may be tried after this failed call: it may have acted (it was sent and
+    timed out or lost its connection) and is neither read-only nor idempotent; None otherwise."""
+    if call.capability.repeatable or not outcome.may_have_acted:
+        return None
+    return (f"{call.backend}/{call.capability.name} may have acted before it failed and is not declared "
+            "read-only or idempotent, so no other backend was tried")
+
+
+def fan_out(calls: Sequence[PlannedCall], k: int) -> list[PlannedCall]:
+    """The calls a fan-out mode (parallel, consensus) sends at once: the best call per backend, at most
+    `k`, of read-only capabilities (a runner-up is a different call, and must not act on a request meant
+    for another); none when the best call may act, and the request runs one call at a time."""
+    if not calls or not calls[0].capability.read_only:
+        return []
     out: list[PlannedCall] = []
     seen: set[str] = set()
     for c in calls:
+        if not c.capability.read_only:
+            continue
         if c.backend not in seen:
             seen.add(c.backend)
             out.append(c)

@@ -2,7 +2,9 @@
 
 Answers are grouped greedily by cosine similarity of their embeddings (identical texts always
 group together); the largest group wins (ties: the group holding the best-ranked backend), and
-its most central answer is returned with `agreement` = group size / answers received.
+its most central answer is returned with `agreement` = group size / answers received. Only
+read-only capabilities are asked: when the best one may act, the request runs as fallback, and its
+answer has no `agreement`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from router.models import ConsensusAnswer
-from router.strategies.base import StrategyContext, StrategyResult, attempt, distinct_backends
+from router.strategies import fallback
+from router.strategies.base import StrategyContext, StrategyResult, attempt, fan_out
 from router.values import CallOutcome, PlannedCall
 
 
@@ -37,7 +40,10 @@ def group_answers(texts: Sequence[str], vectors: np.ndarray | None, threshold: f
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
-    chosen = distinct_backends(calls, ctx.settings.consensus_k)
+    chosen = fan_out(calls, ctx.settings.consensus_k)
+    if not chosen:
+        ctx.step("one_at_a_time", capability=calls[0].capability.name if calls else None)
+        return await fallback.run(calls, ctx)
     ctx.step("consensus", backends=[c.backend for c in chosen])
     outcomes: list[CallOutcome] = await asyncio.gather(*(attempt(ctx, c) for c in chosen))
     ok = [(c, o) for c, o in zip(chosen, outcomes, strict=True) if o.ok]

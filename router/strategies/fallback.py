@@ -1,13 +1,15 @@
 """fallback (default): try candidates in composite-score order; the first success wins.
 
-A backend that failed as a whole (down, timed out) is not tried again for another of its tools.
+A backend that failed as a whole (down, timed out) is not tried again for another of its tools. A call
+that may have acted (it timed out or lost its connection) to a capability not safe to repeat ends the
+request: trying another backend could do the same thing twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router.strategies.base import StrategyContext, StrategyResult, attempt
+from router.strategies.base import StrategyContext, StrategyResult, attempt, unknown_effect
 from router.values import PlannedCall
 
 
@@ -25,6 +27,8 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
         outcome = await attempt(ctx, call)
         if outcome.ok:
             return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
+        if (reason := unknown_effect(call, outcome)) is not None:
+            return StrategyResult(outcome=None, call=None, attempts=ctx.attempts, not_retried=reason)
         if outcome.error_kind is not None and outcome.error_kind.backend_level:
             dead.add(call.backend)
     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)

@@ -2,7 +2,9 @@
 
 The delay is the best backend's recent p95 latency (bounded); the first success wins and the other
 call is cancelled. A failure starts the next candidate at once, so hedging never does worse than
-fallback. Most requests cost one call.
+fallback. Most requests cost one call. A call is hedged only when both it and the hedge are read-only;
+otherwise the next candidate waits for the first call's failure, as in fallback, and not even then when
+that call may have acted.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from router.strategies.base import StrategyContext, StrategyResult, attempt, cancel_all
+from router.strategies.base import StrategyContext, StrategyResult, attempt, cancel_all, unknown_effect
 from router.values import CallOutcome, PlannedCall
 
 
@@ -23,7 +25,8 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
                 call = queue.pop(0)
                 running[asyncio.ensure_future(attempt(ctx, call))] = call
             current = next(iter(running.values()))
-            delay = ctx.hedge_delay_ms(current.backend) / 1000 if queue else None
+            hedge = queue and current.capability.read_only and queue[0].capability.read_only
+            delay = ctx.hedge_delay_ms(current.backend) / 1000 if hedge else None
             if delay is not None:
                 delay = min(delay, max(ctx.remaining(), 0))
             done, _ = await asyncio.wait(running, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
@@ -39,6 +42,8 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
                 if outcome.ok:
                     await cancel_all(list(running))
                     return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
+                if (reason := unknown_effect(call, outcome)) is not None:
+                    return StrategyResult(outcome=None, call=None, attempts=ctx.attempts, not_retried=reason)
             if ctx.remaining() <= 0:
                 break
     finally:

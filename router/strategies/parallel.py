@@ -1,7 +1,8 @@
 """parallel: send to the top k backends at once; the first success wins and the rest are cancelled.
 
 Cancelling a loser cancels its Ray call, which cancels the MCP request (the backend receives
-`notifications/cancelled`).
+`notifications/cancelled`). Only read-only capabilities are called at once: when the best one may act,
+the request runs as fallback, one call at a time.
 """
 
 from __future__ import annotations
@@ -9,18 +10,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from router.strategies import fallback
 from router.strategies.base import (
     StrategyContext,
     StrategyResult,
     attempt,
     cancel_all,
-    distinct_backends,
+    fan_out,
 )
 from router.values import PlannedCall
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
-    chosen = distinct_backends(calls, ctx.settings.parallel_k)
+    chosen = fan_out(calls, ctx.settings.parallel_k)
+    if not chosen:
+        ctx.step("one_at_a_time", capability=calls[0].capability.name if calls else None)
+        return await fallback.run(calls, ctx)
     ctx.step("parallel", backends=[c.backend for c in chosen])
     tasks = {asyncio.ensure_future(attempt(ctx, c)): c for c in chosen}
     pending = set(tasks)

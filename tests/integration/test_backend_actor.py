@@ -91,6 +91,9 @@ def test_catalog_refreshes_when_the_server_announces_a_tool_list_change(cleanup:
     cleanup.append(actor)
     before = ray.get(actor.catalog.remote(None))
     assert "fresh_tool" not in {c.name for c in before.capabilities}
+    # What each tool does, as its annotations declare: `shout` only reads, `grow` (none declared) may act.
+    declared = {c.name: c.read_only for c in before.capabilities}
+    assert declared["shout"] is True and declared["grow"] is False
     assert call(actor, "dyn", "grow", {"name": "fresh_tool"}).ok
 
     def has_new_tool() -> bool:

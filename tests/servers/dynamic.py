@@ -10,30 +10,33 @@ import os
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
 
 server = MCPServer("dynamic", instructions="Test server: sleeps, fails, echoes and grows new tools on demand.")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def shout(text: str) -> str:
     """Repeat the text in capital letters."""
     return text.upper()
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def sleep_for(seconds: float) -> str:
     """Wait the given number of seconds, then answer."""
     await asyncio.sleep(seconds)
     return f"slept {seconds} s"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def explode(query: str) -> str:
     """Always fail with a recognisable message, whatever the query."""
     raise ToolError(f"exploded on purpose: {query}")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def whoami() -> str:
     """The server's process id."""
     return str(os.getpid())

@@ -62,6 +62,7 @@ def small_catalogs() -> list[Catalog]:
             "time",
             "current time and time zone conversion",
             Capability(
+                read_only=True,
                 backend="time",
                 name="get_current_time",
                 description="Get the current time in a specific timezone",
@@ -72,6 +73,7 @@ def small_catalogs() -> list[Catalog]:
             "clock",
             "world clock service",
             Capability(
+                read_only=True,
                 backend="clock",
                 name="world_clock",
                 description="Current local time for a timezone",
@@ -82,9 +84,11 @@ def small_catalogs() -> list[Catalog]:
             "calc",
             "arithmetic calculator",
             Capability(
+                read_only=True,
                 backend="calc", name="add", description="Add two numbers", input_schema=NUMBERS_SCHEMA
             ),
             Capability(
+                read_only=True,
                 backend="calc",
                 name="multiply",
                 description="Multiply two numbers",
@@ -95,6 +99,7 @@ def small_catalogs() -> list[Catalog]:
             "echo",
             "echoes messages back",
             Capability(
+                read_only=True,
                 backend="echo",
                 name="echo",
                 description="Repeat a message back to the caller",

@@ -41,9 +41,9 @@ class ScriptedBackend:
     async def shutdown(self) -> None: ...
 
 
-def supervisor(script: list[str]) -> BackendSupervisor:
+def supervisor(script: list[str], **spec: Any) -> BackendSupervisor:
     settings = RouterSettings.model_validate({
-        "backends": [{"name": "flaky", "kind": "mcp_stdio", "command": "x", "max_concurrency": 1}],
+        "backends": [{"name": "flaky", "kind": "mcp_stdio", "command": "x", "max_concurrency": 1, **spec}],
         "resilience": {"ejection": {"consecutive_failures": 1, "base_ejection_s": 0.05}}})
     sup = BackendSupervisor(settings.backends[0], settings.resilience)
     sup.backend = ScriptedBackend(script)  # type: ignore[assignment]
@@ -75,6 +75,7 @@ async def test_a_half_open_probe_that_raises_unexpectedly_does_not_leave_the_bac
     assert not probe.ok and probe.error_kind is ErrorKind.BACKEND_FAILED
     refused = await call(sup)  # ejected again, for a while
     assert refused.error_kind is ErrorKind.BACKEND_UNAVAILABLE and "ejected" in (refused.error or "")
+    assert not refused.sent and not refused.may_have_acted  # refused before sending: another backend may act
     for _ in range(50):  # the next probe goes through once the (doubled) ejection is over
         await asyncio.sleep(0.05)
         outcome = await call(sup)
@@ -94,3 +95,26 @@ def test_tools_that_run_only_as_tasks_are_not_routable() -> None:
     optional = types.Tool(name="echo", input_schema=schema, execution=types.ToolExecution(task_support="optional"))
     plain = types.Tool(name="add", input_schema=schema)
     assert [_task_only(t) for t in (required, optional, plain)] == [True, False, False]
+
+
+def test_a_tool_is_read_only_or_idempotent_only_when_its_annotations_say_so() -> None:
+    import mcp_types as types
+
+    from actors.backends.mcp import _hint
+
+    schema = {"type": "object"}
+    plain = types.Tool(name="send", input_schema=schema)
+    reads = types.Tool(name="get", input_schema=schema, annotations=types.ToolAnnotations(read_only_hint=True))
+    sets = types.Tool(name="set", input_schema=schema,
+                      annotations=types.ToolAnnotations(read_only_hint=False, idempotent_hint=True))
+    assert [(_hint(t, "read_only_hint"), _hint(t, "idempotent_hint")) for t in (plain, reads, sets)] == [
+        (False, False), (True, False), (False, True)]
+
+
+async def test_the_backend_setting_read_only_overrides_what_the_server_declares() -> None:
+    for setting, expected in ((None, False), (True, True), (False, False)):
+        sup = supervisor(["ok"], **({} if setting is None else {"read_only": setting}))
+        await sup.start(wait_s=2)
+        catalog = await sup.catalog()
+        assert catalog is not None and [c.repeatable for c in catalog.capabilities] == [expected]
+        await sup.shutdown()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from router.errors import (
@@ -211,6 +213,18 @@ async def test_cached_response_is_served_only_when_every_candidate_backend_is_un
     assert again.routing is not None and again.routing.cached is True
     assert again.routing.chosen is not None and again.routing.chosen.backend == "time"
     assert again.routing.attempts == []
+    assert w.executor.called == ["time", "time"]
+
+
+async def test_the_answer_of_a_capability_that_may_act_is_never_served_from_the_cache() -> None:
+    acting = [replace(c, capabilities=tuple(replace(x, read_only=False) for x in c.capabilities))
+              for c in small_catalogs()]
+    w = world(catalogs=acting)
+    await w.router.query(QueryRequest(question=ONLY_TIME))
+    w.stats.health["time"] = "down"
+    w.executor.script["time"] = fail("backend_unavailable", "connection refused")
+    with pytest.raises(BackendUnavailable):  # tried, not answered with "done" for what was not done now
+        await w.router.query(QueryRequest(question=ONLY_TIME))
     assert w.executor.called == ["time", "time"]
 
 

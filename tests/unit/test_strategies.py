@@ -2,15 +2,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
 from router.config import ResilienceSettings
 from router.models import ScoreBreakdown
+from router.stages.respond import failure_error
 from router.strategies import STRATEGIES, StrategyContext
-from router.strategies.base import distinct_backends
+from router.strategies.base import fan_out
 from router.strategies.consensus import group_answers
 from router.values import CallContext, Candidate, Capability, PlannedCall
 from tests.unit.fake_executor import ScriptedExecutor, after, fail, ok, then_set, timeout, unavailable
@@ -18,11 +19,12 @@ from tests.unit.helpers import embed_texts, fake_embed
 
 
 def plan(*specs: str, arguments: dict[str, Any] | None = None) -> list[PlannedCall]:
-    """`plan("a", "b/tool2")`: one call per backend[/tool], in ranking order."""
+    """`plan("a", "b/tool2", "c!")`: one call per backend[/tool], in ranking order; read-only capabilities,
+    but for those marked `!` (they may act, and are not safe to repeat)."""
     out = []
     for spec in specs:
-        backend, _, name = spec.partition("/")
-        cap = Capability(backend=backend, name=name or "tool")
+        backend, _, name = spec.removesuffix("!").partition("/")
+        cap = Capability(backend=backend, name=name or "tool", read_only=not spec.endswith("!"))
         out.append(
             PlannedCall(
                 candidate=Candidate(cap, ScoreBreakdown(), True),
@@ -180,14 +182,63 @@ async def test_parallel_fans_out_to_k_distinct_backends() -> None:
     assert sorted(chain(h)) == [("a", "error"), ("b", "error")]
 
 
-def test_distinct_backends_keeps_the_best_call_per_backend_in_order() -> None:
+def test_fan_out_keeps_the_best_call_per_backend_in_order() -> None:
     calls = plan("a/t1", "b/t1", "a/t2", "c/t1")
-    assert [(c.backend, c.capability.name) for c in distinct_backends(calls, 5)] == [
+    assert [(c.backend, c.capability.name) for c in fan_out(calls, 5)] == [
         ("a", "t1"),
         ("b", "t1"),
         ("c", "t1"),
     ]
-    assert [c.backend for c in distinct_backends(calls, 2)] == ["a", "b"]
+    assert [c.backend for c in fan_out(calls, 2)] == ["a", "b"]
+
+
+def test_fan_out_leaves_out_calls_that_may_act_and_is_empty_when_the_best_one_may() -> None:
+    assert [c.backend for c in fan_out(plan("a", "b!", "c"), 3)] == ["a", "c"]
+    assert fan_out(plan("a!", "b", "c"), 3) == []
+    idempotent = PlannedCall(candidate=Candidate(Capability(backend="d", name="set", idempotent=True),
+                                                 ScoreBreakdown(), True), arguments={}, arguments_source="test")
+    assert fan_out([idempotent, *plan("e")], 3) == []  # repeating it is harmless; a runner-up beside it is not
+
+
+async def test_parallel_runs_one_call_at_a_time_when_the_best_capability_may_act() -> None:
+    h = harness(ScriptedExecutor({"a": fail(), "b": ok("B"), "c": ok("C")}))
+    result = await STRATEGIES["parallel"](plan("a!", "b", "c"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "B"
+    assert h.executor.called == ["a", "b"]  # in order, as fallback: a reported its failure, b answered
+    assert [name for name, _ in h.steps] == ["one_at_a_time", "fallback"]
+
+
+async def test_consensus_asks_one_backend_when_the_best_capability_may_act() -> None:
+    h = harness(ScriptedExecutor({"a": ok("x"), "b": ok("x"), "c": ok("x")}))
+    result = await STRATEGIES["consensus"](plan("a!", "b", "c"), h.ctx)
+    assert result.outcome is not None and h.executor.called == ["a"]
+    assert result.agreement is None
+
+
+async def test_fallback_stops_after_a_call_that_may_have_acted() -> None:
+    for failure in (timeout(), unavailable()):
+        h = harness(ScriptedExecutor({"a": failure, "b": ok("B")}))
+        result = await STRATEGIES["fallback"](plan("a!", "b"), h.ctx)
+        assert result.outcome is None and h.executor.called == ["a"]
+        assert result.not_retried is not None and "a/tool may have acted" in result.not_retried
+        error = failure_error(result)
+        assert result.not_retried in error.message and error.details["backend"] == "a"
+
+
+async def test_fallback_goes_on_after_a_call_that_was_refused_or_answered_with_an_error() -> None:
+    refused = ScriptedExecutor({"a": unavailable(), "b": ok("B")})
+
+    async def refuse(capability: Capability, arguments: dict[str, Any], *, timeout_s: float, context: Any,
+                     force: bool = False) -> Any:
+        outcome = await ScriptedExecutor.call(refused, capability, arguments, timeout_s=timeout_s,
+                                              context=context, force=force)
+        return outcome if outcome.ok else replace(outcome, sent=False)  # ejected: never sent
+
+    refused.call = refuse  # type: ignore[method-assign]
+    for executor in (refused, ScriptedExecutor({"a": fail(), "b": ok("B")})):
+        h = harness(executor)
+        result = await STRATEGIES["fallback"](plan("a!", "b"), h.ctx)
+        assert result.outcome is not None and result.outcome.text == "B" and result.not_retried is None
 
 
 # --- hedged ---------------------------------------------------------------------------------
@@ -223,6 +274,24 @@ async def test_hedged_starts_the_next_candidate_at_once_when_the_first_fails() -
     a, b = h.executor.calls
     assert b.started - a.started < 1.0  # far less than the 10 s hedge delay
     assert chain(h) == [("a", "error"), ("b", "success")]
+
+
+async def test_hedged_never_hedges_a_call_that_may_act_nor_retries_it_after_a_timeout() -> None:
+    async def slow_timeout(call: Any) -> Any:
+        await asyncio.sleep(0.2)
+        return await timeout()(call)
+
+    executor = ScriptedExecutor({"primary": slow_timeout, "backup": ok("B")})
+    h = harness(executor, hedge_ms=20.0)
+    result = await STRATEGIES["hedged"](plan("primary!", "backup"), h.ctx)
+    assert result.outcome is None and executor.called == ["primary"]
+    assert h.steps == [] and result.not_retried is not None
+    # The first call only reads, but the hedge may act: it waits for the first call's failure.
+    h = harness(ScriptedExecutor({"primary": slow_timeout, "backup": ok("B")}), hedge_ms=20.0)
+    result = await STRATEGIES["hedged"](plan("primary", "backup!"), h.ctx)
+    assert result.outcome is not None and result.outcome.text == "B"
+    first, second = h.executor.calls
+    assert second.started - first.started >= 0.19  # after the first call's failure, not the 20 ms delay
 
 
 async def test_hedged_returns_nothing_when_every_candidate_fails() -> None:
