@@ -19,13 +19,16 @@ the highest in-scope answered plus out-of-scope abstained). Everything reported 
 halves, through the router's own `Decider` (CatalogIndex, score_candidates, the verdict), so it
 measures what the router does. `--toolalpaca` adds ToolAlpaca (short single-API questions, read from
 its bare git copy) to fitting and reporting; `--write-model` writes the fitted parameters to the file
-the router ships (router/confidence_model.json).
+the router ships (router/confidence_model.json). The tool-level model (given the backend, which of its
+tools: benchmarks/tool_confidence.py) is fitted and reported alongside, and written with it
+(router/tool_confidence_model.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
@@ -38,10 +41,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import Query, load
+from benchmarks.tool_confidence import choose_tool_threshold, fit_tool_model, tool_cases, tool_curve, tool_summary
 from router.confidence import (
     EVIDENCE,
     FEATURES,
     SHIPPED,
+    SHIPPED_TOOL,
+    TOOL_FEATURES,
     ConfidenceModel,
     candidate_features,
     expected_calibration_error,
@@ -183,13 +189,16 @@ def choose_threshold(points: list[dict], min_answered: float | None) -> float:
 
 
 def summary(inside: list[Case], outside: list[Case]) -> dict:
-    """What the router did at its threshold (the verdicts), and the calibration of its top confidence."""
-    answered = [c for c in inside if c.decision.verdict == "route"]
-    # The router calls the first relevant candidate (confidence at or above the threshold).
-    called = [next(x.capability.backend for x in c.decision.candidates if x.relevant) for c in answered]
+    """What the router did at its threshold (the verdicts), and the calibration of its top confidence.
+    A decision that names a backend but asks which of its tools (409) answers at the backend level."""
+    answered = [c for c in inside if c.decision.verdict != "no_match"]
+    # The router goes to the first candidate whose backend is likely enough (confidence at or above the
+    # threshold): it calls it, or asks which of that backend's tools was meant.
+    called = [next(x.capability.backend for x in c.decision.candidates if x.relevant or x.unclear_tool)
+              for c in answered]
     tops = inside + outside
     return {
-        "out_of_scope_abstained": sum(c.decision.verdict != "route" for c in outside) / len(outside),
+        "out_of_scope_abstained": sum(c.decision.verdict == "no_match" for c in outside) / len(outside),
         "in_scope_answered": len(answered) / len(inside),
         "in_scope_accuracy": (sum(s in c.gold for s, c in zip(called, answered, strict=True)) / len(answered)
                               if answered else 0.0),
@@ -240,11 +249,17 @@ async def dataset(data_dir: Path, model: LocalMiniLM, embedder: CachedEmbedder, 
 
 def report_on(ds: Dataset, decider: Decider, small: int, seed: int) -> dict:
     inside, outside = ds.bench.cases(decider, ds.test, ds.vectors, small, seed + 1)
+    tools = tool_cases(ds.bench, decider, ds.test, ds.vectors, small, seed + 1)
+
+    def tool(small_catalogs: bool) -> dict:
+        return tool_summary(decider.tool_confidence, [c for c in tools if c.small == small_catalogs],
+                            decider.settings.routing.min_tool_confidence)
+
     step = 2 if small else 1
-    out = {"report_questions": len(ds.test), **summary(inside[::step], outside[::step])}
+    out = {"report_questions": len(ds.test), **summary(inside[::step], outside[::step]), "tool": tool(False)}
     if small:
         out["small_catalogs"] = {"servers": f"gold + {small} others (out of scope: {small} others)",
-                                 **summary(inside[1::2], outside[1::2])}
+                                 **summary(inside[1::2], outside[1::2]), "tool": tool(True)}
     return out
 
 
@@ -268,6 +283,10 @@ async def run(args: argparse.Namespace) -> dict:
         inside, outside = ds.bench.cases(probe, ds.fit, ds.vectors, args.small, args.seed)
         fit_cases += inside + outside
     fitted = fit(*rows(fit_cases), args.seed)
+    tool_fit = [c for ds in sets for c in tool_cases(ds.bench, probe, ds.fit, ds.vectors, args.small, args.seed)]
+    tool_model = fit_tool_model(tool_fit, args.seed)
+    tool_threshold = (args.tool_threshold if args.tool_threshold is not None
+                      else choose_tool_threshold(tool_curve(tool_model, tool_fit), args.min_tool_answered))
 
     decider = Decider(settings, confidence=fitted)
     # Chosen over the whole catalog and the small ones alike: a deployment is more often a handful of servers.
@@ -283,15 +302,26 @@ async def run(args: argparse.Namespace) -> dict:
     fitted = ConfidenceModel(fitted.mean, fitted.scale, fitted.coef, fitted.intercept, fitted.iso_x, fitted.iso_y,
                              threshold, meta)
 
-    decider = Decider(RouterSettings.model_validate({"routing": {"min_confidence": threshold}}), confidence=fitted)
+    tool_model = dataclasses.replace(tool_model, threshold=tool_threshold, meta={
+        "data": [ds.name for ds in sets], "seed": args.seed, "small_catalogs": args.small,
+        "embedding_model": model.model_id, "fit_decisions": len(tool_fit),
+        "label": "the best candidate's tool is a gold tool, on decisions whose best backend is a gold server",
+        "threshold_rule": f"highest letting >= {args.min_tool_answered:.0%} of those decisions call their tool, "
+                          "fitting halves of every set"})
+    decider = Decider(RouterSettings.model_validate({"routing": {"min_confidence": threshold,
+                                                                 "min_tool_confidence": tool_threshold}}),
+                      confidence=fitted, tool_confidence=tool_model)
     report = {"data_dir": str(args.data_dir), "questions": len(main_set.fit) + len(main_set.test),
               "fit_questions": len(main_set.fit), "seed": args.seed, "threshold": threshold,
               **report_on(main_set, decider, args.small, args.seed), "fit_curve": fit_curve,
               "also": {ds.name: report_on(ds, decider, args.small, args.seed) for ds in sets[1:]},
-              "model": {"features": list(FEATURES), "coef": fitted.coef.round(4).tolist()}}
+              "model": {"features": list(FEATURES), "coef": fitted.coef.round(4).tolist()},
+              "tool_threshold": tool_threshold,
+              "tool_model": {"features": list(TOOL_FEATURES), "coef": tool_model.coef.round(4).tolist()}}
     if args.write_model:
         SHIPPED.write_text(json.dumps(fitted.to_json(), indent=1) + "\n", encoding="utf-8")
-        report["wrote"] = str(SHIPPED)
+        SHIPPED_TOOL.write_text(json.dumps(tool_model.to_json(), indent=1) + "\n", encoding="utf-8")
+        report["wrote"] = [str(SHIPPED), str(SHIPPED_TOOL)]
     return report
 
 
@@ -316,6 +346,13 @@ def table(report: dict) -> str:
                          f"in_scope_answered {p['in_scope_answered']:.3f}  in_scope_accuracy "
                          f"{p['in_scope_accuracy']:.3f}  (top-1 accuracy, nothing declined: "
                          f"{p['in_scope_top1_accuracy']:.3f})  ece {p['ece']:.3f}")
+            t = p["tool"]
+            if t.get("decisions"):
+                lines.append(f"tools, {t['decisions']} decisions with the right backend: tool right "
+                             f"{t['tool_right_nothing_held_back']:.3f} when always called; at min_tool_confidence "
+                             f"{report['tool_threshold']:.2f}: called {t['called']:.3f}, right of called "
+                             f"{t['right_of_called']:.3f}, wrong calls {t['wrong_called']:.3f}, right ones asked "
+                             f"about {t['right_held_back']:.3f}, ece {t['ece']:.3f}")
     return "\n".join(lines)
 
 
@@ -335,7 +372,12 @@ def main() -> None:
                         help="choose the highest threshold answering this in-scope share on the fitting half "
                         "(default 0.9; 0: the threshold with the best answered + abstained sum)")
     parser.add_argument("--threshold", type=float, help="report at this threshold instead of choosing one")
-    parser.add_argument("--write-model", action="store_true", help="write router/confidence_model.json")
+    parser.add_argument("--min-tool-answered", type=float, default=0.9,
+                        help="choose the highest min_tool_confidence that lets this share of right-backend decisions "
+                        "call their tool on the fitting halves (default 0.9)")
+    parser.add_argument("--tool-threshold", type=float, help="report at this min_tool_confidence instead")
+    parser.add_argument("--write-model", action="store_true",
+                        help="write router/confidence_model.json and router/tool_confidence_model.json")
     parser.add_argument("--model", help="local embedding model in models/ (default: embeddings.model)")
     parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
     args = parser.parse_args()

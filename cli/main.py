@@ -70,16 +70,16 @@ def _print_error(resp: httpx.Response) -> None:
 
 
 def refusal_lines(details: dict[str, Any]) -> list[str]:
-    """What a refusal offers instead of an answer: the closest candidates of a 404 (with how sure the
-    router was of each), or the arguments a 422's tool needs."""
+    """What a refusal offers instead of an answer: the closest candidates of a 404 or the tools of a 409
+    (with how sure the router was of each), or the arguments a 422's tool needs."""
     lines = []
     if details.get("candidates"):
         lines.append("closest:")
         for c in details["candidates"][:3]:
             s = c.get("scores") or {}
             lines.append(f"  {c.get('rank')}. {c.get('backend')}/{c.get('capability'):<28} "
-                         f"confidence={s.get('confidence', 0.0):.2f} dense={s.get('dense', 0.0):.3f} "
-                         f"bm25={s.get('bm25', 0.0):.2f}")
+                         f"confidence={s.get('confidence', 0.0):.2f} tool={s.get('tool_confidence', 1.0):.2f} "
+                         f"dense={s.get('dense', 0.0):.3f} bm25={s.get('bm25', 0.0):.2f}")
     schema = details.get("input_schema")
     if isinstance(schema, dict) and details.get("tool"):
         props = schema.get("properties") or {}

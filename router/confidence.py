@@ -12,6 +12,14 @@ marked, since the share says nothing there).
 A logistic regression over them, followed by an isotonic map fitted on held-out outcomes, gives the
 probability; `benchmarks/abstention.py` fits both on labelled questions and writes the parameter
 file. Applying them needs only numpy.
+
+A second model of the same form tells the tools of one backend apart: given that a candidate's backend
+is the right one, the probability that the candidate is the right one of its tools
+(`ConfidenceModel.shipped_tool()` over `tool_features`: its lead over the best other candidate of its
+own backend, by retrieval score and by cosine, its cosine and BM25 score, how many tools the backend
+has and how many of them crowd the top). A backend can be clearly right while its tools are not
+clearly told apart ("Remember that my favourite colour is blue" against a memory server's nine
+knowledge-graph tools); then the router asks which tool instead of calling one.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ from typing import Any, Protocol
 import numpy as np
 
 SHIPPED = Path(__file__).with_name("confidence_model.json")
+SHIPPED_TOOL = Path(__file__).with_name("tool_confidence_model.json")
 FEATURES = ("dense", "bm25_scaled", "lead", "dense_lead", "best_dense", "best_bm25", "server_share",
             "single_capability", "server_lead")
 TOP = 5  # candidates whose servers count for `server_share`
 # Features that only ever count for a candidate (all but the one-capability mark): fitted with
 # non-negative weights, so more evidence never lowers the probability.
 EVIDENCE = np.array([name != "single_capability" for name in FEATURES])
+TOOL_FEATURES = ("tool_lead", "tool_dense_lead", "dense", "bm25_scaled", "log_tools", "tools_in_top")
+TOOL_EVIDENCE = np.array([name not in ("log_tools", "tools_in_top") for name in TOOL_FEATURES])
 
 
 class _Scores(Protocol):
@@ -104,6 +115,38 @@ def _best_other(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def tool_features(scores: Sequence[_Scores], servers: Sequence[str],
+                  server_sizes: Mapping[str, int] | None = None) -> np.ndarray:
+    """One row of TOOL_FEATURES per candidate: how it stands among the other candidates of its own
+    backend. A backend's other tools that are not among the candidates rank below all of them, so for
+    a candidate alone of its backend the lead is taken over the last candidate (a lower bound)."""
+    n = len(scores)
+    if n == 0:
+        return np.zeros((0, len(TOOL_FEATURES)))
+    sizes = dict(server_sizes or {})
+    catalog_size = sum(sizes.values()) or n
+    retrieval = np.array([s.match - s.intent_bonus for s in scores])
+    dense = np.array([s.dense for s in scores])
+    bm25 = np.maximum(np.array([s.bm25 for s in scores]), 0.0)
+    same = np.array([[a == b for b in servers] for a in servers]) & ~np.eye(n, dtype=bool)
+    has_other = same.any(axis=1)
+
+    def lead(values: np.ndarray) -> np.ndarray:
+        best_other = np.where(same, values[None, :], -np.inf).max(axis=1)
+        return values - np.where(has_other, best_other, values.min())
+
+    size = np.array([sizes.get(x, 1) for x in servers], dtype=np.float64)
+    could = np.minimum(n - 1, size - 1)
+    return np.column_stack([
+        lead(retrieval),
+        lead(dense),
+        dense,
+        bm25 / math.log1p(catalog_size),
+        np.log(np.maximum(size, 1.0)),
+        np.where(could > 0, same.sum(axis=1) / np.maximum(could, 1), 0.0),
+    ]).astype(np.float64)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfidenceModel:
     """Standardise, logistic regression, then an isotonic map (piecewise linear through its knots)."""
@@ -116,6 +159,7 @@ class ConfidenceModel:
     iso_y: np.ndarray  # ... and the calibrated probabilities there (non-decreasing)
     threshold: float  # the `routing.min_confidence` the benchmark chose with this model
     meta: dict[str, Any]
+    names: tuple[str, ...] = FEATURES  # the features, in order (TOOL_FEATURES for the tool model)
 
     def logistic(self, features: np.ndarray) -> np.ndarray:
         z = ((features - self.mean) / self.scale) @ self.coef + self.intercept
@@ -130,32 +174,38 @@ class ConfidenceModel:
         return np.clip(np.interp(raw, self.iso_x, self.iso_y), 0.0, 1.0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"features": list(FEATURES), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+        return {"features": list(self.names), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
                 "coef": self.coef.tolist(), "intercept": self.intercept, "isotonic_x": self.iso_x.tolist(),
                 "isotonic_y": self.iso_y.tolist(), "threshold": self.threshold, "meta": self.meta}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ConfidenceModel:
-        if tuple(data.get("features", ())) != FEATURES:
-            raise ValueError(f"confidence parameters are for features {data.get('features')}, not {list(FEATURES)}")
+    def from_json(cls, data: dict[str, Any], names: tuple[str, ...] = FEATURES) -> ConfidenceModel:
+        if tuple(data.get("features", ())) != names:
+            raise ValueError(f"confidence parameters are for features {data.get('features')}, not {list(names)}")
         arr = np.asarray
         return cls(mean=arr(data["mean"], float), scale=arr(data["scale"], float), coef=arr(data["coef"], float),
                    intercept=float(data["intercept"]), iso_x=arr(data.get("isotonic_x", []), float),
                    iso_y=arr(data.get("isotonic_y", []), float), threshold=float(data.get("threshold", 0.5)),
-                   meta=dict(data.get("meta", {})))
+                   meta=dict(data.get("meta", {})), names=names)
 
     @classmethod
-    def load(cls, path: Path) -> ConfidenceModel:
-        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+    def load(cls, path: Path, names: tuple[str, ...] = FEATURES) -> ConfidenceModel:
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")), names)
 
     @staticmethod
     def shipped() -> ConfidenceModel:
-        return _shipped()
+        """The backend-level model (`candidate_features`)."""
+        return _shipped(SHIPPED, FEATURES)
+
+    @staticmethod
+    def shipped_tool() -> ConfidenceModel:
+        """The tool-level model (`tool_features`): which tool, given the backend."""
+        return _shipped(SHIPPED_TOOL, TOOL_FEATURES)
 
 
 @cache
-def _shipped() -> ConfidenceModel:
-    return ConfidenceModel.load(SHIPPED)
+def _shipped(path: Path, names: tuple[str, ...]) -> ConfidenceModel:
+    return ConfidenceModel.load(path, names)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
 from router.stages.execute import execute
-from router.stages.plan import plan
+from router.stages.plan import plan, settle_by_arguments
 from router.stages.respond import ResponseCache, cached_response, respond
 from router.strategies import Executor
 from router.telemetry import TRACER
@@ -157,8 +157,9 @@ class Router:
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
                               session_id=req.session_id, fallback_on_override=req.fallback_on_override, stages=stages,
                               access=access)
-        if d.verdict == "ambiguous" and self.llm is not None:
-            d = await assist.resolve_ambiguity(self.llm, d, self.view(access)[1])
+        d = settle_by_arguments(d, req, self.settings)
+        if self.llm is not None and assist.needs_choice(d):
+            d = await assist.choose(self.llm, d, self.view(access)[1], self.settings.routing.min_tool_confidence)
         mark = time.perf_counter()
         statuses = self.stats.statuses()
         p = plan(d, req, statuses, self.settings)

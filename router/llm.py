@@ -45,12 +45,14 @@ _FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """`choose_server`'s answer: a server, nothing relevant, or a question to ask the user."""
+    """`choose_server`'s answer: a server (and, when the model says, which of its listed tools), nothing
+    relevant, or a question to ask the user."""
 
     kind: Literal["server", "none", "ambiguous"]
     server: str | None = None
     question: str | None = None
     reasoning: str = ""
+    tool: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,9 @@ _REWRITE = ("Rewrite the latest user request of this conversation as one standal
             "needs no earlier turn: resolve every reference (it, that, there, the second one) from the "
             "conversation and keep names, numbers and places. Answer with JSON {\"query\": \"...\"}.")
 _CHOOSE = ("Pick the server that should answer the user's question from the candidates below. decision "
-           "'server': one candidate clearly fits (server = its name exactly as listed). 'none': no "
-           "candidate can help. 'ambiguous': several fit and the question does not say which "
+           "'server': one candidate clearly fits (server = its name exactly as listed; tool = the one of its "
+           "listed tools that does what the question asks, or null when none of them clearly does). 'none': "
+           "no candidate can help. 'ambiguous': several fit and the question does not say which "
            "(clarifying_question = one short question for the user). Otherwise leave those fields null.")
 _SELECT = ("List every server whose tools could help with the user's latest request, names exactly as "
            "listed. When unsure, include the server: a missing one cannot be used, an extra one costs "
@@ -184,9 +187,12 @@ class LLMClient:
         names = [c[0] for c in candidates]
         if not names:
             return Choice("none", reasoning="no candidate servers")
+        tools = {name: list(listed) for name, _, listed in candidates}
+        tool_names = list(dict.fromkeys(t for listed in tools.values() for t in listed))
         schema = _object({
             "decision": {"type": "string", "enum": ["server", "none", "ambiguous"]},
             "server": {"type": ["string", "null"], "enum": [*names, None]},
+            "tool": {"type": ["string", "null"], "enum": [*tool_names, None]},
             "clarifying_question": {"type": ["string", "null"]},
             "reasoning": {"type": "string"},
         })
@@ -195,9 +201,13 @@ class LLMClient:
         kind = out["decision"]
         if kind == "server" and not out["server"]:
             raise LLMBadOutput("the LLM chose a server but did not name it", schema="server_choice")
+        tool = out["tool"] if kind == "server" else None
+        if tool is not None and tool not in tools[out["server"]]:
+            raise LLMBadOutput(f"the LLM chose tool {tool!r}, which server {out['server']!r} does not list",
+                               schema="server_choice")
         ask = out["clarifying_question"] or f"Which of these should answer: {', '.join(names)}?"
         return Choice(kind, server=out["server"] if kind == "server" else None,
-                      question=ask if kind == "ambiguous" else None, reasoning=out["reasoning"])
+                      question=ask if kind == "ambiguous" else None, reasoning=out["reasoning"], tool=tool)
 
     async def fill_arguments(self, question: str, capability: Capability) -> dict[str, Any]:
         """Arguments for `capability` from the question; ArgumentsRequired when required ones are missing."""

@@ -173,8 +173,10 @@ class ScoreBreakdown(_Model):
     health: float = 0.0
     perf: float = 0.0
     composite: float = 0.0
-    # The estimated probability that this candidate is the right capability (router/confidence.py).
+    # The estimated probability that this candidate's backend is the right one, and given that, that it
+    # is the right one of the backend's tools (router/confidence.py).
     confidence: float = 0.0
+    tool_confidence: float = 1.0
 
 
 class CandidateInfo(_Model):

@@ -9,11 +9,14 @@
   0.5 with no history. History is per (backend, intent), falling back to the backend's overall
   history when this intent has none.
 
-Each candidate also gets a confidence (router/confidence.py): the probability that it is the right
-capability, from its retrieval evidence alone. Candidates at or above `routing.min_confidence`, whose
-retrieval score is also at least `min_relative_match` of the best one's, are relevant, i.e. worth
-calling, and so are those whose labelled examples vouch for them on the question; health and
-performance only order them.
+Each candidate also gets a confidence (router/confidence.py): the probability that its backend is
+the right one, from its retrieval evidence alone; and a tool confidence: given that, the probability
+that it is the right one of the backend's tools. Candidates at or above `routing.min_confidence`,
+whose retrieval score is also at least `min_relative_match` of the best one's, and whose tool
+confidence reaches `min_tool_confidence`, are relevant, i.e. worth calling, and so are those whose
+labelled examples vouch for them on the question; health and performance only order them. A
+candidate whose backend is likely but whose tool is not clearly told from its backend's others is
+marked `unclear_tool`: the decision then asks which tool was meant rather than calling one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from router.confidence import ConfidenceModel, candidate_features
+from router.confidence import ConfidenceModel, candidate_features, tool_features
 from router.config import RoutingSettings
 from router.feedback import Evidence
 from router.models import ScoreBreakdown
@@ -81,6 +84,8 @@ def score_candidates(
     server_sizes: Mapping[str, int] | None = None,
     dense: bool = True,
     evidence: Mapping[str, Evidence] | None = None,
+    tool_confidence: ConfidenceModel | None = None,
+    tool_chosen: bool = False,
 ) -> list[Candidate]:
     """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
     confidence clears `settings.min_confidence`, or whose labelled examples vouch for them on this
@@ -89,7 +94,8 @@ def score_candidates(
     `dense`: whether the ranking had embeddings. The model was fitted with them; without (the embedding
     model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
     the question, and its confidence is still reported. `evidence`: what each capability's labelled
-    examples say about the question, by capability key."""
+    examples say about the question, by capability key. `tool_confidence`: the tool-level model
+    (default: the shipped one); `tool_chosen`: the caller named the tool, so which tool is not in doubt."""
     if not ranked:
         return []
     w = settings.weights
@@ -129,16 +135,27 @@ def score_candidates(
                                   server_sizes)
     rep_probs = (confidence or ConfidenceModel.shipped()).predict(features)
     probs = [rep_probs[g] for g in group]
+    backends = [r.capability.backend for r in ranked]
+    sizes = server_sizes or {}
+    predicted = (tool_confidence or ConfidenceModel.shipped_tool()).predict(tool_features(raws, backends, sizes))
+    # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
+    tool_probs = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
+                  for b, p in zip(backends, predicted, strict=True)]
     best = max(r.score for r in ranked)
 
-    def relevant(r: Ranked, p: float, vouched_for: bool) -> bool:
-        if vouched_for:  # examples that vouch for it on questions like this one make it worth calling
-            return True
-        likely = p >= settings.min_confidence if dense else r.hit.bm25 > 0
-        return likely and (best <= 0 or r.score >= settings.min_relative_match * best)
+    def likely(r: Ranked, p: float) -> bool:
+        fits = p >= settings.min_confidence if dense else r.hit.bm25 > 0
+        return fits and (best <= 0 or r.score >= settings.min_relative_match * best)
 
-    out = [Candidate(r.capability, ScoreBreakdown(**kw, confidence=round(float(p), 4)), relevant(r, float(p), v))
-           for r, kw, p, v in zip(ranked, parts, probs, vouched, strict=True)]
+    out = []
+    for r, kw, p, tp, v in zip(ranked, parts, probs, tool_probs, vouched, strict=True):
+        backend_fits = likely(r, float(p))
+        # Without embeddings the tool model, fitted with them, does not apply.
+        clear = tp >= settings.min_tool_confidence or not dense
+        scores = ScoreBreakdown(**kw, confidence=round(float(p), 4), tool_confidence=round(tp, 4))
+        # Examples that vouch for a capability on questions like this one make it worth calling.
+        out.append(Candidate(r.capability, scores, relevant=v or (backend_fits and clear),
+                             unclear_tool=not v and backend_fits and not clear))
     out.sort(key=lambda c: -c.scores.composite)
     return out
 

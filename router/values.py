@@ -145,11 +145,14 @@ class Analysis:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A capability with its composite score breakdown; `relevant` marks those worth calling."""
+    """A capability with its composite score breakdown; `relevant` marks those worth calling;
+    `unclear_tool` those whose backend is likely right but which are not clearly the right one of its
+    tools (their tool confidence is below `routing.min_tool_confidence`)."""
 
     capability: Capability
     scores: ScoreBreakdown
     relevant: bool
+    unclear_tool: bool = False
 
     def info(self, rank: int) -> CandidateInfo:
         cap = self.capability

@@ -1,7 +1,9 @@
 """The optional LLM steps, each wrapping a stage: they take its frozen output and return a new one.
 
-- after decide, a verdict too close to call: the model picks a server (its tools go first), says
-  nothing fits (`no_match`), or asks the caller which one was meant (the message);
+- after decide, a verdict retrieval could not settle (too close to call, which of a backend's tools
+  is unclear, or nothing likely enough): among the closest candidates the model picks a server and,
+  when it says, its tool (they go first and may be called), says nothing fits (`no_match`), or asks
+  the caller which one was meant (the message);
 - after plan, a best match whose required arguments the question does not give: the model fills
   them from the question against the tool's schema (and what it fills is validated against that
   schema like any derived argument), and the other callable candidates follow.
@@ -17,14 +19,23 @@ from router.errors import ArgumentsRequired, BackendNotCallable
 from router.llm import LLMClient
 from router.models import QueryRequest
 from router.stages.plan import planned_calls
-from router.values import BackendStatus, Catalog, Decision, Plan, PlannedCall
+from router.values import BackendStatus, Candidate, Catalog, Decision, Plan, PlannedCall
 
 
-async def resolve_ambiguity(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog]) -> Decision:
+def needs_choice(d: Decision) -> bool:
+    """Retrieval left the choice open: too close to call, or nothing likely enough but something close."""
+    return d.kind != "override" and bool(d.candidates) and d.verdict in ("ambiguous", "no_match")
+
+
+async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], min_tool_confidence: float) -> Decision:
+    """The model's choice among the candidates in contention (when none is, the closest ones). What it
+    chooses becomes callable whatever its confidence: the model read the question, which retrieval
+    could only score. A server chosen without a tool, whose best tool is itself unclear, stays a
+    question of which tool (409)."""
+    contending = [c for c in d.candidates if c.relevant or c.unclear_tool] or list(d.candidates)
     servers: dict[str, list[str]] = {}
-    for c in d.candidates:
-        if c.relevant:
-            servers.setdefault(c.capability.backend, []).append(c.capability.name)
+    for c in contending:
+        servers.setdefault(c.capability.backend, []).append(c.capability.name)
     described = [(b, catalogs[b].description if b in catalogs else "", tools) for b, tools in servers.items()]
     choice = await llm.choose_server(d.analysis.question, described)
     if choice.kind == "none":
@@ -32,8 +43,20 @@ async def resolve_ambiguity(llm: LLMClient, d: Decision, catalogs: Mapping[str, 
                                                                    f"{choice.reasoning}")
     if choice.kind == "ambiguous":
         return dataclasses.replace(d, message=choice.question or d.message)
-    ordered = sorted(d.candidates, key=lambda c: c.capability.backend != choice.server)  # stable: its tools first
-    return dataclasses.replace(d, candidates=tuple(ordered), verdict="route", kind="llm")
+
+    def chosen(c: Candidate) -> bool:
+        return c.capability.backend == choice.server and choice.tool in (None, c.capability.name)
+
+    ordered = sorted(d.candidates, key=lambda c: not chosen(c))  # stable: the chosen ones first, best first
+    if choice.tool is None and ordered[0].scores.tool_confidence < min_tool_confidence:
+        marked = [dataclasses.replace(c, relevant=False, unclear_tool=True) if chosen(c) else c for c in ordered]
+        return dataclasses.replace(d, candidates=tuple(marked), verdict="ambiguous", kind="llm", message=(
+            f"the model chose backend {choice.server!r} but not one of its tools ({choice.reasoning}); name the tool"))
+    marked = [dataclasses.replace(c, relevant=True, unclear_tool=False) if chosen(c) and c in contending else c
+              for c in ordered]
+    return dataclasses.replace(d, candidates=tuple(marked), verdict="route", kind="llm",
+                               message=f"the model chose {choice.server}" + (f"/{choice.tool}" if choice.tool else "")
+                               + f": {choice.reasoning}")
 
 
 def needs_arguments(plan: Plan, request: QueryRequest) -> bool:

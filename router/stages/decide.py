@@ -3,7 +3,8 @@
 Candidates come from the hybrid index (retrieval results are cached per question until the index
 changes), scored with live health and performance. The verdict is `route`, `no_match` (nothing is
 confident enough: every candidate's confidence is below `routing.min_confidence`, so the router
-abstains) or `ambiguous` (two different tools too close to call). An explicit backend
+abstains) or `ambiguous` (two different tools too close to call, or the best backend is likely right
+but which of its tools is not clear: the router asks rather than calling one). An explicit backend
 narrows the search to it; with `fallback_on_override` the routed candidates of the other backends
 follow it, from the same pass. A session's backend goes first while it is up and relevant.
 """
@@ -29,10 +30,13 @@ from router.values import Analysis, BackendStatus, Candidate, Catalog, Decision
 
 
 class Decider:
-    def __init__(self, settings: RouterSettings, confidence: ConfidenceModel | None = None) -> None:
-        """`confidence`: the model that estimates each candidate's confidence (default: the shipped one)."""
+    def __init__(self, settings: RouterSettings, confidence: ConfidenceModel | None = None,
+                 tool_confidence: ConfidenceModel | None = None) -> None:
+        """`confidence`, `tool_confidence`: the models that estimate each candidate's backend-level and
+        tool-level confidence (default: the shipped ones)."""
         self.settings = settings
         self.confidence = confidence or ConfidenceModel.shipped()
+        self.tool_confidence = tool_confidence or ConfidenceModel.shipped_tool()
         self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
         self._known = sorted(b.name for b in settings.backends)
         self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
@@ -70,7 +74,8 @@ class Decider:
             def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
                                         self._backend_intents, self.confidence, sizes,
-                                        dense=index is not None and index.tools.dense, evidence=evidence)
+                                        dense=index is not None and index.tools.dense, evidence=evidence,
+                                        tool_confidence=self.tool_confidence, tool_chosen=tool is not None)
 
             ranked = self._retrieve(analysis, index, catalogs, want * 2, backend, tool)
             if evidence and tool is None:
@@ -127,6 +132,11 @@ class Decider:
         relevant = [c for c in candidates if c.relevant]
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
+        first = next((c for c in candidates if c.relevant or c.unclear_tool), None)
+        if first is not None and first.unclear_tool and not session:
+            # The best backend fits, but not one of its tools clearly: a weaker backend is not called
+            # instead, and neither is a guess among its tools.
+            return "ambiguous", _unclear_tool_message(first, candidates, self.settings.routing.min_tool_confidence)
         if not relevant:
             if not candidates:
                 return "no_match", "nothing in the catalog is relevant enough to this question"
@@ -143,6 +153,19 @@ class Decider:
                                      "name a backend (and tool) to choose")
         top = relevant[0].capability
         return "route", f"routed to {top.backend}/{top.name}"
+
+
+def tool_contenders(first: Candidate, candidates: Sequence[Candidate], limit: int = 3) -> list[Candidate]:
+    """The tools of `first`'s backend that the question does not tell apart: its candidates, best first."""
+    return [c for c in candidates if c.capability.backend == first.capability.backend][:limit]
+
+
+def _unclear_tool_message(first: Candidate, candidates: Sequence[Candidate], threshold: float) -> str:
+    tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})"
+                      for c in tool_contenders(first, candidates))
+    return (f"backend {first.capability.backend!r} fits (confidence {first.scores.confidence:.2f}), but not clearly "
+            f"one of its tools: {tools} (tool confidence < routing.min_tool_confidence "
+            f"{threshold:.2f}); name the tool")
 
 
 def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex | None,
@@ -183,5 +206,5 @@ def _annotate(span: trace.Span, d: Decision) -> None:
         top = d.candidates[0]
         span.set_attribute("router.backend", top.capability.backend)
         span.set_attribute("gen_ai.tool.name", top.capability.name)
-        for name in ("match", "health", "perf", "composite", "dense", "bm25", "confidence"):
+        for name in ("match", "health", "perf", "composite", "dense", "bm25", "confidence", "tool_confidence"):
             span.set_attribute(f"router.score.{name}", getattr(top.scores, name))

@@ -1,23 +1,59 @@
 """plan: the calls a request makes, in order, with their arguments; or the refusal that answers it.
 
 Refusals are values (`Plan.refusal`), not exceptions: no candidate confident enough (404 with the
-closest candidates), too close to call (409), a chosen backend that is down (503), or a best match
-whose required arguments the question does not give (422 naming the tool and its schema). Only
-candidates whose confidence reaches `routing.min_confidence` are ever planned, so neither a runner-up
-in fallback nor a stand-in for a tool that lacks its arguments is a weaker, unlikely match. Down and
+closest candidates), too close to call or which of a backend's tools (409), a chosen backend that is
+down (503), or a best match whose required arguments the question does not give (422 naming the tool
+and its schema). Only candidates whose confidence reaches `routing.min_confidence` (and whose tool
+confidence reaches `min_tool_confidence`) are ever planned, so neither a runner-up in fallback nor a
+stand-in for a tool that lacks its arguments is a weaker, unlikely match. Before planning,
+`settle_by_arguments` lets the question's values tell a backend's close tools apart. Down and
 ejected backends are left out while any candidate is up; when none is, the least bad ones are
 still planned, forced past their ejection, rather than failing without trying.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from router.arguments import derive_arguments
 from router.config import RouterSettings
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
 from router.models import Mode, QueryRequest
+from router.stages.decide import tool_contenders
 from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
+
+
+def settle_by_arguments(d: Decision, request: QueryRequest, settings: RouterSettings) -> Decision:
+    """Which of the best backend's tools, told by the values the question gives: when the best tool is
+    unclear, or clear but unable to take the question, and exactly one of that backend's close tools
+    has every required argument extracted from the question by its shape (a time zone from a city, an
+    enum value, numbers), that tool goes first. A free-text slot or no parameter at all fits any
+    question, so it settles nothing ("Remember that ..." is not a search)."""
+    if request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
+        return d
+    first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
+    if first is None or not (first.unclear_tool or isinstance(_derived(first, request), ArgumentsRequired)):
+        return d
+    close = [c for c in d.candidates if c.capability.backend == first.capability.backend
+             and (c.relevant or c.unclear_tool)
+             and c.scores.composite >= first.scores.composite - settings.routing.callable_margin]
+    fitting = [c for c in close if _fed_by_question(_derived(c, request))]
+    if len(fitting) != 1 or (fitting[0] is first and not first.unclear_tool):
+        return d
+    chosen = dataclasses.replace(fitting[0], relevant=True, unclear_tool=False)
+    rest = [c for c in d.candidates if c is not fitting[0]]
+    return dataclasses.replace(d, candidates=(chosen, *rest), verdict="route", message=(
+        f"routed to {chosen.capability.backend}/{chosen.capability.name}: of the backend's close tools, only it takes "
+        "values the question gives"))
+
+
+def _derived(c: Candidate, request: QueryRequest) -> tuple[dict, str] | ArgumentsRequired:
+    return derive_arguments(c.capability, request.question, request.arguments)
+
+
+def _fed_by_question(derived: tuple[dict, str] | ArgumentsRequired) -> bool:
+    return not isinstance(derived, ArgumentsRequired) and derived[1].startswith("extracted")
 
 
 def plan(decision: Decision, request: QueryRequest, statuses: Mapping[str, BackendStatus],
@@ -67,6 +103,10 @@ def _refusal(d: Decision, request: QueryRequest, statuses: Mapping[str, BackendS
     if d.verdict == "no_match":
         return NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest)
     if d.verdict == "ambiguous":
+        first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
+        if first is not None and first.unclear_tool:  # which of one backend's tools
+            return AmbiguousRoute(d.message, candidates=[c.info(i + 1).model_dump() for i, c in
+                                                         enumerate(tool_contenders(first, d.candidates))])
         return AmbiguousRoute(d.message, candidates=closest[:2])
     if request.backend and not request.fallback_on_override:
         status = statuses.get(request.backend)

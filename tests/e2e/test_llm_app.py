@@ -81,3 +81,29 @@ def test_an_llm_failure_is_a_clear_502_not_a_crash(app: str, llm: tuple[FakeOpen
     r = httpx.post(f"{app}/v1/query", json={"question": "please nap a little", "backend": "dyn",
                                             "tool": "sleep_for"}, timeout=60)
     assert r.status_code == 502 and "on fire" in r.json()["error"]["message"]
+
+
+def test_where_retrieval_declines_the_model_may_choose_among_the_closest(app: str,
+                                                                         llm: tuple[FakeOpenAI, str]) -> None:
+    fake, _ = llm
+    question = "Is the bakery in Rome open now?"
+    declined = httpx.post(f"{app}/v1/route", json={"question": question}, timeout=60).json()
+    assert declined["decision"] == "no_match"  # nothing is likely enough by retrieval alone
+    fake.push(json_reply({"decision": "server", "server": "time", "tool": "get_current_time",
+                          "clarifying_question": None, "reasoning": "opening hours depend on the local time"}))
+    r = httpx.post(f"{app}/v1/query", json={"question": question}, timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["backend"], body["capability"]) == ("time", "get_current_time")
+    assert body["routing"]["decision"] == "llm" and "Europe/Rome" in body["answer"]
+    offered = fake.chat_requests[-1]["response_format"]["json_schema"]["schema"]["properties"]["tool"]["enum"]
+    assert "get_current_time" in offered
+
+
+def test_the_model_may_confirm_that_nothing_fits(app: str, llm: tuple[FakeOpenAI, str]) -> None:
+    fake, _ = llm
+    fake.push(json_reply({"decision": "none", "server": None, "tool": None, "clarifying_question": None,
+                          "reasoning": "no backend bakes bread"}))
+    r = httpx.post(f"{app}/v1/query", json={"question": "Bake a sourdough bread recipe"}, timeout=60)
+    assert r.status_code == 404, r.text
+    assert "no backend bakes bread" in r.json()["error"]["message"]

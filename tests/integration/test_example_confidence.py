@@ -1,6 +1,7 @@
 """The bundled example, in-process (no Ray): its real stdio servers, the local model, the shipped
 confidence model. What a new user's first questions get: answers where a tool fits, a 422 naming the
-tool when the question lacks its arguments, and a refusal rather than a guess when nothing fits."""
+tool when the question lacks its arguments, a question back when the right server is clear but not
+which of its tools, and a refusal rather than a guess when nothing fits."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from actors.backends import build_backend
 from router.config_file import load_settings
 from router.core import Router
 from router.embeddings import LocalMiniLM
-from router.errors import ArgumentsRequired, NoRelevantBackend, RouterError
+from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, RouterError
 from router.models import QueryRequest
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.values import BackendStatus, CallContext, CallOutcome, Capability
@@ -96,9 +97,17 @@ async def test_a_question_a_tool_fits_is_answered_by_it(router: Router, question
     assert resp.routing.confidence >= router.settings.routing.min_confidence
 
 
-async def test_a_memory_question_goes_to_the_memory_server(router: Router) -> None:
-    resp = await router.query(QueryRequest(question="Remember that my favourite colour is blue"))
-    assert resp.backend == "memory"
+@pytest.mark.parametrize("question", ["Remember that my favourite colour is blue",
+                                      "Store the fact that Alice works at Acme"])
+async def test_a_memory_request_names_the_memory_server_and_asks_which_of_its_tools(router: Router,
+                                                                                 question: str) -> None:
+    # The memory server is configured for exactly this, but nothing in the question tells its nine
+    # knowledge-graph tools apart: no tool is called (reading the graph would answer something else).
+    with pytest.raises(AmbiguousRoute) as info:
+        await router.query(QueryRequest(question=question))
+    listed = info.value.details["candidates"]
+    assert listed and {c["backend"] for c in listed} == {"memory"}
+    assert "backend 'memory' fits" in info.value.message
 
 
 async def test_a_time_question_without_a_time_zone_is_a_422_naming_the_tool(router: Router) -> None:

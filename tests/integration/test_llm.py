@@ -94,14 +94,18 @@ async def test_rewrite_query_returns_a_lone_user_message_without_a_call(llm: LLM
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
-    ({"decision": "server", "server": "clock", "clarifying_question": None, "reasoning": "a time question"},
+    ({"decision": "server", "server": "clock", "tool": None, "clarifying_question": None,
+      "reasoning": "a time question"},
      Choice("server", server="clock", reasoning="a time question")),
-    ({"decision": "none", "server": None, "clarifying_question": None, "reasoning": "nothing cooks"},
+    ({"decision": "server", "server": "clock", "tool": "get_time", "clarifying_question": None,
+      "reasoning": "the current time"},
+     Choice("server", server="clock", tool="get_time", reasoning="the current time")),
+    ({"decision": "none", "server": None, "tool": None, "clarifying_question": None, "reasoning": "nothing cooks"},
      Choice("none", reasoning="nothing cooks")),
-    ({"decision": "ambiguous", "server": None, "clarifying_question": "The time or the weather?",
+    ({"decision": "ambiguous", "server": None, "tool": None, "clarifying_question": "The time or the weather?",
       "reasoning": "both fit"},
      Choice("ambiguous", question="The time or the weather?", reasoning="both fit")),
-], ids=["chosen", "none", "ambiguous"])
+], ids=["chosen", "tool", "none", "ambiguous"])
 async def test_choose_server(llm: LLMClient, fake: FakeOpenAI, answer: dict[str, Any],
                              expected: Choice) -> None:
     fake.push(json_reply(answer))
@@ -110,6 +114,8 @@ async def test_choose_server(llm: LLMClient, fake: FakeOpenAI, answer: dict[str,
     spec = response_format(body)
     assert spec["name"] == "server_choice"
     assert spec["schema"]["properties"]["server"]["enum"] == ["clock", "weather", "calc", None]
+    assert spec["schema"]["properties"]["tool"]["enum"] == ["get_time", "convert_time", "forecast", "add", "divide",
+                                                            None]
     text = prompt_text(body)
     assert "What time is it in Tokyo?" in text
     assert "- weather: Forecasts Tools: forecast." in text
@@ -117,10 +123,17 @@ async def test_choose_server(llm: LLMClient, fake: FakeOpenAI, answer: dict[str,
 
 async def test_choose_server_rejects_a_server_that_was_not_a_candidate(llm: LLMClient,
                                                                       fake: FakeOpenAI) -> None:
-    fake.push(json_reply({"decision": "server", "server": "kitchen", "clarifying_question": None,
+    fake.push(json_reply({"decision": "server", "server": "kitchen", "tool": None, "clarifying_question": None,
                           "reasoning": "?"}))
     with pytest.raises(LLMBadOutput, match=r"server_choice does not match its schema: \$\.server"):
         await llm.choose_server("Cook dinner", CANDIDATES)
+
+
+async def test_choose_server_rejects_a_tool_of_another_server(llm: LLMClient, fake: FakeOpenAI) -> None:
+    fake.push(json_reply({"decision": "server", "server": "clock", "tool": "forecast", "clarifying_question": None,
+                          "reasoning": "?"}))
+    with pytest.raises(LLMBadOutput, match="tool 'forecast', which server 'clock' does not list"):
+        await llm.choose_server("What time is it?", CANDIDATES)
 
 
 async def test_bad_json_is_an_error_callers_can_catch(llm: LLMClient, fake: FakeOpenAI) -> None:

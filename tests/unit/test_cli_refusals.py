@@ -41,7 +41,7 @@ async def test_the_demo_prints_the_closest_candidates_and_the_arguments_a_tool_n
     cli.main._demo("http://router.test", [UNRELATED, "What time is it?"], 0.0)
     out = capsys.readouterr().out
     assert "error 404 no_relevant_backend" in out and "routing.min_confidence" in out
-    assert "closest:" in out and "confidence=" in out
+    assert "closest:" in out and "confidence=" in out and "tool=" in out
     assert "error 422 arguments_required" in out
     assert "time/get_current_time takes:" in out
     assert "timezone (string, required): IANA timezone name" in out

@@ -1,0 +1,226 @@
+"""Which tool of a likely backend: the tool-level confidence, the 409 that asks which tool was meant,
+and, with an LLM, the model's choice where retrieval could not settle it (no Ray, no model)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from router.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceModel, tool_features
+from router.config import RoutingSettings
+from router.errors import AmbiguousRoute, NoRelevantBackend
+from router.llm import Choice, ServerCandidate
+from router.models import QueryRequest, RouteRequest
+from router.values import Capability
+from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
+from tests.unit.fake_executor import ok
+from tests.unit.router_world import World, answers, world
+from tests.unit.test_abstention import SURE, UNSURE, with_model
+
+NO_ARGS = {"type": "object", "properties": {}}
+NOTES = catalog("notes", "personal notes: remember what the user says and recall it",
+                *(Capability(backend="notes", name=name, description=text, input_schema=NO_ARGS) for name, text in (
+                    ("list_notes", "List every note"),
+                    ("clear_notes", "Delete every note"),
+                    ("count_notes", "Count the notes"))))
+QUESTION = "what notes do I have"
+
+
+@dataclass
+class S:
+    dense: float
+    bm25: float
+    match: float
+    intent_bonus: float = 0.0
+
+
+def tool_model(bias: float, **weights: float) -> ConfidenceModel:
+    k = len(TOOL_FEATURES)
+    coef = np.zeros(k)
+    for name, w in weights.items():
+        coef[TOOL_FEATURES.index(name)] = w
+    return ConfidenceModel(np.zeros(k), np.ones(k), coef, bias, np.zeros(0), np.zeros(0), 0.5, {}, TOOL_FEATURES)
+
+
+TOOL_SURE, TOOL_UNSURE = tool_model(10.0), tool_model(-10.0)
+
+
+def notes_world(tools: ConfidenceModel, backends: ConfidenceModel = SURE, **settings: object) -> World:
+    w = with_model(world(answers(notes=ok("answer from notes")), catalogs=[NOTES, *small_catalogs()],
+                         settings=settings), backends)
+    w.router.decider.tool_confidence = tools
+    return w
+
+
+class Chooser:
+    """Stands in for the LLM client's `choose_server`: answers what the test says, records what it saw."""
+
+    def __init__(self, choice: Choice) -> None:
+        self.choice = choice
+        self.seen: list[Sequence[ServerCandidate]] = []
+
+    async def choose_server(self, question: str, candidates: Sequence[ServerCandidate]) -> Choice:
+        self.seen.append(candidates)
+        return self.choice
+
+
+def column(rows: np.ndarray, name: str) -> np.ndarray:
+    return rows[:, TOOL_FEATURES.index(name)]
+
+
+# -- the features and the shipped parameters --------------------------------------------------
+
+
+def test_tool_features_describe_a_candidate_among_its_own_backends_others() -> None:
+    scores = [S(0.6, 8.0, 0.9), S(0.5, 9.0, 0.8), S(0.2, 1.0, 0.3), S(0.1, 0.0, 0.2)]
+    rows = tool_features(scores, ["a", "b", "a", "c"], {"a": 4, "b": 1, "c": 2})
+    # a's best leads a's other candidate, not b's; b and c are alone, so the lead is over the last one.
+    assert column(rows, "tool_lead") == pytest.approx([0.6, 0.6, -0.6, 0.0])
+    assert column(rows, "tool_dense_lead") == pytest.approx([0.4, 0.4, -0.4, 0.0])
+    assert column(rows, "log_tools") == pytest.approx(np.log([4, 1, 4, 2]))
+    assert column(rows, "tools_in_top") == pytest.approx([1 / 3, 0.0, 1 / 3, 0.0])
+    assert column(rows, "bm25_scaled") == pytest.approx(np.array([8.0, 9.0, 1.0, 0.0]) / np.log1p(7))
+
+
+def test_the_shipped_tool_model_loads_and_the_default_threshold_is_its_own() -> None:
+    model = ConfidenceModel.shipped_tool()
+    assert model.names == TOOL_FEATURES and model.coef.shape == (len(TOOL_FEATURES),)
+    assert RoutingSettings().min_tool_confidence == pytest.approx(model.threshold)
+    assert json.loads(SHIPPED_TOOL.read_text())["features"] == list(TOOL_FEATURES)
+    with pytest.raises(ValueError, match="features"):
+        ConfidenceModel.from_json(model.to_json())  # tool parameters are not backend-level ones
+
+
+def test_the_shipped_tool_model_is_surer_the_further_a_tool_leads_its_backends_others() -> None:
+    model = ConfidenceModel.shipped_tool()
+    sizes = {"a": 5}
+    previous = -1.0
+    for gap in np.linspace(0.0, 0.5, 11):
+        rows = tool_features([S(0.5, 4.0, 0.6), S(0.5 - gap, 4.0, 0.6 - gap)], ["a", "a"], sizes)
+        p = float(model.predict(rows)[0])
+        assert p >= previous - 1e-12
+        previous = p
+    tie = float(model.predict(tool_features([S(0.5, 4.0, 0.6), S(0.5, 4.0, 0.6)], ["a", "a"], sizes))[0])
+    assert previous > tie
+
+
+# -- the decision -------------------------------------------------------------------------------
+
+
+async def test_a_likely_backend_whose_tools_are_not_told_apart_is_a_409_listing_them() -> None:
+    w = notes_world(TOOL_UNSURE)
+    route = await w.router.route(RouteRequest(question=QUESTION))
+    assert route.decision == "ambiguous" and "backend 'notes' fits" in route.message
+    assert "routing.min_tool_confidence" in route.message
+    with pytest.raises(AmbiguousRoute) as info:
+        await w.router.query(QueryRequest(question=QUESTION))
+    listed = info.value.details["candidates"]
+    assert info.value.status_code == 409
+    assert {c["backend"] for c in listed} == {"notes"} and len(listed) == 3
+    assert all(c["scores"]["tool_confidence"] < 0.01 for c in listed)
+    assert w.executor.calls == []  # neither a guess among its tools nor a weaker backend
+
+
+async def test_a_clear_tool_of_a_likely_backend_is_called() -> None:
+    w = notes_world(TOOL_SURE)
+    resp = await w.router.query(QueryRequest(question=QUESTION))
+    assert resp.backend == "notes"
+    assert resp.routing is not None and resp.routing.chosen is not None
+    assert resp.routing.chosen.scores.tool_confidence > 0.99
+
+
+async def test_a_named_tool_is_not_in_doubt() -> None:
+    w = notes_world(TOOL_UNSURE)
+    resp = await w.router.query(QueryRequest(question=QUESTION, tool="count_notes"))
+    assert (resp.backend, resp.capability) == ("notes", "count_notes")
+
+
+async def test_a_backend_with_one_capability_leaves_no_doubt_which() -> None:
+    w = with_model(world(), SURE)
+    w.router.decider.tool_confidence = TOOL_UNSURE
+    route = await w.router.route(RouteRequest(question="What time is it in Tokyo?"))
+    assert route.decision == "route" and route.candidates[0].backend in ("time", "clock")
+    assert route.candidates[0].scores.tool_confidence == 1.0
+
+
+async def test_the_threshold_decides_between_calling_and_asking_which_tool() -> None:
+    half = tool_model(0.0)  # exactly 0.5 for every tool
+    assert (await notes_world(half, routing={"min_tool_confidence": 0.5}).router.route(
+        RouteRequest(question=QUESTION))).decision == "route"
+    assert (await notes_world(half, routing={"min_tool_confidence": 0.51}).router.route(
+        RouteRequest(question=QUESTION))).decision == "ambiguous"
+
+
+ZONES = catalog("zones", "time zones: the current time anywhere, and converting times between zones",
+                Capability(backend="zones", name="current_time", description="Current time in a time zone",
+                           input_schema=TIMEZONE_SCHEMA),
+                Capability(backend="zones", name="convert_time", description="Convert a time between time zones",
+                           input_schema={"type": "object", "required": ["source_timezone", "time", "target_timezone"],
+                                         "properties": {"source_timezone": {"type": "string"},
+                                                        "time": {"type": "string", "description": "HH:MM"},
+                                                        "target_timezone": {"type": "string"}}}))
+
+
+async def test_of_a_backends_unclear_tools_the_one_the_questions_values_fit_is_called() -> None:
+    w = with_model(world(answers(zones=ok("11:00 in Tokyo")), catalogs=[ZONES, *small_catalogs()[2:]]), SURE)
+    w.router.decider.tool_confidence = TOOL_UNSURE
+    assert (await w.router.route(RouteRequest(question="What time is it in Tokyo?"))).decision == "ambiguous"
+    resp = await w.router.query(QueryRequest(question="What time is it in Tokyo?"))
+    assert (resp.backend, resp.capability) == ("zones", "current_time")
+    assert w.executor.calls[0].arguments == {"timezone": "Asia/Tokyo"}
+    assert resp.routing is not None and resp.routing.arguments_source == "extracted: timezone"
+    # Without a city neither tool takes the question: still a question of which tool.
+    with pytest.raises(AmbiguousRoute):
+        await w.router.query(QueryRequest(question="What time is it?"))
+
+
+# -- with an LLM ----------------------------------------------------------------------------------
+
+
+def with_llm(w: World, choice: Choice) -> Chooser:
+    chooser = Chooser(choice)
+    w.router.llm = chooser  # type: ignore[assignment]
+    return chooser
+
+
+async def test_the_model_picks_the_tool_retrieval_could_not_tell_and_it_is_called() -> None:
+    w = notes_world(TOOL_UNSURE)
+    chooser = with_llm(w, Choice("server", server="notes", tool="count_notes", reasoning="counting"))
+    resp = await w.router.query(QueryRequest(question=QUESTION))
+    assert (resp.backend, resp.capability) == ("notes", "count_notes")
+    assert resp.routing is not None and resp.routing.decision == "llm"
+    offered = {name: tools for name, _, tools in chooser.seen[0]}
+    assert sorted(offered["notes"]) == ["clear_notes", "count_notes", "list_notes"]
+
+
+async def test_a_server_the_model_picks_without_a_tool_still_asks_which_tool() -> None:
+    w = notes_world(TOOL_UNSURE)
+    with_llm(w, Choice("server", server="notes", reasoning="a notes question"))
+    with pytest.raises(AmbiguousRoute) as info:
+        await w.router.query(QueryRequest(question=QUESTION))
+    assert "not one of its tools" in info.value.message
+    assert {c["backend"] for c in info.value.details["candidates"]} == {"notes"}
+    assert w.executor.calls == []
+
+
+async def test_when_nothing_is_likely_enough_the_model_may_choose_among_the_closest() -> None:
+    w = notes_world(TOOL_SURE, backends=UNSURE)
+    chooser = with_llm(w, Choice("server", server="notes", tool="list_notes", reasoning="notes"))
+    resp = await w.router.query(QueryRequest(question=QUESTION))
+    assert (resp.backend, resp.capability) == ("notes", "list_notes")
+    assert chooser.seen  # the closest candidates were offered although none reached the threshold
+
+
+async def test_when_nothing_is_likely_enough_the_model_may_agree_or_ask() -> None:
+    w = notes_world(TOOL_SURE, backends=UNSURE)
+    with_llm(w, Choice("none", reasoning="nothing here bakes bread"))
+    with pytest.raises(NoRelevantBackend, match="nothing here bakes bread"):
+        await w.router.query(QueryRequest(question=QUESTION))
+    with_llm(w, Choice("ambiguous", question="Your notes or the time?", reasoning="both"))
+    with pytest.raises(NoRelevantBackend, match="Your notes or the time"):
+        await w.router.query(QueryRequest(question=QUESTION))
+    assert w.executor.calls == []
