@@ -16,8 +16,8 @@ from router.errors import AmbiguousRoute, NoRelevantBackend
 from router.llm import Choice, ServerCandidate
 from router.models import QueryRequest, RouteRequest
 from router.values import Capability
-from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
 from tests.unit.fake_executor import ok
+from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
 from tests.unit.router_world import World, answers, world
 from tests.unit.test_abstention import SURE, UNSURE, with_model
 
