@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ import ray
 from actors.background import Background
 from router.cache import LRU
 from router.config import LearningSettings
-from router.feedback import FEEDBACK_FILE, Evidence, Example, ExampleIndex, ExampleStore
+from router.evidence import ExampleIndex
+from router.feedback import FEEDBACK_FILE, Example, ExampleStore
 from router.learning import RecentDecision
 
 log = logging.getLogger("mcp_router.feedback")
@@ -75,10 +76,12 @@ def create_feedback_actor(state_dir: str, settings: LearningSettings) -> Any:
 
 
 class FeedbackView:
-    def __init__(self, settings: LearningSettings, actor: Any) -> None:
+    def __init__(self, settings: LearningSettings, actor: Any, min_confidence: float = 0.0) -> None:
+        """`min_confidence`: `routing.min_confidence`, below which retrieval counts as unsure."""
         self.settings = settings
         self.actor = actor
-        self._index = ExampleIndex([], settings)
+        self.min_confidence = min_confidence
+        self._index = ExampleIndex([], settings, min_confidence)
         self._version = -1
         self._recent: LRU[str, RecentDecision] = LRU(10_000, ttl_s=settings.decision_ttl_s)
         self._decisions: list[RecentDecision] = []
@@ -87,8 +90,8 @@ class FeedbackView:
 
     # -- LearningView (the request path: local reads, buffered writes) ------------------------
 
-    def evidence(self, vector: Any) -> Mapping[str, Evidence]:
-        return self._index.evidence(vector)
+    def index(self) -> ExampleIndex:
+        return self._index
 
     def remember(self, decision: RecentDecision) -> None:
         self._recent.put(decision.request_id, decision)
@@ -123,7 +126,7 @@ class FeedbackView:
     async def refresh(self) -> None:
         version, examples = await asyncio.wait_for(self.actor.snapshot.remote(self._version), 10)
         if examples is not None:
-            self._index = ExampleIndex(examples, self.settings)
+            self._index = ExampleIndex(examples, self.settings, self.min_confidence)
         self._version = version
 
     async def flush(self) -> None:

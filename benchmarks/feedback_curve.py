@@ -1,30 +1,35 @@
 """Learning curve: how server R@1 grows as feedback accumulates.
 
-    python benchmarks/feedback_curve.py DATA_DIR [--json OUT] [--plot OUT.png] [--seed 14]
+    python benchmarks/feedback_curve.py DATA_DIR [--json OUT] [--plot OUT.png] [--seeds 0-9]
         [--weights 0.25,0.5,1] [--window 20] [--unfed-share 0.25]
 
 DATA_DIR is in the format `benchmarks/routing_accuracy.py` reads (catalog.json + queries.jsonl),
 e.g. the ToolAlpaca evaluation set that `benchmarks/retriever_data.py` writes to heldout/toolalpaca.
 The questions are replayed in a random (seeded) order through the router's own decide stage
-(`Decider`, hybrid retrieval, composite score with the kNN evidence of `router.feedback`). After
+(`Decider`, hybrid retrieval, composite score with the evidence of `router.evidence`). After
 each question the benchmark gives the feedback a user would: right (+1 for the chosen tool), or
 wrong (-1 for it, +1 for the gold tool, as `POST /v1/feedback {correct: false, backend, tool}`).
 A seeded share of servers never gets feedback; their questions measure what learning does to
 capabilities nobody taught it about.
 
-Reported (per blend weight `learning.weight`; the one meeting both targets with the best R@1 is
-recommended, else the best of those that do not hurt unfed capabilities):
-- windows: server R@1 per window of questions, with and without examples (same questions);
+Every figure is taken over several replay orders (`--seeds`, 0-9 by default: one order moves R@1 by
+several questions). Reported per blend weight `learning.weight` (the one meeting both targets with
+the best R@1 is recommended, else the best of those that do not hurt unfed capabilities):
+- windows: server R@1 per window of questions, with and without examples (same questions), averaged
+  over the seeds;
 - r1_after_5_per_capability: R@1 of the questions whose gold server had already received five
-  feedback events (ToolAlpaca has about ten questions per server, so the unit is the server);
-- max_regression_unfed: the largest drop of R@1, over servers that got no feedback, between the
-  router with no examples and the router with every example of the replay.
+  feedback events (ToolAlpaca has about ten questions per server, so the unit is the server), the
+  mean over the seeds (with r1_after_5_min / _max);
+- max_regression_unfed: the largest drop of R@1, over servers whose questions got no feedback and
+  over the seeds, between the router with no examples and the router with every example of the replay;
+- seeds_meeting_targets: how many seeds meet both targets; by_seed: each seed's figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
 import sys
@@ -36,10 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.routing_accuracy import Query, build, load
 from router.config import EmbeddingSettings, LearningSettings, RouterSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
-from router.feedback import Example, ExampleIndex
+from router.evidence import ExampleIndex
+from router.feedback import Example
+from router.learning import RecentDecision, example
 from router.retrieval import CatalogIndex
 from router.stages.decide import Decider
-from router.values import Analysis
+from router.values import Analysis, Decision
 
 TARGET_R1 = 0.90
 TARGET_REGRESSION = 0.02
@@ -55,15 +62,26 @@ class Replay:
         self.settings = settings
         self.decider = Decider(settings)
 
-    def top(self, i: int, examples: ExampleIndex | None) -> tuple[str, str, str] | None:
+    def decide(self, i: int, examples: ExampleIndex | None) -> Decision:
         q = self.queries[i]
         analysis = Analysis(question=q.text, vector=self.vectors[i], intent="general", intent_source="default")
-        evidence = examples.evidence(self.vectors[i]) if examples is not None else None
-        d = self.decider.decide(analysis, self.index, {}, statuses={}, perf={}, evidence=evidence)
+        return self.decider.decide(analysis, self.index, {}, statuses={}, perf={}, examples=examples)
+
+    def top(self, i: int, examples: ExampleIndex | None) -> tuple[str, str, str] | None:
+        d = self.decide(i, examples)
         if not d.candidates:
             return None
         cap = d.candidates[0].capability
         return cap.backend, cap.kind, cap.name
+
+    def remembered(self, i: int, d: Decision) -> RecentDecision:
+        """The decision as the router remembers it for feedback (what the examples record of it)."""
+        caps = [c.capability for c in d.candidates]
+        return RecentDecision(request_id=str(i), question=self.queries[i].text, vector=self.vectors[i],
+                              chosen=(caps[0].backend, caps[0].kind, caps[0].name) if caps else None,
+                              candidates=tuple((c.backend, c.kind, c.name) for c in caps),
+                              confidences=tuple(c.scores.confidence for c in d.candidates),
+                              retrieval_confidence=d.retrieval_confidence)
 
 
 def gold_of(q: Query) -> tuple[str, str]:
@@ -76,13 +94,16 @@ def run_weight(replay: Replay, order: list[int], unfed: set[str], learning: Lear
     queries, vectors = replay.queries, replay.vectors
     baseline = {i: replay.top(i, None) for i in order}
     examples: list[Example] = []
-    index = ExampleIndex([], learning)
+    threshold = replay.settings.routing.min_confidence
+    index = ExampleIndex([], learning, threshold)
     fed_events: Counter[str] = Counter()
     hits, base_hits, after5, after5_tool, after5_base = [], [], [], [], []
     tool_events: Counter[tuple[str, str]] = Counter()
     for i in order:
         q = queries[i]
-        top = replay.top(i, index)
+        d = replay.decide(i, index)
+        first = d.candidates[0].capability if d.candidates else None
+        top = (first.backend, first.kind, first.name) if first else None
         hit = top is not None and top[0] in q.gold_servers
         hits.append(hit)
         base_hits.append(baseline[i] is not None and baseline[i][0] in q.gold_servers)
@@ -96,16 +117,14 @@ def run_weight(replay: Replay, order: list[int], unfed: set[str], learning: Lear
             after5_tool.append(hit)
         fed_events[server] += 1
         tool_events[(server, tool)] += 1
-        if top is not None and hit:
-            examples.append(Example(backend=top[0], kind=top[1], name=top[2], label=1, question=q.text,
-                                    vector=vectors[i], id=len(examples)))
-        else:
-            if top is not None:
-                examples.append(Example(backend=top[0], kind=top[1], name=top[2], label=-1, question=q.text,
-                                        vector=vectors[i], id=len(examples)))
-            examples.append(Example(backend=server, kind="tool", name=tool, label=1, question=q.text,
-                                    vector=vectors[i], id=len(examples)))
-        index = ExampleIndex(examples, learning)
+        # The feedback a user gives, as the router records it (router.learning.example).
+        decision = replay.remembered(i, d)
+        given = [(top, 1)] if top is not None and hit else [*([(top, -1)] if top else []),
+                                                            ((server, "tool", tool), 1)]
+        for cap, label in given:
+            e = example({}, cap, label, q.text, vectors[i], "feedback", None, decision)
+            examples.append(dataclasses.replace(e, id=len(examples)))
+        index = ExampleIndex(examples, learning, threshold)
     per_server_base: dict[str, list[bool]] = defaultdict(list)
     per_server_final: dict[str, list[bool]] = defaultdict(list)
     for i in order:
@@ -136,6 +155,33 @@ def _mean(values: list[bool] | list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def seed_range(text: str) -> list[int]:
+    """"14" or "0-9"."""
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def across_seeds(runs: list[dict]) -> dict:
+    """One weight's replays over several seeds: R@1 after five as the mean (with the worst and best seed), the
+    largest regression of any seed, how many seeds meet both targets, and the windows averaged."""
+    r1 = [r["r1_after_5_per_capability"] for r in runs]
+    windows = [{"start": w["start"], "questions": w["questions"],
+                "r1": round(_mean([r["windows"][i]["r1"] for r in runs]), 4),
+                "r1_without_examples": round(_mean([r["windows"][i]["r1_without_examples"] for r in runs]), 4)}
+               for i, w in enumerate(runs[0]["windows"])]
+    return {
+        "weight": runs[0]["weight"], "windows": windows, "seeds": len(runs),
+        "r1_after_5_per_capability": round(_mean(r1), 4), "r1_after_5_min": min(r1), "r1_after_5_max": max(r1),
+        "r1_after_5_without_examples": round(_mean([r["r1_after_5_without_examples"] for r in runs]), 4),
+        "max_regression_unfed": max(r["max_regression_unfed"] for r in runs),
+        "seeds_meeting_targets": sum(r["r1_after_5_per_capability"] >= TARGET_R1
+                                     and r["max_regression_unfed"] <= TARGET_REGRESSION for r in runs),
+        "r1_overall": round(_mean([r["r1_overall"] for r in runs]), 4),
+        "r1_overall_without_examples": round(_mean([r["r1_overall_without_examples"] for r in runs]), 4),
+        "by_seed": runs,
+    }
+
+
 async def run(args: argparse.Namespace) -> dict:
     catalogs, queries = load(Path(args.data_dir))
     queries = [q for q in queries if q.gold_tools and q.gold_servers]
@@ -148,19 +194,24 @@ async def run(args: argparse.Namespace) -> dict:
     index = await build(catalogs, embedder, settings.routing)
     vectors = list(await embedder.embed([q.text for q in queries]))
     replay = Replay(index, queries, vectors, settings)
-    rng = random.Random(args.seed)
-    order = list(range(len(queries)))
-    rng.shuffle(order)
     servers = sorted({gold_of(q)[0] for q in queries})
-    unfed = set(rng.sample(servers, round(len(servers) * args.unfed_share)))
+    replays = []
+    for seed in seed_range(args.seeds):
+        rng = random.Random(seed)
+        order = list(range(len(queries)))
+        rng.shuffle(order)
+        replays.append((seed, order, set(rng.sample(servers, round(len(servers) * args.unfed_share)))))
     results = []
     for weight in (float(w) for w in args.weights.split(",")):
         learning = LearningSettings(weight=weight, min_similarity=args.min_similarity, neighbours=args.neighbours)
-        r = run_weight(replay, order, unfed, learning, args.window)
+        r = across_seeds([{"seed": seed, "unfed_servers": sorted(unfed),
+                           **run_weight(replay, order, unfed, learning, args.window)}
+                          for seed, order, unfed in replays])
         results.append(r)
         print(f"weight {weight:<5} R@1 after 5/capability {r['r1_after_5_per_capability']:.3f} "
-              f"(without examples {r['r1_after_5_without_examples']:.3f}, {r['questions_after_5']} q)  "
-              f"max regression unfed {r['max_regression_unfed']:+.3f}  "
+              f"(seeds {r['r1_after_5_min']:.3f}-{r['r1_after_5_max']:.3f}; without examples "
+              f"{r['r1_after_5_without_examples']:.3f})  max regression unfed {r['max_regression_unfed']:+.3f}  "
+              f"seeds meeting both targets {r['seeds_meeting_targets']}/{r['seeds']}  "
               f"overall {r['r1_overall']:.3f} (without examples {r['r1_overall_without_examples']:.3f})")
     meeting = [r for r in results if r["r1_after_5_per_capability"] >= TARGET_R1
                and r["max_regression_unfed"] <= TARGET_REGRESSION]
@@ -169,15 +220,15 @@ async def run(args: argparse.Namespace) -> dict:
     chosen = max(meeting or results, key=lambda r: (r["max_regression_unfed"] <= TARGET_REGRESSION,
                                                     -r["max_regression_unfed"], r["r1_after_5_per_capability"],
                                                     r["weight"]))
-    print(f"\nchosen weight {chosen['weight']} (targets {'met' if meeting else 'NOT met'}); learning curve:")
+    print(f"\nchosen weight {chosen['weight']} (targets {'met' if meeting else 'NOT met'} on the mean of seeds "
+          f"{args.seeds}); learning curve, averaged over the seeds:")
     for w in chosen["windows"]:
         print(f"  questions {w['start']:>4}-{w['start'] + w['questions'] - 1:<4} R@1 {w['r1']:.3f} "
               f"(without examples {w['r1_without_examples']:.3f})")
     return {"data_dir": str(args.data_dir), "model": args.model, "distractors": args.distractors or [],
-            "catalog_servers": len(catalogs),
-            "queries": len(queries), "servers": len(servers),
-            "unfed_servers": sorted(unfed), "seed": args.seed, "min_similarity": args.min_similarity,
-            "neighbours": args.neighbours, "targets_met": bool(meeting), **chosen, "by_weight": results}
+            "catalog_servers": len(catalogs), "queries": len(queries), "servers": len(servers),
+            "seeds": args.seeds, "min_similarity": args.min_similarity, "neighbours": args.neighbours,
+            "targets_met": bool(meeting), **chosen, "by_weight": results}
 
 
 def plot(report: dict, path: str) -> None:
@@ -193,7 +244,8 @@ def plot(report: dict, path: str) -> None:
     ax.plot(x, [w["r1_without_examples"] for w in ws], linestyle="--", label="without examples")
     ax.set_xlabel("questions replayed")
     ax.set_ylabel("server R@1 in window")
-    ax.set_ylim(0, 1.02)
+    lowest = min(w[k] for w in ws for k in ("r1", "r1_without_examples"))
+    ax.set_ylim(max(0.0, lowest - 0.1), 1.0)
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title("Learning from feedback")
@@ -206,8 +258,9 @@ def main() -> None:
     parser.add_argument("data_dir")
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--plot", help="write the learning curve as a PNG here (needs the plots extra)")
-    parser.add_argument("--seed", type=int, default=14)
-    parser.add_argument("--weights", default="0.1,0.25,0.5,0.75,1.0")
+    parser.add_argument("--seeds", default="0-9", help="replay orders (and unfed servers): one seed, or a range "
+                        "such as 0-9 (the default), whose results are averaged")
+    parser.add_argument("--weights", default="0.1,0.25,0.5,1.0")
     parser.add_argument("--min-similarity", type=float, default=LearningSettings().min_similarity)
     parser.add_argument("--neighbours", type=int, default=LearningSettings().neighbours)
     parser.add_argument("--window", type=int, default=20)

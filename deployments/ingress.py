@@ -142,8 +142,9 @@ class RouterIngress:
         self.directory = BackendDirectory(settings, self.actors, self.perf_actor, self.embedder,
                                           on_index=lambda cats, index: self.router.set_catalogs(cats, index),
                                           on_status=self.metrics.observe_health)
-        self.learning = FeedbackView(settings.learning, await pool.feedback.remote(settings.state_dir,
-                                                                                  settings.learning))
+        self.learning = FeedbackView(settings.learning,
+                                     await pool.feedback.remote(settings.state_dir, settings.learning),
+                                     min_confidence=settings.routing.min_confidence)
         with contextlib.suppress(ray.exceptions.RayError, TimeoutError):  # else they come with the next refresh
             await self.learning.refresh()
         self.router = Router(settings, executor=self.metrics.wrap_executor(self.executor),

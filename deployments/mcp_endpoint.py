@@ -198,7 +198,10 @@ class McpEndpoint:
         try:
             return await work
         except RouterError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from None
+            # A question the router declined or asked about can still be given feedback on.
+            feedback = f" (request id: {exc.details['request_id']}, for the feedback tool)" \
+                if "request_id" in exc.details else ""
+            raise ToolError(f"{exc.code}: {exc.message}{feedback}") from None
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

@@ -24,10 +24,10 @@ from opentelemetry import trace
 
 from router.cache import LRU
 from router.config import RouterSettings
-from router.errors import RouterError
+from router.errors import AmbiguousRoute, NoRelevantBackend, RouterError
 from router.feedback import accepts_feedback
 from router.intent import IntentClassifier
-from router.learning import LearningView, RecentDecision, example
+from router.learning import CapabilityId, LearningView, RecentDecision, example
 from router.llm import LLMClient
 from router.models import QueryRequest, QueryResponse, RouteRequest, RouteResponse
 from router.retrieval import CatalogIndex
@@ -120,11 +120,10 @@ class Router:
         analysed = time.perf_counter()
         sticky = self._sessions.get(session_id) if session_id else None
         known = None if access is None or access.unrestricted else self.visible_backends(access)
-        evidence = self.learning.evidence(analysis.vector) if self.learning is not None else None
         d = self.decider.decide(analysis, index, catalogs, statuses=self.stats.statuses(),
                                 perf=self.stats.perf(), backend=backend, tool=tool, sticky=sticky,
                                 fallback_on_override=fallback_on_override, k=k, started=started, known=known,
-                                evidence=evidence)
+                                examples=self.learning.index() if self.learning is not None else None)
         if stages is not None:
             stages["analyse"] = _ms(started, analysed)
             stages["decide"] = _ms(analysed, time.perf_counter())
@@ -166,6 +165,11 @@ class Router:
         if self.llm is not None and assist.needs_arguments(p, req):
             p = await assist.fill_arguments(self.llm, p, d, req, statuses)
         if p.refusal is not None:
+            if isinstance(p.refusal, (NoRelevantBackend, AmbiguousRoute)) and d.candidates:
+                # Nothing was called, but the caller may say what should have answered (POST /v1/feedback).
+                decision = self._remember(d, None, access)
+                if decision is not None:
+                    p.refusal.details["request_id"] = decision.request_id
             raise p.refusal
         key = ResponseCache.key(access.principal.name if access else "", req, d, p)
         cached = self.responses.lookup(key, statuses)
@@ -184,25 +188,37 @@ class Router:
             self._sessions.put(req.session_id, answer.backend)
         return self._learn_from(answer, d, access)
 
-    def _learn_from(self, answer: QueryResponse, d: Decision, access: Access | None) -> QueryResponse:
-        """Remember the decision under a new request id (for feedback on it), and with
-        `learning.learn_from_routed`, take the successful call as a positive example."""
+    def _remember(self, d: Decision, chosen: CapabilityId | None, access: Access | None) -> RecentDecision | None:
+        """Remember a decision under a new request id, for feedback on it (None: nothing learns here)."""
         if self.learning is None:
-            return answer
-        request_id = uuid.uuid4().hex
-        chosen = (answer.backend, answer.kind, answer.capability)
-        principal = None if access is None or access.principal.name == ANONYMOUS else access.principal.name
-        self.learning.remember(RecentDecision(
-            request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
+            return None
+        decision = RecentDecision(
+            request_id=uuid.uuid4().hex, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
             candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates),
-            principal=principal))
+            confidences=tuple(c.scores.confidence for c in d.candidates),
+            retrieval_confidence=d.retrieval_confidence, principal=_principal(access))
+        self.learning.remember(decision)
+        return decision
+
+    def _learn_from(self, answer: QueryResponse, d: Decision, access: Access | None) -> QueryResponse:
+        """Remember the decision (for feedback on it), and with `learning.learn_from_routed`, take the
+        successful call as a positive example."""
+        chosen = (answer.backend, answer.kind, answer.capability)
+        decision = self._remember(d, chosen, access)
+        if decision is None or self.learning is None:
+            return answer
         if (self.settings.learning.learn_from_routed and d.analysis.vector is not None
                 and (access is None or access.policy.feedback) and accepts_feedback(self.settings)):
             self.learning.learn([example(self.catalogs, chosen, 1, d.analysis.question, d.analysis.vector, "routed",
-                                         principal)])
+                                         decision.principal, decision)])
         if answer.routing is None:
             return answer
-        return answer.model_copy(update={"routing": answer.routing.model_copy(update={"request_id": request_id})})
+        return answer.model_copy(update={"routing": answer.routing.model_copy(
+            update={"request_id": decision.request_id})})
+
+
+def _principal(access: Access | None) -> str | None:
+    return None if access is None or access.principal.name == ANONYMOUS else access.principal.name
 
 
 def _ms(start: float, end: float) -> float:

@@ -1,32 +1,28 @@
-"""Labelled examples of which capability answers which question, and the nearest-neighbour evidence
-routing draws from them.
+"""Labelled examples of which capability answers which question, and the store that keeps them.
 
     store = ExampleStore(f"{settings.state_dir}/feedback.sqlite", cap=200)
     store.add([Example(backend="clock", kind="tool", name="now", label=1, question="time in Tokyo?",
-                       vector=vec, source="feedback")])
-    index = ExampleIndex(store.all(), settings.learning)
-    evidence = index.evidence(question_vector)    # capability key -> Evidence, for scoring
+                       vector=vec, source="feedback", confidence=0.4, top_confidence=0.4)])
 
-An example says "this capability was right (+1) / wrong (-1) for this question". For a new question,
-a capability's score comes from its nearest examples: each one within `min_similarity` counts with a
-kernel that grows linearly to 1 at cosine 1; the score is the kernel-weighted mean label times the
-nearest example's kernel, so one close example speaks clearly, far ones barely, and a mix of right
-and wrong cancels out. The score (-1 .. 1) times `learning.weight` is added to `match`.
+An example says "this capability was right (+1) / wrong (-1) for this question", with the question's
+vector and how sure retrieval was when it was given. What routing draws from them is in
+`router.evidence`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from router.config import LearningSettings, RouterSettings
+from router.config import RouterSettings
 from router.security.identity import is_loopback
 from router.values import capability_key
 
@@ -55,6 +51,10 @@ class Example:
     principal: str | None = None
     created: float = field(default_factory=time.time)
     document: str = ""  # the capability's text as the retriever sees it (for training)
+    # How sure retrieval was when the example was given (None: not recorded): its confidence in this
+    # capability (0 when it was not a candidate), and in its own first candidate.
+    confidence: float | None = None
+    top_confidence: float | None = None
     id: int | None = None
 
     @property
@@ -65,7 +65,7 @@ class Example:
         """What an operator sees (no vector)."""
         return {"id": self.id, "backend": self.backend, "kind": self.kind, "name": self.name, "label": self.label,
                 "question": self.question, "source": self.source, "principal": self.principal,
-                "created": self.created}
+                "created": self.created, "confidence": self.confidence, "top_confidence": self.top_confidence}
 
 
 _SCHEMA = """
@@ -74,11 +74,15 @@ CREATE TABLE IF NOT EXISTS examples (
     backend TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
     label INTEGER NOT NULL CHECK (label IN (-1, 1)),
     question TEXT NOT NULL, vector BLOB NOT NULL, source TEXT NOT NULL,
-    principal TEXT, created REAL NOT NULL, document TEXT NOT NULL DEFAULT ''
+    principal TEXT, created REAL NOT NULL, document TEXT NOT NULL DEFAULT '',
+    confidence REAL, top_confidence REAL
 );
 CREATE INDEX IF NOT EXISTS examples_capability ON examples (backend, kind, name, id);
 """
-_COLUMNS = "id, backend, kind, name, label, question, vector, source, principal, created, document"
+# Columns added since the first version of the file; a file without them gets them (as NULL) on opening.
+_ADDED = {"confidence": "REAL", "top_confidence": "REAL"}
+_COLUMNS = ("id, backend, kind, name, label, question, vector, source, principal, created, document, confidence, "
+            "top_confidence")
 
 
 class ExampleStore:
@@ -93,6 +97,10 @@ class ExampleStore:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(examples)")}
+        for column, kind in _ADDED.items():
+            if column not in have:
+                self._db.execute(f"ALTER TABLE examples ADD COLUMN {column} {kind}")
         self.version = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM examples").fetchone()[0]
 
     def add(self, examples: Iterable[Example]) -> list[Example]:
@@ -103,9 +111,9 @@ class ExampleStore:
             for e in examples:
                 vector = np.asarray(e.vector, dtype=np.float32).ravel()
                 cur = self._db.execute(
-                    f"INSERT INTO examples ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO examples ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (e.backend, e.kind, e.name, int(e.label), e.question, vector.tobytes(), e.source, e.principal,
-                     e.created, e.document))
+                     e.created, e.document, e.confidence, e.top_confidence))
                 self._db.execute(
                     "DELETE FROM examples WHERE backend = ? AND kind = ? AND name = ? AND id NOT IN ("
                     "SELECT id FROM examples WHERE backend = ? AND kind = ? AND name = ? ORDER BY id DESC LIMIT ?)",
@@ -140,70 +148,8 @@ class ExampleStore:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM examples {where} ORDER BY id", params).fetchall()
         return [Example(id=r[0], backend=r[1], kind=r[2], name=r[3], label=r[4], question=r[5],
                         vector=np.frombuffer(r[6], dtype=np.float32), source=r[7], principal=r[8], created=r[9],
-                        document=r[10]) for r in rows]
+                        document=r[10], confidence=r[11], top_confidence=r[12]) for r in rows]
 
 
 def _with_id(e: Example, vector: np.ndarray, row_id: int | None) -> Example:
-    return Example(id=row_id, backend=e.backend, kind=e.kind, name=e.name, label=e.label, question=e.question,
-                   vector=vector, source=e.source, principal=e.principal, created=e.created, document=e.document)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Evidence:
-    """What a capability's examples say about one question."""
-
-    examples: int  # how many examples the capability has
-    nearest: float  # cosine of the nearest one to the question
-    score: float  # -1 .. 1: the nearest examples' verdict, weighted by closeness
-    contribution: float  # score * learning.weight: what is added to `match`
-
-
-class ExampleIndex:
-    """The examples as one matrix, grouped by capability, for the evidence of a question vector."""
-
-    def __init__(self, examples: Sequence[Example], settings: LearningSettings) -> None:
-        self.settings = settings
-        ordered = sorted(examples, key=lambda e: (e.key, e.id or 0))
-        self.size = len(ordered)
-        self.keys: list[str] = []
-        starts: list[int] = []
-        for i, e in enumerate(ordered):
-            if not self.keys or self.keys[-1] != e.key:
-                self.keys.append(e.key)
-                starts.append(i)
-        self._bounds = list(zip(starts, [*starts[1:], len(ordered)][:len(starts)], strict=True))
-        dims = {np.asarray(e.vector).size for e in ordered}
-        self.dim = dims.pop() if len(dims) == 1 else None  # mixed sizes: a model change left stale vectors
-        if ordered and self.dim is not None:
-            m = np.stack([np.asarray(e.vector, dtype=np.float32) for e in ordered])
-            norms = np.linalg.norm(m, axis=1, keepdims=True)
-            self._matrix = m / np.where(norms == 0, 1.0, norms)
-        else:
-            self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._labels = np.array([e.label for e in ordered], dtype=np.float32)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def evidence(self, vector: Any) -> dict[str, Evidence]:
-        """Capability key -> evidence, for every capability with examples (none without a vector)."""
-        if vector is None or not self._matrix.size:
-            return {}
-        q = np.asarray(vector, dtype=np.float32).ravel()
-        if q.size != self.dim:
-            return {}
-        q = q / (float(np.linalg.norm(q)) or 1.0)
-        sims = self._matrix @ q
-        tau, k, weight = self.settings.min_similarity, self.settings.neighbours, self.settings.weight
-        out: dict[str, Evidence] = {}
-        for key, (lo, hi) in zip(self.keys, self._bounds, strict=True):
-            s = sims[lo:hi]
-            nearest = float(s.max())
-            score = 0.0
-            if nearest > tau:
-                top = np.argpartition(-s, k - 1)[:k] if s.size > k else np.arange(s.size)
-                kernel = np.clip((s[top] - tau) / (1.0 - tau), 0.0, 1.0)
-                score = float((kernel * self._labels[lo:hi][top]).sum() / kernel.sum() * kernel.max())
-            out[key] = Evidence(examples=hi - lo, nearest=round(nearest, 4), score=round(score, 4),
-                                contribution=round(weight * score, 4))
-        return out
+    return dataclasses.replace(e, id=row_id, vector=vector)

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 from router.config import RouterSettings
 from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
-from router.feedback import Evidence, Example, Source, accepts_feedback
+from router.evidence import ExampleIndex
+from router.feedback import Example, Source, accepts_feedback
 from router.models import ChatRequest, ChatResponse, FeedbackRequest
 from router.retrieval import capability_dense_text
 from router.values import Capability, Catalog
@@ -32,15 +33,23 @@ class RecentDecision:
     request_id: str
     question: str
     vector: Any = field(repr=False)  # np.ndarray or None
-    chosen: CapabilityId
+    chosen: CapabilityId | None  # None: nothing was called (the router declined, or asked which tool)
     candidates: tuple[CapabilityId, ...] = ()  # the ranked candidates, best first
+    confidences: tuple[float, ...] = ()  # retrieval's confidence in each candidate
+    retrieval_confidence: float | None = None  # retrieval's confidence in its own first candidate
     principal: str | None = None  # who asked: only they may give feedback on it
+
+    def confidence_of(self, cap: CapabilityId) -> float | None:
+        """Retrieval's confidence in `cap` for this question (0 when it was not a candidate)."""
+        if len(self.confidences) != len(self.candidates):
+            return None
+        return dict(zip(self.candidates, self.confidences, strict=True)).get(cap, 0.0)
 
 
 class LearningView(Protocol):
     """What the router core reads (cached locally) and writes (without waiting)."""
 
-    def evidence(self, vector: Any) -> Mapping[str, Evidence]: ...
+    def index(self) -> ExampleIndex: ...
 
     def remember(self, decision: RecentDecision) -> None: ...
 
@@ -48,10 +57,14 @@ class LearningView(Protocol):
 
 
 def example(catalogs: Mapping[str, Catalog], cap: CapabilityId, label: int, question: str, vector: Any,
-            source: Source, principal: str | None) -> Example:
+            source: Source, principal: str | None, decision: RecentDecision | None = None) -> Example:
+    """An example of `cap` for the question; with the `decision` it was given on, it records how sure
+    retrieval was (router/evidence.py weighs examples by that)."""
     backend, kind, name = cap
     return Example(backend=backend, kind=kind, name=name, label=label, question=question, vector=vector,
-                   source=source, principal=principal, document=document_of(catalogs, cap))
+                   source=source, principal=principal, document=document_of(catalogs, cap),
+                   confidence=decision.confidence_of(cap) if decision else None,
+                   top_confidence=decision.retrieval_confidence if decision else None)
 
 
 def document_of(catalogs: Mapping[str, Catalog], cap: CapabilityId) -> str:
@@ -82,15 +95,25 @@ def feedback_examples(decision: RecentDecision | None, req: FeedbackRequest, cat
                              "feedback needs dense retrieval")
     if req.correct and (req.backend or req.tool):
         raise InvalidRequest("backend, tool: only with correct=false (they name what should have answered)")
+
+    def labelled(cap: CapabilityId, label: int) -> Example:
+        return example(catalogs, cap, label, decision.question, decision.vector, "feedback", principal, decision)
+
+    if decision.chosen is None:  # the router declined or asked: only what should have answered says anything
+        right = _named(decision, req, catalogs) if not req.correct else None
+        if right is None:
+            raise InvalidRequest(f"correct: request {req.request_id!r} called nothing; send correct=false with "
+                                 "the backend (and tool) that should have answered")
+        return [labelled(right, 1)]
     if req.correct:
-        return [example(catalogs, decision.chosen, 1, decision.question, decision.vector, "feedback", principal)]
-    out = [example(catalogs, decision.chosen, -1, decision.question, decision.vector, "feedback", principal)]
+        return [labelled(decision.chosen, 1)]
+    out = [labelled(decision.chosen, -1)]
     right = _named(decision, req, catalogs)
     if right is not None:
         if right == decision.chosen:
             raise InvalidRequest(f"backend, tool: {'/'.join(right)} is what the router chose; "
                                  "send correct=true to confirm it")
-        out.append(example(catalogs, right, 1, decision.question, decision.vector, "feedback", principal))
+        out.append(labelled(right, 1))
     return out
 
 

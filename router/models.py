@@ -164,10 +164,13 @@ class ScoreBreakdown(_Model):
     hybrid: float = 0.0
     server: float = 0.0  # the fused score of the capability's server document, when the ranking uses it
     intent_bonus: float = 0.0
-    # Learned from labelled examples: how many the capability has, the nearest one's cosine to the
-    # question, and what their nearest-neighbour score added to `match` (negative: pushed down).
+    # Learned from labelled examples (router/evidence.py): how many the capability has, the nearest one's
+    # cosine to the question, its backend's rejections (net of acceptances) for questions like this one,
+    # what a learned default added (retrieval unsure), and all they added to `match` (negative: pushed down).
     examples: int = 0
     nearest_example: float = 0.0
+    rejections: int = 0
+    learned_default: float = 0.0
     learned: float = 0.0
     match: float = 0.0
     health: float = 0.0

@@ -2,8 +2,9 @@
 
 - match: the retrieval score (the capability's fused dense + BM25 score, blended with its server
   document's by `server_weight`), plus `intent_bonus` when the backend (or the capability)
-  declares the request's intent, plus what the capability's labelled examples say about this
-  question (`router.feedback`: their nearest-neighbour score times `learning.weight`);
+  declares the request's intent, plus what labelled examples say about this question
+  (`router.evidence`: the capability's nearest examples, a pattern of rejections of its backend, a
+  learned default where retrieval is unsure);
 - health: 1 healthy, 0.5 degraded or starting, 0 down or ejected;
 - perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
   0.5 with no history. History is per (backend, intent), falling back to the backend's overall
@@ -27,7 +28,7 @@ from typing import Any
 
 from router.confidence import ConfidenceModel, candidate_features, tool_features
 from router.config import RoutingSettings
-from router.feedback import Evidence
+from router.evidence import Evidence
 from router.models import ScoreBreakdown
 from router.retrieval import Ranked
 from router.values import BackendStatus, Candidate
@@ -117,7 +118,7 @@ def score_candidates(
             dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
             bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
             intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
-            learned=learned,
+            rejections=ev.rejections if ev else 0, learned_default=ev.default if ev else 0.0, learned=learned,
             match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
         ))
         # The features use raw values: rounding would move a candidate's confidence. They describe the

@@ -171,6 +171,7 @@ class Decision:
     message: str
     kind: DecisionKind = "route"
     decision_ms: float = 0.0
+    retrieval_confidence: float = 0.0  # retrieval's own confidence in its first candidate, before any example
 
     @property
     def intent(self) -> str:

@@ -21,7 +21,7 @@ from router.cache import LRU
 from router.confidence import ConfidenceModel
 from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
-from router.feedback import Evidence
+from router.evidence import Evidence, ExampleIndex
 from router.models import DecisionKind, Verdict
 from router.retrieval import CatalogIndex, Ranked
 from router.scoring import PerfSnapshot, score_candidates
@@ -57,11 +57,10 @@ class Decider:
                statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
                backend: str | None = None, tool: str | None = None, sticky: str | None = None,
                fallback_on_override: bool = False, k: int | None = None, started: float | None = None,
-               known: Sequence[str] | None = None,
-               evidence: Mapping[str, Evidence] | None = None) -> Decision:
+               known: Sequence[str] | None = None, examples: ExampleIndex | None = None) -> Decision:
         """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too.
-        `known`: the backends the caller may name (all configured ones by default); `evidence`: what
-        labelled examples say about the question, per capability key."""
+        `known`: the backends the caller may name (all configured ones by default); `examples`: the labelled
+        examples whose evidence steers the decision (router/evidence.py)."""
         started = time.perf_counter() if started is None else started
         known = self._known if known is None else known
         if backend is not None and backend not in known:
@@ -71,26 +70,36 @@ class Decider:
 
             sizes = self._server_sizes(index)
 
-            def scored(ranked: Sequence[Ranked]) -> list[Candidate]:
+            def scored(ranked: Sequence[Ranked], evidence: Mapping[str, Evidence] | None = None) -> list[Candidate]:
                 return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
                                         self._backend_intents, self.confidence, sizes,
                                         dense=index is not None and index.tools.dense, evidence=evidence,
                                         tool_confidence=self.tool_confidence, tool_chosen=tool is not None)
 
-            ranked = self._retrieve(analysis, index, catalogs, want * 2, backend, tool)
-            if evidence and tool is None:
-                ranked = _with_learned(ranked, analysis, index, evidence, backend)
-            candidates = scored(ranked)[:want]
+            def taught(owner: str | None) -> tuple[list[Candidate], float]:
+                """The candidates with what the examples say, and retrieval's own confidence in its first."""
+                ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool if owner == backend else None)
+                plain = scored(ranked)[:want]
+                unsure = plain[0].scores.confidence if plain else 0.0
+                if examples is None or not len(examples) or tool is not None:
+                    return plain, unsure
+                evidence = examples.evidence(analysis.vector, unsure)
+                if not evidence:
+                    return plain, unsure
+                learned = scored(_with_learned(ranked, analysis, index, evidence, owner), evidence)[:want]
+                return _guarded(plain, learned, examples, analysis.vector, unsure), unsure
+
+            candidates, unsure = taught(backend)
             kind: DecisionKind = "override" if backend else "route"
             if backend is not None and fallback_on_override:
                 # The caller's backend first, then everything routing would have tried elsewhere.
-                routed = scored(self._retrieve(analysis, index, catalogs, want * 2, None, None))[:want]
+                routed, _ = taught(None)
                 candidates = candidates[:1] + [c for c in routed if c.capability.backend != backend and c.relevant]
             if sticky is not None and backend is None:
                 candidates, kind = _stick(candidates, sticky, statuses, kind)
             verdict, message = self._verdict(candidates, backend, session=kind == "session")
             decision = Decision(analysis=analysis, method=self.method_name(index), candidates=tuple(candidates),
-                                verdict=verdict, message=message, kind=kind,
+                                verdict=verdict, message=message, kind=kind, retrieval_confidence=unsure,
                                 decision_ms=round((time.perf_counter() - started) * 1000, 3))
             _annotate(span, decision)
             return decision
@@ -184,6 +193,19 @@ def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex 
     floor = min(r.score for r in ranked)
     found = index.search(analysis.question, analysis.vector, len(index), backends=backends)
     return ranked + [dataclasses.replace(r, score=floor) for r in found if r.capability.key in wanted]
+
+
+def _guarded(plain: list[Candidate], learned: list[Candidate], examples: ExampleIndex, vector: object,
+             unsure: float) -> list[Candidate]:
+    """Retrieval's own first candidate goes back in front when the examples would put another backend
+    there but may not (`ExampleIndex.may_replace`: a backend nobody confirmed keeps its questions)."""
+    if not plain or not learned:
+        return learned
+    first, new = plain[0].capability, learned[0].capability
+    if new.backend == first.backend or examples.may_replace(first.backend, new.key, vector, unsure):
+        return learned
+    kept = next((c for c in learned if c.capability.key == first.key), plain[0])
+    return [kept, *(c for c in learned if c is not kept)][:len(learned)]
 
 
 def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, BackendStatus],

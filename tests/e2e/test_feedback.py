@@ -83,6 +83,17 @@ def test_feedback_changes_the_next_decision_and_survives_restarts(ray_local: dic
         assert unknown.is_error and "request_id" in unknown.content[0].text
         assert [e["source"] for e in examples_of(url, "calculator")] == ["feedback"]
 
+        # A declined question carries a request id too: feedback on it says what should have answered.
+        declined = httpx.post(f"{url}/v1/query", json={"question": "Bake a sourdough bread recipe"}, timeout=60)
+        assert declined.status_code == 404, declined.text
+        r = httpx.post(f"{url}/v1/feedback", json={"request_id": declined.json()["error"]["details"]["request_id"],
+                                                    "correct": False, "backend": "calculator",
+                                                    "tool": "convert_units"}, timeout=30)
+        assert r.status_code == 200, r.text
+        [stored_decline] = r.json()["stored"]
+        assert (stored_decline["name"], stored_decline["label"]) == ("convert_units", 1)
+        assert stored_decline["top_confidence"] < settings.routing.min_confidence  # retrieval was unsure
+
         # The owner restarts and reopens the same file: the example given before is still there.
         pool = serve.get_deployment_handle("BackendPool", settings.server.app_name)
         owner = pool.feedback.remote(settings.state_dir, settings.learning).result(timeout_s=30)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from router.config import LearningSettings, RouterSettings, RoutingSettings
-from router.feedback import Example, ExampleIndex, ExampleStore, accepts_feedback
+from router.evidence import ExampleIndex
+from router.feedback import Example, ExampleStore, accepts_feedback
 from router.index import Hit
 from router.retrieval import Ranked
 from router.scoring import score_candidates

@@ -47,10 +47,10 @@ async def test_feedback_on_one_replica_reaches_a_decision_made_on_another_and_bo
 
     await b.add([Example(backend="time", kind="tool", name="now", label=1, question=remembered.question,
                          vector=remembered.vector)])
-    assert b.evidence(vector)["time/tool/now"].score > 0.9  # the replica that took it sees it at once
-    assert a.evidence(vector) == {}
+    assert b.index().evidence(vector)["time/tool/now"].score > 0.9  # the replica that took it sees it at once
+    assert a.index().evidence(vector) == {}
     await a.refresh()
-    assert a.evidence(vector)["time/tool/now"].examples == 1
+    assert a.index().evidence(vector)["time/tool/now"].examples == 1
 
     a.learn([Example(backend="time", kind="tool", name="now", label=1, question="q", vector=vector,
                      source="routed")])
@@ -60,4 +60,4 @@ async def test_feedback_on_one_replica_reaches_a_decision_made_on_another_and_bo
             break
         await asyncio.sleep(0.01)
     assert len(await a.examples("time")) == 2 and await b.delete("time") == 2
-    assert b.evidence(vector) == {}
+    assert b.index().evidence(vector) == {}

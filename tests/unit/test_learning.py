@@ -2,39 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from router.config import LearningSettings, RouterSettings
-from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
-from router.feedback import Evidence, Example, ExampleIndex, ExampleStore
+from router.errors import (
+    FeedbackRefused,
+    InvalidRequest,
+    NoRelevantBackend,
+    UnknownBackend,
+    UnknownCapability,
+    UnknownRequest,
+)
+from router.evidence import ExampleIndex
+from router.feedback import Example, ExampleStore
 from router.learning import RecentDecision, chat_examples, check_allowed, feedback_examples
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
 from tests.unit.helpers import embed_texts, small_catalogs
-from tests.unit.router_world import ONLY_TIME, world
+from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, world
 
 
 class LocalLearning:
     """A LearningView over an ExampleStore in one process."""
 
-    def __init__(self, path: Path, settings: LearningSettings) -> None:
+    def __init__(self, path: Path, settings: LearningSettings, min_confidence: float = MIN_CONFIDENCE) -> None:
         self.settings = settings
+        self.min_confidence = min_confidence
         self.store = ExampleStore(path, settings.max_examples_per_capability)
         self.decisions: dict[str, RecentDecision] = {}
-        self.index = ExampleIndex([], settings)
+        self.examples = ExampleIndex([], settings, min_confidence)
 
-    def evidence(self, vector: Any) -> Mapping[str, Evidence]:
-        return self.index.evidence(vector)
+    def index(self) -> ExampleIndex:
+        return self.examples
 
     def remember(self, decision: RecentDecision) -> None:
         self.decisions[decision.request_id] = decision
 
     def learn(self, examples: Sequence[Example]) -> None:
         self.store.add(examples)
-        self.index = ExampleIndex(self.store.all(), self.settings)
+        self.examples = ExampleIndex(self.store.all(), self.settings, self.min_confidence)
 
 
 CATALOGS = {c.backend: c for c in small_catalogs()}
@@ -142,7 +151,11 @@ async def test_a_capability_retrieval_ranks_below_the_cut_competes_when_examples
     ranked = w.router.index.search(question, embed_texts([question])[0], 2) if w.router.index else []
     assert "echo" not in {r.capability.backend for r in ranked}
     learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=2.0, min_similarity=0.3))
-    learning.learn([Example(backend="echo", kind="tool", name="echo", label=1, question=question,
+    # A correction: the calculator was wrong for this very question, echo right (a confirmation of echo
+    # alone would not displace a backend nobody has judged).
+    learning.learn([Example(backend="calc", kind="tool", name="add", label=-1, question=question,
+                            vector=embed_texts([question])[0]),
+                    Example(backend="echo", kind="tool", name="echo", label=1, question=question,
                             vector=embed_texts([question])[0])])
     w.router.learning = learning
     learned = await w.router.route(RouteRequest(question=question, k=1))
@@ -150,3 +163,56 @@ async def test_a_capability_retrieval_ranks_below_the_cut_competes_when_examples
     assert (top.backend, top.capability) == ("echo", "echo") and top.scores.learned == pytest.approx(2.0)
     # It enters at the cut's retrieval score: only its examples lift it.
     assert top.scores.match == pytest.approx(min(r.score for r in ranked) + 2.0, abs=1e-3)
+
+
+async def test_a_declined_question_carries_a_request_id_and_feedback_names_what_should_have_answered(
+        tmp_path: Path) -> None:
+    w = world()
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings())
+    w.router.learning = learning
+    with pytest.raises(NoRelevantBackend) as info:
+        await w.router.query(QueryRequest(question=UNRELATED))
+    request_id = info.value.details["request_id"]
+    remembered = learning.decisions[request_id]
+    assert remembered.chosen is None and remembered.candidates
+    assert remembered.retrieval_confidence is not None and remembered.retrieval_confidence < MIN_CONFIDENCE
+    out = feedback_examples(remembered, FeedbackRequest(request_id=request_id, correct=False, backend="echo"),
+                            w.router.catalogs, None)
+    assert [(e.key, e.label) for e in out] == [("echo/tool/echo", 1)]
+    # Where retrieval was unsure: the example counts towards a learned default.
+    assert out[0].top_confidence == remembered.retrieval_confidence
+    with pytest.raises(InvalidRequest, match="called nothing"):
+        feedback_examples(remembered, FeedbackRequest(request_id=request_id, correct=True), w.router.catalogs, None)
+    with pytest.raises(InvalidRequest, match="called nothing"):
+        feedback_examples(remembered, FeedbackRequest(request_id=request_id, correct=False), w.router.catalogs, None)
+
+
+async def test_examples_record_how_sure_retrieval_was_when_they_were_given(tmp_path: Path) -> None:
+    w = world()
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings())
+    w.router.learning = learning
+    answer = await w.router.query(QueryRequest(question=ONLY_TIME))
+    assert answer.routing is not None and answer.routing.request_id and answer.routing.chosen is not None
+    remembered = learning.decisions[answer.routing.request_id]
+    [confirmed] = feedback_examples(remembered, FeedbackRequest(request_id=answer.routing.request_id, correct=True),
+                                    w.router.catalogs, None)
+    assert confirmed.confidence == pytest.approx(answer.routing.chosen.scores.confidence)
+    assert confirmed.top_confidence == pytest.approx(remembered.retrieval_confidence)
+
+
+async def test_a_backend_nobody_judged_keeps_its_questions_from_one_taught_for_similar_ones(tmp_path: Path) -> None:
+    w = world()
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=1.0, min_similarity=0.3))
+    w.router.learning = learning
+    assert (await w.router.route(RouteRequest(question=ONLY_TIME))).candidates[0].backend == "time"
+    # The world clock was confirmed for a similar question; the time server was never judged.
+    learning.learn([Example(backend="clock", kind="tool", name="world_clock", label=1, question="local time Tokyo",
+                            vector=embed_texts(["What is the local time in Tokyo now?"])[0])])
+    route = await w.router.route(RouteRequest(question=ONLY_TIME))
+    clock = next(c for c in route.candidates if c.backend == "clock")
+    assert route.candidates[0].backend == "time" and clock.scores.learned > 0
+    assert clock.scores.match > route.candidates[0].scores.match  # the examples alone would have swapped them
+    # Once the time server is judged wrong for such a question, the examples decide.
+    learning.learn([Example(backend="time", kind="tool", name="get_current_time", label=-1, question=ONLY_TIME,
+                            vector=embed_texts([ONLY_TIME])[0])])
+    assert (await w.router.route(RouteRequest(question=ONLY_TIME))).candidates[0].backend == "clock"

@@ -1,0 +1,112 @@
+"""What examples say beyond near-paraphrases: examples weighed by how much they told retrieval, patterns of
+rejections, a default learned where retrieval is unsure, and the guard that keeps a backend nobody judged
+in its place (no Ray, no model)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from router.config import LearningSettings
+from router.evidence import ExampleIndex
+from router.feedback import Example, ExampleStore
+
+THRESHOLD = 0.08  # routing.min_confidence: below it retrieval is unsure
+SETTINGS = LearningSettings(min_similarity=0.6, reject_after=3, reject_similarity=0.4, reject_weight=0.3,
+                            default_after=2, default_weight=2.0)
+
+
+def unit(*values: float) -> np.ndarray:
+    v = np.array(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def ex(key: str, label: int, vector: np.ndarray, confidence: float | None = None,
+       top_confidence: float | None = None) -> Example:
+    backend, name = key.split("/")
+    return Example(backend=backend, kind="tool", name=name, label=label, question="q", vector=vector,
+                   confidence=confidence, top_confidence=top_confidence)
+
+
+def index(*examples: Example) -> ExampleIndex:
+    return ExampleIndex(list(examples), SETTINGS, THRESHOLD)
+
+
+def test_a_confirmation_of_what_retrieval_knew_barely_counts_and_a_correction_counts_fully() -> None:
+    q = unit(1, 0)
+    known = index(ex("a/t", 1, unit(1, 0.05), confidence=0.95)).evidence(q)["a/tool/t"]
+    news = index(ex("a/t", 1, unit(1, 0.05), confidence=0.05)).evidence(q)["a/tool/t"]
+    unrecorded = index(ex("a/t", 1, unit(1, 0.05))).evidence(q)["a/tool/t"]
+    assert 0 < known.score < 0.1 < 0.9 < news.score <= unrecorded.score
+    # A wrong answer retrieval was sure of is a correction: it counts in full.
+    assert index(ex("a/t", -1, unit(1, 0.05), confidence=0.95)).evidence(q)["a/tool/t"].score < -0.9
+
+
+def test_three_rejections_of_a_backend_for_similar_questions_push_all_its_tools_down() -> None:
+    q = unit(1, 0, 0)
+    near = [unit(1, 1.7, 0), unit(1, 0, 1.7), unit(1, 1.2, 1.2)]  # cosines about 0.5: beyond min_similarity
+    two = index(*(ex("a/t", -1, v) for v in near[:2])).evidence(q)
+    assert two["a/tool/t"].contribution == 0.0 and two["a/tool/t"].rejections == 2
+    three = index(*(ex("a/t", -1, v) for v in near)).evidence(q)
+    assert three["a/tool/t"].rejections == 3
+    assert three["a/tool/t"].contribution == pytest.approx(-0.3 * 3 / 4, abs=1e-3)
+    assert three["a/tool/other"].contribution == pytest.approx(-0.3 * 3 / 4, abs=1e-3)  # no example of its own
+    assert "b/tool/t" not in three
+    # An acceptance there offsets a rejection; far-away rejections do not count.
+    assert index(*(ex("a/t", -1, v) for v in near), ex("a/u", 1, unit(1, 0.2, 0))).evidence(q)[
+        "a/tool/t"].rejections == 2
+    assert index(*(ex("a/t", -1, unit(0, 1, v)) for v in (0, 1, 2))).evidence(q)["a/tool/t"].rejections == 0
+
+
+def test_a_backend_right_where_retrieval_was_unsure_becomes_the_default_for_such_questions() -> None:
+    # Right twice on unrelated questions retrieval was unsure of (its best below the threshold).
+    learned = index(ex("wolfram/ask", 1, unit(1, 0, 0), top_confidence=0.02),
+                    ex("wolfram/ask", 1, unit(0, 1, 0), top_confidence=0.05),
+                    ex("other/t", 1, unit(0, 0, 1), top_confidence=0.5))  # a confident decision: not an event
+    q = unit(-1, -1, 1)  # near none of them
+    unsure = learned.evidence(q, unsure=0.02)["wolfram/tool/ask"]
+    share = 2 / 3  # its two right answers out of two, smoothed by one
+    assert unsure.default == pytest.approx(2.0 * share * ((0.08 - 0.02) / 0.08) ** 0.5, abs=1e-3)
+    assert unsure.contribution == pytest.approx(unsure.default, abs=1e-3)
+    assert learned.evidence(q, unsure=0.3)["wolfram/tool/ask"].default == 0.0  # retrieval is sure enough
+    assert learned.evidence(q)["wolfram/tool/ask"].default == 0.0
+    once = index(ex("wolfram/ask", 1, unit(1, 0, 0), top_confidence=0.02))  # once is not yet a default
+    assert once.evidence(unit(0, 1, 0), unsure=0.02)["wolfram/tool/ask"].default == 0.0
+
+
+def test_a_backend_nobody_confirmed_keeps_its_place_unless_rejected() -> None:
+    q = unit(1, 0, 0)
+    taught = index(ex("b/t", 1, unit(1, 0.3, 0)))  # another backend right for a similar question
+    assert not taught.may_replace("a", "b/tool/t", q, unsure=0.5)
+    confirmed = index(ex("b/t", 1, unit(1, 0.3, 0)), ex("a/u", 1, unit(0, 0, 1)))  # a was right elsewhere
+    assert confirmed.may_replace("a", "b/tool/t", q, unsure=0.5)
+    corrected = index(ex("b/t", 1, unit(1, 0.1, 0)), ex("a/t", -1, unit(1, 0.1, 0)))  # wrong on this question
+    assert corrected.may_replace("a", "b/tool/t", q, unsure=0.5)
+    once_further = index(ex("b/t", 1, unit(1, 0.9, 0)), ex("a/t", -1, unit(1, 0.9, 0)))  # cosine 0.74: a hint
+    assert not once_further.may_replace("a", "b/tool/t", q, unsure=0.5)
+    pattern = index(ex("b/t", 1, unit(1, 0.3, 0)),
+                    *(ex("a/t", -1, v) for v in (unit(1, 1.7, 0), unit(1, 0, 1.7), unit(1, 1.2, 1.2))))
+    assert pattern.may_replace("a", "b/tool/t", q, unsure=0.5)
+    default = index(ex("b/t", 1, unit(0, 1, 0), top_confidence=0.01), ex("b/t", 1, unit(0, 0, 1), top_confidence=0.01))
+    assert default.may_replace("a", "b/tool/t", q, unsure=0.01)
+    assert not default.may_replace("a", "b/tool/t", q, unsure=0.5)
+
+
+def test_a_store_written_before_the_confidence_columns_opens_and_gets_them(tmp_path: Path) -> None:
+    path = tmp_path / "feedback.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("""CREATE TABLE examples (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL,
+        kind TEXT NOT NULL, name TEXT NOT NULL, label INTEGER NOT NULL, question TEXT NOT NULL, vector BLOB NOT NULL,
+        source TEXT NOT NULL, principal TEXT, created REAL NOT NULL, document TEXT NOT NULL DEFAULT '');""")
+    old.execute("INSERT INTO examples (backend, kind, name, label, question, vector, source, created) "
+                "VALUES ('a', 'tool', 't', 1, 'q', ?, 'feedback', 0)", (unit(1, 0).tobytes(),))
+    old.commit()
+    old.close()
+    store = ExampleStore(path, cap=10)
+    first = store.all()[0]
+    assert (first.key, first.confidence, first.top_confidence) == ("a/tool/t", None, None)
+    store.add([ex("a/t", -1, unit(0, 1), confidence=0.7, top_confidence=0.7)])
+    assert [(e.confidence, e.top_confidence) for e in ExampleStore(path, cap=10).all()] == [(None, None), (0.7, 0.7)]
