@@ -322,8 +322,9 @@ class LearningSettings(_Strict):
         "Whether examples are taken at all (feedback, chat, routed calls). Unset: only while the router listens "
         "on a loopback address (`server.host`), where every caller is local."))
     weight: float = Field(default=0.25, ge=0, le=2, description=(
-        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`. 0.25: the largest that made no server "
-        "without feedback worse in benchmarks/feedback_curve.py on ToolAlpaca (docs/benchmarks.md)."))
+        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`. 0.1 to 0.5 did equally well in "
+        "benchmarks/feedback_curve.py on ToolAlpaca; 1.0 made a server without feedback worse in one replay order "
+        "(docs/benchmarks.md)."))
     neighbours: int = Field(default=5, ge=1, le=100, description=(
         "Nearest examples of a capability that make its score."))
     min_similarity: float = Field(default=0.6, ge=0, lt=1, description=(
