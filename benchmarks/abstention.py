@@ -41,7 +41,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import Query, load
-from benchmarks.tool_confidence import choose_tool_threshold, fit_tool_model, tool_cases, tool_curve, tool_summary
+from benchmarks.tool_confidence import (
+    THRESHOLDS,
+    choose_tool_threshold,
+    fit_tool_model,
+    tool_cases,
+    tool_curve,
+    tool_summary,
+)
 from router.confidence import (
     EVIDENCE,
     FEATURES,
@@ -51,16 +58,13 @@ from router.confidence import (
     ConfidenceModel,
     candidate_features,
     expected_calibration_error,
-    fit_isotonic,
-    fit_logistic,
+    fit_calibrated,
 )
 from router.config import EmbeddingSettings, RouterSettings
 from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.stages.decide import Decider
 from router.values import Analysis, Catalog, Decision
-
-THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))
 
 
 @dataclass(frozen=True)
@@ -146,15 +150,7 @@ def fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> Confiden
     rng = np.random.default_rng(seed)
     ids = np.unique(groups)
     fold_of = dict(zip(ids, rng.permutation(len(ids)) % 2, strict=True))
-    folds = np.array([fold_of[g] for g in groups])
-    oof = np.zeros(len(y))
-    for f in (0, 1):
-        m, s, c, b = fit_logistic(x[folds != f], y[folds != f], nonnegative=EVIDENCE)
-        part = ConfidenceModel(m, s, c, b, np.zeros(0), np.zeros(0), 0.5, {})
-        oof[folds == f] = part.logistic(x[folds == f])
-    iso_x, iso_y = fit_isotonic(oof, y)
-    mean, scale, coef, intercept = fit_logistic(x, y, nonnegative=EVIDENCE)
-    return ConfidenceModel(mean, scale, coef, intercept, iso_x, iso_y, 0.5, {})
+    return fit_calibrated(x, y, np.array([fold_of[g] for g in groups]), EVIDENCE)
 
 
 def first_confident(case: Case, t: float) -> str | None:

@@ -25,14 +25,13 @@ from router.confidence import (
     TOOL_FEATURES,
     ConfidenceModel,
     expected_calibration_error,
-    fit_isotonic,
-    fit_logistic,
+    fit_calibrated,
     tool_features,
 )
 from router.stages.decide import Decider
 from router.values import Analysis
 
-THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))
+THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))  # every 0.01
 
 
 @dataclass(frozen=True)
@@ -86,14 +85,7 @@ def fit_tool_model(cases: Sequence[ToolCase], seed: int) -> ConfidenceModel:
     x = np.vstack([c.features for c in cases])
     y = np.array([float(c.right) for c in cases])
     folds = np.random.default_rng(seed).permutation(len(y)) % 2
-    oof = np.zeros(len(y))
-    for f in (0, 1):
-        m, s, c, b = fit_logistic(x[folds != f], y[folds != f], nonnegative=TOOL_EVIDENCE)
-        oof[folds == f] = ConfidenceModel(m, s, c, b, np.zeros(0), np.zeros(0), 0.5, {}, TOOL_FEATURES).logistic(
-            x[folds == f])
-    iso_x, iso_y = fit_isotonic(oof, y)
-    mean, scale, coef, intercept = fit_logistic(x, y, nonnegative=TOOL_EVIDENCE)
-    return ConfidenceModel(mean, scale, coef, intercept, iso_x, iso_y, 0.5, {}, TOOL_FEATURES)
+    return fit_calibrated(x, y, folds, TOOL_EVIDENCE, TOOL_FEATURES)
 
 
 def tool_curve(model: ConfidenceModel, cases: Sequence[ToolCase]) -> list[dict]:

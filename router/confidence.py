@@ -212,6 +212,20 @@ def _shipped(path: Path, names: tuple[str, ...]) -> ConfidenceModel:
 # Fitting (used by benchmarks/abstention.py; plain numpy, so that the router needs nothing more)
 
 
+def fit_calibrated(x: np.ndarray, y: np.ndarray, folds: np.ndarray, nonnegative: np.ndarray,
+                   names: tuple[str, ...] = FEATURES) -> ConfidenceModel:
+    """Logistic regression on every row; the isotonic map on out-of-fold predictions (`folds`: 0 or 1 per
+    row, so that no row informs its own calibration)."""
+    oof = np.zeros(len(y))
+    for f in (0, 1):
+        m, s, c, b = fit_logistic(x[folds != f], y[folds != f], nonnegative=nonnegative)
+        oof[folds == f] = ConfidenceModel(m, s, c, b, np.zeros(0), np.zeros(0), 0.5, {}, names).logistic(
+            x[folds == f])
+    iso_x, iso_y = fit_isotonic(oof, y)
+    mean, scale, coef, intercept = fit_logistic(x, y, nonnegative=nonnegative)
+    return ConfidenceModel(mean, scale, coef, intercept, iso_x, iso_y, 0.5, {}, names)
+
+
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50,
                  nonnegative: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """L2-regularised logistic regression by Newton's method on standardised features:

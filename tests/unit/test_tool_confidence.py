@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from tests.unit.fake_executor import ok
 from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
 from tests.unit.router_world import World, answers, world
 from tests.unit.test_abstention import SURE, UNSURE, with_model
+from tests.unit.test_confidence import S
 
 NO_ARGS = {"type": "object", "properties": {}}
 NOTES = catalog("notes", "personal notes: remember what the user says and recall it",
@@ -28,14 +28,6 @@ NOTES = catalog("notes", "personal notes: remember what the user says and recall
                     ("clear_notes", "Delete every note"),
                     ("count_notes", "Count the notes"))))
 QUESTION = "what notes do I have"
-
-
-@dataclass
-class S:
-    dense: float
-    bm25: float
-    match: float
-    intent_bonus: float = 0.0
 
 
 def tool_model(bias: float, **weights: float) -> ConfidenceModel:
