@@ -45,7 +45,7 @@ def routing_info(response: QueryResponse) -> str:
     if meta.chosen is not None:
         s = meta.chosen.scores
         lines.append(f"- selection: {meta.method} ({meta.decision}), score {s.composite:.3f} (match {s.match:.3f}, "
-                     f"confidence {s.confidence:.2f}, "
+                     f"confidence {s.confidence:.2f}, tool confidence {s.tool_confidence:.2f}, "
                      f"health {s.health:.2f}, perf {s.perf:.2f}); intent {meta.intent} "
                      f"({meta.intent_source})")
     elif meta.cached:
@@ -176,7 +176,8 @@ class McpEndpoint:
             return (await self._run(self.ingress.select_tools(req))).model_dump(mode="json")
 
         async def feedback(
-            request_id: Annotated[str, Field(description="The request id in an answer's routing info.")],
+            request_id: Annotated[str, Field(description="The request id in an answer's routing info, or in the "
+                                                         "error of a question the router declined or asked about.")],
             correct: Annotated[bool, Field(description="Whether the router chose the right backend and tool.")],
             backend: Annotated[str | None, Field(description="If not: the backend that should have answered.")] = None,
             tool: Annotated[str | None, Field(description="If not: the tool that should have answered.")] = None,

@@ -306,7 +306,9 @@ class BackendInfo(_Model):
 
 
 class FeedbackRequest(_Model):
-    request_id: str = Field(min_length=1, max_length=64, description="`routing.request_id` of the query's answer.")
+    request_id: str = Field(min_length=1, max_length=64, description=(
+        "`routing.request_id` of the query's answer, or `error.details.request_id` of a question the router "
+        "declined (404) or asked about (409)."))
     correct: bool = Field(description="Whether the capability the router chose was the right one.")
     backend: str | None = Field(default=None, max_length=64, description=(
         "With correct=false: the backend that should have answered (its best tool for the question, or `tool`)."))
