@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,12 @@ from router.config_file import load_settings
 from router.core import Router
 from router.embeddings import LocalMiniLM
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, RouterError
-from router.models import QueryRequest
+from router.learning import feedback_examples
+from router.models import FeedbackRequest, QueryRequest
 from router.retrieval import CatalogIndex, CatalogTexts
 from router.values import BackendStatus, CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
+from tests.unit.test_learning import LocalLearning
 
 # One set of servers and one event loop for the whole module: starting them is the slow part.
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -108,6 +111,27 @@ async def test_a_memory_request_names_the_memory_server_and_asks_which_of_its_to
     listed = info.value.details["candidates"]
     assert listed and {c["backend"] for c in listed} == {"memory"}
     assert "backend 'memory' fits" in info.value.message
+
+
+async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its_paraphrases(
+        router: Router, tmp_path: Path) -> None:
+    learning = LocalLearning(tmp_path / "feedback.sqlite", router.settings.learning,
+                             router.settings.routing.min_confidence)
+    router.learning = learning
+    try:
+        with pytest.raises(AmbiguousRoute) as asked:
+            await router.query(QueryRequest(question="Remember that my favourite colour is blue"))
+        request_id = asked.value.details["request_id"]
+        learning.learn(feedback_examples(learning.decisions[request_id], FeedbackRequest(
+            request_id=request_id, correct=False, backend="memory", tool="create_entities"), router.catalogs, None))
+        # Now the tool is clear, and storing needs what only the caller (or an LLM) can give: a 422 naming it.
+        for question in ("Remember that my favourite colour is blue",
+                         "Please remember that my favourite colour is green"):
+            with pytest.raises(ArgumentsRequired) as taught:
+                await router.query(QueryRequest(question=question))
+            assert (taught.value.details["backend"], taught.value.details["tool"]) == ("memory", "create_entities")
+    finally:
+        router.learning = None
 
 
 async def test_a_time_question_without_a_time_zone_is_a_422_naming_the_tool(router: Router) -> None:
