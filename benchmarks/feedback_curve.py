@@ -74,15 +74,6 @@ class Replay:
         cap = d.candidates[0].capability
         return cap.backend, cap.kind, cap.name
 
-    def remembered(self, i: int, d: Decision) -> RecentDecision:
-        """The decision as the router remembers it for feedback (what the examples record of it)."""
-        caps = [c.capability for c in d.candidates]
-        return RecentDecision(request_id=str(i), question=self.queries[i].text, vector=self.vectors[i],
-                              chosen=(caps[0].backend, caps[0].kind, caps[0].name) if caps else None,
-                              candidates=tuple((c.backend, c.kind, c.name) for c in caps),
-                              confidences=tuple(c.scores.confidence for c in d.candidates),
-                              retrieval_confidence=d.retrieval_confidence)
-
 
 def gold_of(q: Query) -> tuple[str, str]:
     name, servers = q.gold_tools[0]
@@ -118,7 +109,7 @@ def run_weight(replay: Replay, order: list[int], unfed: set[str], learning: Lear
         fed_events[server] += 1
         tool_events[(server, tool)] += 1
         # The feedback a user gives, as the router records it (router.learning.example).
-        decision = replay.remembered(i, d)
+        decision = RecentDecision.of(d, str(i), top)
         given = [(top, 1)] if top is not None and hit else [*([(top, -1)] if top else []),
                                                             ((server, "tool", tool), 1)]
         for cap, label in given:

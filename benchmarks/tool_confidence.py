@@ -53,7 +53,7 @@ def tool_cases(bench, decider: Decider, queries: Sequence[Query], vectors: dict,
     others, drawn as `Bench.cases` draws them with the same seed)."""
     everything = frozenset(c.backend for c in bench.catalogs)
     rng = np.random.default_rng(seed)
-    k = 2 * max(decider.settings.routing.candidates, decider.fanout())  # what score_candidates sees
+    k = 2 * max(decider.settings.routing.candidates, decider.fanout())  # the ranked list the router scores
     out = []
     for q in queries:
         catalogs = [everything]
@@ -63,12 +63,12 @@ def tool_cases(bench, decider: Decider, queries: Sequence[Query], vectors: dict,
         for servers in catalogs:
             index = bench.index(servers)
             analysis = Analysis(question=q.text, vector=vectors[q.text], intent="general", intent_source="default")
-            cands = decider.decide(analysis, index, {}, statuses={}, perf={}, k=k // 2).candidates
+            # The router's own best first: the decision's candidates are the ranked list the router scores.
             ranked = decider.decide(analysis, index, {}, statuses={}, perf={}, k=k).candidates[:k]
-            if not cands or cands[0].capability.backend not in q.gold_servers:
+            if not ranked or ranked[0].capability.backend not in q.gold_servers:
                 continue
             sizes = {c.backend: len(c.capabilities) for c in index.texts.catalogs}
-            top = cands[0].capability
+            top = ranked[0].capability
             if sizes.get(top.backend, 1) <= 1:
                 continue  # one capability: nothing to tell apart
             rows = tool_features([c.scores for c in ranked], [c.capability.backend for c in ranked], sizes)

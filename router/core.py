@@ -192,11 +192,7 @@ class Router:
         """Remember a decision under a new request id, for feedback on it (None: nothing learns here)."""
         if self.learning is None:
             return None
-        decision = RecentDecision(
-            request_id=uuid.uuid4().hex, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
-            candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name) for c in d.candidates),
-            confidences=tuple(c.scores.confidence for c in d.candidates),
-            retrieval_confidence=d.retrieval_confidence, principal=_principal(access))
+        decision = RecentDecision.of(d, uuid.uuid4().hex, chosen, _principal(access))
         self.learning.remember(decision)
         return decision
 

@@ -198,14 +198,19 @@ class QuestionEvidence(Mapping[str, Evidence]):
                         contribution=round(self._index.settings.weight * score + demoted + default, 4),
                         rejections=int(self._rejections[b]) if b is not None else 0, default=round(default, 4))
 
+    def _keys(self) -> list[str]:
+        return [] if self._knn is None else list(dict.fromkeys([*self._index.keys, *self._default]))
+
     def __iter__(self) -> Iterator[str]:
-        if self._knn is None:
-            return iter(())
-        return iter(dict.fromkeys([*self._index.keys, *self._default]))
+        return iter(self._keys())
 
     def __len__(self) -> int:
-        return sum(1 for _ in self)
+        return len(self._keys())
 
     def positive(self) -> list[str]:
-        """The capabilities the examples vouch for on this question (a positive contribution)."""
-        return [key for key in self if self[key].contribution > 0]
+        """The capabilities the examples vouch for on this question (a positive contribution), found from the
+        arrays: only those with a positive nearest-neighbour score or a learned default can have one."""
+        if self._knn is None:
+            return []
+        maybe = {self._index.keys[g] for g in np.nonzero(self._knn > 0)[0]} | set(self._default)
+        return [key for key in maybe if self[key].contribution > 0]

@@ -23,7 +23,7 @@ from router.evidence import ExampleIndex
 from router.feedback import Example, Source, accepts_feedback
 from router.models import ChatRequest, ChatResponse, FeedbackRequest
 from router.retrieval import capability_dense_text
-from router.values import Capability, Catalog
+from router.values import Capability, Catalog, Decision
 
 CapabilityId = tuple[str, str, str]  # (backend, kind, name)
 
@@ -38,6 +38,16 @@ class RecentDecision:
     confidences: tuple[float, ...] = ()  # retrieval's confidence in each candidate
     retrieval_confidence: float | None = None  # retrieval's confidence in its own first candidate
     principal: str | None = None  # who asked: only they may give feedback on it
+
+    @classmethod
+    def of(cls, d: Decision, request_id: str, chosen: CapabilityId | None,
+           principal: str | None = None) -> RecentDecision:
+        """What the router remembers of decision `d` for feedback on it."""
+        return cls(request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
+                   candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name)
+                                    for c in d.candidates),
+                   confidences=tuple(c.scores.confidence for c in d.candidates),
+                   retrieval_confidence=d.retrieval_confidence, principal=principal)
 
     def confidence_of(self, cap: CapabilityId) -> float | None:
         """Retrieval's confidence in `cap` for this question (0 when it was not a candidate)."""

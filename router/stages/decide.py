@@ -21,7 +21,7 @@ from router.cache import LRU
 from router.confidence import ConfidenceModel
 from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
-from router.evidence import Evidence, ExampleIndex
+from router.evidence import Evidence, ExampleIndex, QuestionEvidence
 from router.models import DecisionKind, Verdict
 from router.retrieval import CatalogIndex, Ranked
 from router.scoring import PerfSnapshot, score_candidates
@@ -178,13 +178,13 @@ def _unclear_tool_message(first: Candidate, candidates: Sequence[Candidate], thr
 
 
 def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex | None,
-                  evidence: Mapping[str, Evidence], backend: str | None) -> list[Ranked]:
+                  evidence: QuestionEvidence, backend: str | None) -> list[Ranked]:
     """Capabilities that examples vouch for on questions like this one compete even when retrieval
     alone ranks them below the cut: learning is for exactly the questions retrieval gets wrong. They
     enter with the cut's retrieval score (a search within their backends alone would normalise its
     scores over those few, and overrate them), so only their examples lift them."""
     have = {r.capability.key for r in ranked}
-    wanted = {key for key, e in evidence.items() if e.contribution > 0 and key not in have}
+    wanted = set(evidence.positive()) - have
     backends = {key.split("/", 1)[0] for key in wanted}
     if backend is not None:
         backends &= {backend}

@@ -33,12 +33,15 @@ def settle_by_arguments(d: Decision, request: QueryRequest, settings: RouterSett
     if request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
     first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
-    if first is None or not (first.unclear_tool or isinstance(_derived(first, request), ArgumentsRequired)):
+    if first is None:
         return d
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend
              and (c.relevant or c.unclear_tool)
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin]
-    fitting = [c for c in close if _fed_by_question(_derived(c, request))]
+    derived = {id(c): derive_arguments(c.capability, request.question, request.arguments) for c in close}
+    if not (first.unclear_tool or isinstance(derived[id(first)], ArgumentsRequired)):
+        return d
+    fitting = [c for c in close if _fed_by_question(derived[id(c)])]
     if len(fitting) != 1 or (fitting[0] is first and not first.unclear_tool):
         return d
     chosen = dataclasses.replace(fitting[0], relevant=True, unclear_tool=False)
@@ -46,10 +49,6 @@ def settle_by_arguments(d: Decision, request: QueryRequest, settings: RouterSett
     return dataclasses.replace(d, candidates=(chosen, *rest), verdict="route", message=(
         f"routed to {chosen.capability.backend}/{chosen.capability.name}: of the backend's close tools, only it takes "
         "values the question gives"))
-
-
-def _derived(c: Candidate, request: QueryRequest) -> tuple[dict, str] | ArgumentsRequired:
-    return derive_arguments(c.capability, request.question, request.arguments)
 
 
 def _fed_by_question(derived: tuple[dict, str] | ArgumentsRequired) -> bool:
