@@ -31,7 +31,7 @@ from actors.backends.base import make_catalog
 from router.catalog_review import CatalogGuard, CatalogReview
 from router.config import BackendSpec, ResilienceSettings, SecuritySettings
 from router.errors import ErrorKind, RouterError
-from router.health import OutlierDetector
+from router.health import Admission, OutlierDetector
 from router.models import HealthState
 from router.values import BackendStatus, CallContext, CallOutcome, Capability, Catalog
 
@@ -182,7 +182,8 @@ class BackendSupervisor:
         admission = self.detector.admit(force)
         if not admission.allowed:
             return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
-                                             f"{self.detector.remaining_s():.1f} s after repeated failures")
+                                             f"{self.detector.remaining_s():.1f} s after "
+                                             f"{self.detector.last_failures} failures")
         if self._health == "down" and not force:
             return self._refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         assert self._sem is not None
@@ -195,9 +196,14 @@ class BackendSupervisor:
             self.detector.abandon(admission.probe)
             raise
         except RouterError as exc:
-            outcome = self._failed(capability, exc.kind, exc.message, started)
-            if exc.kind is ErrorKind.BACKEND_UNAVAILABLE:
-                self._fail(exc.message)
+            kind = exc.kind
+            if kind is ErrorKind.BACKEND_TIMEOUT and timeout_s < self.spec.timeout_s:
+                # The caller's deadline, shorter than the backend's own timeout, ran out: the caller's
+                # choice, which says nothing of the backend.
+                kind = ErrorKind.DEADLINE_EXCEEDED
+            outcome = self._failed(capability, kind, exc.message, started)
+            if kind is ErrorKind.BACKEND_UNAVAILABLE:
+                self._fail(_call_fault(capability, kind))
                 self._wake.set()  # reconnect now rather than at the next health check
         except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
             log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
@@ -205,14 +211,26 @@ class BackendSupervisor:
                                    f"backend {self.spec.name!r}: unexpected {type(exc).__name__}", started)
         finally:
             self._inflight -= 1
-        if self.detector.record(outcome.ok, admission.probe, admission.forced_in):
-            log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
-        if not outcome.ok:
-            self._last_error, self._last_error_at = outcome.error, time.time()
+        self._judge(capability, outcome, admission)
         if outcome.error_kind is ErrorKind.BACKEND_UNAVAILABLE:  # the connection was lost; paused after
             # the outcome is recorded, so a cancellation here leaves nothing held
             await asyncio.sleep(_DYING_GRACE_S)
         return outcome
+
+    def _judge(self, capability: Capability, outcome: CallOutcome, admission: Admission) -> None:
+        """Only the backend's own faults count against it (and eject it), for every caller alike: an
+        error the caller's request provoked is an answer, and the caller's own deadline says nothing.
+        What the backend's state shows (`last_error`) is the router's own words, never a call's text:
+        arguments and tool errors belong to the caller who sent them."""
+        answered = outcome.backend_answered
+        if answered is None:
+            self.detector.abandon(admission.probe)
+            return
+        if self.detector.record(answered, admission.probe, admission.forced_in):
+            log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
+        if not answered:
+            assert outcome.error_kind is not None
+            self._last_error, self._last_error_at = _call_fault(capability, outcome.error_kind), time.time()
 
     def _refused(self, capability: Capability, message: str) -> CallOutcome:
         return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
@@ -261,6 +279,12 @@ class BackendSupervisor:
         self._ensure_started()
         return self.status()
 
+
+
+def _call_fault(capability: Capability, kind: ErrorKind) -> str:
+    """A call's failure as the backend's state shows it to everyone: how it failed, and neither the call's
+    text nor its tool's name (a reader may not be allowed that tool)."""
+    return f"a {capability.kind} call failed: {kind.value}"
 
 
 def _describe(exc: Exception, backend: str, what: str) -> str:

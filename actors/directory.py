@@ -43,6 +43,8 @@ class BackendDirectory:
         self.embedder = embedder
         self._on_status = on_status
         self._statuses: dict[str, BackendStatus] = {}
+        self._statuses_at = float("-inf")
+        self._refreshing: asyncio.Future[None] | None = None
         self._perf: dict[tuple[str, str], PerfSnapshot] = {}
         self._catalogs: dict[str, Catalog] = {}
         self._pending: list[tuple[str, str, float, float, bool, str | None]] = []
@@ -60,8 +62,12 @@ class BackendDirectory:
         return self._perf
 
     def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
-        self._pending.append((backend, intent, time.time(), outcome.latency_ms, outcome.ok,
-                              outcome.error_kind.value if outcome.error_kind else None))
+        # The history is every caller's view of the backend: it keeps what the outcome says of the backend
+        # itself (a tool error the caller provoked is an answer), and nothing of a call that says nothing.
+        answered = outcome.backend_answered
+        if answered is not None:
+            self._pending.append((backend, intent, time.time(), outcome.latency_ms, answered,
+                                  outcome.error_kind.value if outcome.error_kind else None))
 
     # -- background work -----------------------------------------------------------------------
 
@@ -85,7 +91,17 @@ class BackendDirectory:
         if self.perf_actor is not None:
             self._perf = await asyncio.wait_for(self.perf_actor.snapshot.remote(), 5)
 
+    async def fresh_statuses(self, max_age_s: float) -> None:
+        """Statuses no older than `max_age_s`: concurrent callers share one refresh."""
+        if time.monotonic() - self._statuses_at <= max_age_s:
+            return
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(self.refresh_statuses())
+        with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
+            await asyncio.shield(self._refreshing)
+
     async def refresh_statuses(self) -> None:
+        self._statuses_at = time.monotonic()
         handles = dict(self.actors.handles)
         names = list(handles)
         results = await asyncio.gather(

@@ -26,7 +26,7 @@ from router.errors import HeadersTooLarge, RouterError
 from router.security.audit import AuditLog
 from router.security.identity import Authenticator, Principal
 from router.security.limits import InFlight, Limiter
-from router.security.policy import Access
+from router.security.policy import PUBLIC_POLICY, Access
 from router.security.settings import AuthSettings
 from router.telemetry import TRACER
 
@@ -39,17 +39,24 @@ PUBLIC_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json", "/docs/
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
-def request_id(headers: Mapping[str, str]) -> str:
-    """The caller's `x-request-id` when it is a plain token, else a new one."""
+def client_request_id(headers: Mapping[str, str]) -> str | None:
+    """The caller's own `x-request-id` when it is a plain token: kept beside the router's, never instead."""
     given = headers.get("x-request-id", "")
-    return given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    return given if _REQUEST_ID.match(given) else None
 
 
 @dataclass
 class RequestScope:
     access: Access
+    # Assigned by the router (the caller's `x-request-id` goes to the audit beside it): the audit record's,
+    # every error body's, and an answer's `routing.request_id` (what feedback names).
     request_id: str
     route: dict[str, Any] = field(default_factory=dict)  # backend, tool, mode, arguments: for the audit
+    # The error the request ended with, whichever surface answered it (an MCP tool error is an HTTP 200).
+    error: RouterError | None = None
+
+    def fail(self, error: RouterError) -> None:
+        self.error = error
 
 
 CURRENT: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar("mcp_router_request", default=None)
@@ -79,19 +86,20 @@ class Guard:
         started = time.perf_counter()
         raw = scope.get("headers") or []
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
-        rid = request_id(headers)
+        rid, client_rid = uuid.uuid4().hex, client_request_id(headers)
         path = scope.get("path", "")
         status = {"code": 500}
         principal: Principal | None = None
         request: RequestScope | None = None
+        refusal: RouterError | None = None
         admitted = counted = False
         try:
             if sum(len(k) + len(v) for k, v in raw) > self.max_header_bytes:
                 raise HeadersTooLarge(f"request headers exceed {self.max_header_bytes} bytes")
             if path in PUBLIC_PATHS:
-                principal = self._optional_principal(headers)
+                principal = await self._optional_principal(headers)
             else:
-                principal = self.auth.authenticate(headers)
+                principal = await self.auth.authenticate(headers)
             access = Access.of(principal, self.settings)
             self.in_flight.enter()
             counted = True
@@ -101,6 +109,7 @@ class Guard:
             request = RequestScope(access, rid)
         except RouterError as err:
             status["code"] = err.status_code
+            refusal = err
             await _refuse(err, rid, send)
         else:
             token = CURRENT.set(request)
@@ -121,23 +130,22 @@ class Guard:
                 self.limiter.release(principal.name)
             if path not in PUBLIC_PATHS or status["code"] >= 400:
                 self.audit.record(principal=principal.name if principal else "-", method=scope.get("method", ""),
-                                  path=path, status=status["code"], request_id=rid,
+                                  path=path, status=status["code"], request_id=rid, client_request_id=client_rid,
                                   latency_ms=(time.perf_counter() - started) * 1000,
-                                  route=request.route if request else None, span=span)
+                                  route=request.route if request else None, span=span,
+                                  error=request.error if request else refusal)
 
-    def _optional_principal(self, headers: dict[str, str]) -> Principal:
+    async def _optional_principal(self, headers: dict[str, str]) -> Principal:
         """Public paths: a valid credential still identifies the caller (to filter what it sees)."""
         try:
-            return self.auth.authenticate(headers)
+            return await self.auth.authenticate(headers)
         except RouterError:
-            # Without a credential on a secured router: the policy of nobody in particular.
-            return Principal("public", self.settings.anonymous_policy, "public") if self.auth.enabled \
-                else self.auth.anonymous()
+            # Without a credential on a secured router: nobody in particular, with a policy that grants nothing.
+            return Principal("public", PUBLIC_POLICY, "public") if self.auth.enabled else self.auth.anonymous()
 
 
 async def _refuse(err: RouterError, rid: str, send: Send) -> None:
-    response = JSONResponse(err.payload(), status_code=err.status_code,
-                            headers={**err.headers(), "x-request-id": rid})
+    response = JSONResponse(err.payload(rid), status_code=err.status_code, headers=err.headers())
     await response({"type": "http"}, _no_receive, send)
 
 

@@ -8,6 +8,7 @@ its `RouterError` carries; malformed JSON, missing fields, wrong types and overs
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deployments.guard import CURRENT, request_id
+from deployments.guard import CURRENT
 from router.errors import ErrorKind, InvalidRequest, PayloadTooLarge, RouterError
 from router.models import (
     BackendDetail,
@@ -118,6 +119,15 @@ async def _no_receive() -> dict[str, Any]:
     return {"type": "http.disconnect"}
 
 
+def _failed(error: RouterError) -> str | None:
+    """The audit record names the error the request ended with; the request's id, for the answer."""
+    scope = CURRENT.get()
+    if scope is None:
+        return None
+    scope.fail(error)
+    return scope.request_id
+
+
 def build_http_app(ingress: RouterIngress,
                    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None) -> FastAPI:
     app = FastAPI(title="mcp-router", version="0.1.0", lifespan=lifespan,
@@ -126,24 +136,24 @@ def build_http_app(ingress: RouterIngress,
 
     @app.exception_handler(RouterError)
     async def _router_error(_: Request, exc: RouterError) -> JSONResponse:
-        return JSONResponse(exc.payload(), status_code=exc.status_code, headers=exc.headers())
+        return JSONResponse(exc.payload(_failed(exc)), status_code=exc.status_code, headers=exc.headers())
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         err = InvalidRequest(describe_validation(list(exc.errors())))
-        return JSONResponse(err.payload(), status_code=400)
+        return JSONResponse(err.payload(_failed(err)), status_code=400)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # The one top-level boundary: anything unforeseen is logged with a request id, and the caller
         # gets that id and a generic message; exception text can hold internals and never goes out.
         scope = CURRENT.get()
-        rid = scope.request_id if scope is not None else request_id(request.headers)
+        rid = scope.request_id if scope is not None else uuid.uuid4().hex
         log.error("unhandled error in %s %s (request id %s)", request.method, request.url.path, rid,
                   exc_info=(type(exc), exc, exc.__traceback__))
         body = {"error": {"type": ErrorKind.INTERNAL.value, "request_id": rid,
                           "message": f"internal error; the router's log has the details under request id {rid}"}}
-        return JSONResponse(body, status_code=500, headers={"x-request-id": rid})
+        return JSONResponse(body, status_code=500)
 
     @app.post("/v1/query", response_model=QueryResponse, response_model_exclude_none=True,
               summary="Route a question to the best backend and return its answer with routing metadata")

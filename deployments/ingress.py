@@ -57,6 +57,7 @@ from router.security.audit import AuditLog
 from router.security.identity import ANONYMOUS, Principal
 from router.security.limits import GrantFn, Limiter
 from router.security.policy import Access
+from router.strategies.base import ChargedExecutor, ChargeFn
 from router.telemetry import configure_tracing
 from router.tools import ToolSelector
 from router.values import BackendStatus
@@ -155,7 +156,8 @@ class RouterIngress:
                                                                  settings.enabled_backends) if settings.backends
                                                       else 1.0))
         self.selector = ToolSelector(settings.tool_selection, query_embedder.embed, chooser=self.llm)
-        self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error)
+        self.chat_service = ChatService(self.llm, self.selector, self.router.executor, not_configured=llm_error,
+                                        max_turns=settings.llm.max_tool_turns)
         self.directory.start()
         self.learning.start()
         self.limiter = Limiter(settings.server.replicas, grant=await _shared_rate_limits(settings, pool))
@@ -204,10 +206,23 @@ class RouterIngress:
         default = auth.jwt.default_policy if auth.jwt is not None else auth.anonymous_policy
         return Access.of(Principal(principal, key.policy if key else default, "handle"), auth)
 
+    def _charge(self, access: Access) -> ChargeFn | None:
+        """What each backend call sent for this caller costs: one from its `backend_calls_per_s` budget
+        (callers through the HTTP and MCP edge; handle callers are trusted)."""
+        limit = access.policy.rate_limit
+        if guard.CURRENT.get() is None or limit.backend_calls_per_s is None:
+            return None
+        name = access.principal.name
+
+        async def charge(calls: int) -> None:
+            await self.limiter.charge_calls(name, limit, calls)
+
+        return charge
+
     @staticmethod
     def scoped_session(access: Access, session_id: str | None) -> str | None:
         """Sessions are namespaced by principal: the same id from two callers names two sessions."""
-        if session_id is None or access.principal.name == ANONYMOUS:
+        if session_id is None or access.principal.anonymous:
             return session_id
         return f"{access.principal.name}/{session_id}"
 
@@ -231,13 +246,12 @@ class RouterIngress:
         mode = request.mode or self.settings.resilience.default_mode
         self._note_route(mode=mode, arguments=request.arguments)
         access.check_request(mode=mode, deadline_s=request.deadline_s, backend=request.backend)
-        if guard.CURRENT.get() is not None:
-            r = self.settings.resilience
-            calls = {"parallel": r.parallel_k, "consensus": r.consensus_k}.get(mode, 1)
-            await self.limiter.charge_calls(access.principal.name, access.policy.rate_limit, calls)
-        scoped = request.model_copy(update={"principal": None,
-                                            "session_id": self.scoped_session(access, request.session_id)})
-        response = await self.metrics.track_query(scoped, self.router.query(scoped, access))
+        scoped = request.model_copy(update={
+            "principal": None, "session_id": self.scoped_session(access, request.session_id),
+            "deadline_s": access.deadline(request.deadline_s, self.settings.resilience.deadline_s)})
+        scope = guard.CURRENT.get()
+        response = await self.metrics.track_query(scoped, self.router.query(
+            scoped, access, self._charge(access), request_id=scope.request_id if scope is not None else None))
         self._note_route(backend=response.backend, tool=response.capability,
                          arguments=response.routing.arguments if response.routing else request.arguments)
         if request.session_id is not None and scoped.session_id != request.session_id:
@@ -263,9 +277,13 @@ class RouterIngress:
         access = self.access(request.principal)
         access.check("chat", "/v1/chat")
         index, _ = self.router.view(access)
+        access.check_request(deadline_s=request.deadline_s)
         scoped = request.model_copy(update={"principal": None,
                                             "session_id": self.scoped_session(access, request.session_id)})
-        response = await self.chat_service.chat(scoped, index)
+        charge = self._charge(access)
+        response = await self.chat_service.chat(
+            scoped, index, deadline_s=access.deadline(request.deadline_s, self.settings.llm.deadline_s),
+            executor=None if charge is None else ChargedExecutor(self.router.executor, charge))
         if access.policy.feedback:
             await self._learn_from_chat(request, response, _feedback_principal(access))
         return response.model_copy(update={"session_id": request.session_id})
@@ -315,7 +333,8 @@ class RouterIngress:
         self.learning.learn(chat_examples(request, response, vector, self.router.catalogs, principal))
 
     async def backends(self, principal: str | None = None) -> list[BackendInfo]:
-        visible = set(self.router.visible_backends(self.access(principal)))
+        access = self.access(principal)
+        visible = set(self.router.visible_backends(access))
         statuses = self.directory.statuses()
         out = []
         for spec in self.settings.backends:
@@ -324,11 +343,12 @@ class RouterIngress:
             status = statuses.get(spec.name) or BackendStatus(
                 name=spec.name, kind=spec.kind, transport="-", health="down",
                 last_error=None if spec.enabled else "disabled in the configuration")
-            out.append(BackendInfo.from_status(status))
+            out.append(access.backend_info(status, self.router.catalogs.get(spec.name)))
         return out
 
     async def health(self) -> HealthResponse:
-        await self.directory.refresh_statuses()
+        # Public and unlimited: it reads the statuses at most as often as they change, however often it is asked.
+        await self.directory.fresh_statuses(max_age_s=0.5)
         statuses = self.directory.statuses()
         up = [s for s in statuses.values() if s.available]
         if not up:
@@ -372,4 +392,4 @@ def _unscoped(response: QueryResponse, scoped: str | None, original: str) -> Que
 
 def _feedback_principal(access: Access) -> str | None:
     """The name examples are recorded under: None for an anonymous caller."""
-    return None if access.principal.name == ANONYMOUS else access.principal.name
+    return None if access.principal.anonymous else access.principal.name

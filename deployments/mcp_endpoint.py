@@ -15,24 +15,27 @@ JSON-RPC errors.
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import mcp_types as types
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, ValidationError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, Field, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deployments import guard
 from deployments.http import describe_validation
-from router.errors import RouterError
+from router.errors import InvalidRequest, RouterError
 from router.models import FeedbackRequest, Parameters, QueryRequest, QueryResponse, RouteRequest, ToolSelectRequest
 
 if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
 
 Mode = Literal["fallback", "parallel", "hedged", "consensus"]
+M = TypeVar("M", bound=BaseModel)
 
 
 def routing_info(response: QueryResponse) -> str:
@@ -114,6 +117,42 @@ class RequestIdCheck:
         await self.app(scope, replay, send)
 
 
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def host_check(allowed: list[str]) -> TransportSecuritySettings | None:
+    """The DNS-rebinding protection for `server.allowed_hosts`: loopback names and the configured ones
+    (a bare name at any port); None keeps the SDK's default (on for a loopback bind, off otherwise)."""
+    if not allowed:
+        return None
+    if "*" in allowed:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = [h for name in (*_LOOPBACK, *allowed)
+             for h in ((name,) if ":" in name.rsplit("]", 1)[-1] else (name, f"{name}:*"))]
+    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def _refused(error: RouterError) -> ToolError:
+    """A routing error as an MCP tool error; the audit record still says how the request ended (an MCP
+    tool error is an HTTP 200)."""
+    scope = guard.CURRENT.get()
+    if scope is not None:
+        scope.fail(error)
+    # A question the router declined or asked about can still be given feedback on.
+    feedback = f" (request id: {error.details['request_id']}, for the feedback tool)" \
+        if "request_id" in error.details else ""
+    return ToolError(f"{error.code}: {error.message}{feedback}")
+
+
+def _parse(model: type[M], **fields: Any) -> M:
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise _refused(InvalidRequest(describe_validation(list(exc.errors())))) from None
+
+
 class McpEndpoint:
     """An ingress extension: mounts the MCP app and runs its session manager in the app's lifespan."""
 
@@ -141,11 +180,8 @@ class McpEndpoint:
             mode: Mode = "fallback",
         ) -> types.CallToolResult:
             """Answer any question by routing it to the best backend (MCP tools, prompts, resources, flows)."""
-            try:
-                request = QueryRequest(question=question, intent=intent, backend=backend, session_id=session_id,
-                                       parameters=parameters, mode=mode, include_routing_metadata=True)
-            except ValidationError as exc:
-                raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
+            request = _parse(QueryRequest, question=question, intent=intent, backend=backend, session_id=session_id,
+                             parameters=parameters, mode=mode, include_routing_metadata=True)
             response = await self._run(self.ingress.query(request))
             text = response.answer + (routing_info(response) if include_routing_metadata else "")
             if not include_routing_metadata:
@@ -161,7 +197,7 @@ class McpEndpoint:
             question: str, intent: IntentName | None = None, backend: BackendName = "auto",
         ) -> dict[str, Any]:
             """Dry run: the ranked candidates for a question with every score component; calls nothing."""
-            req = RouteRequest(question=question, intent=intent, backend=None if backend == "auto" else backend)
+            req = _parse(RouteRequest, question=question, intent=intent, backend=None if backend == "auto" else backend)
             return (await self._run(self.ingress.route(req))).model_dump(mode="json")
 
         async def select_tools(
@@ -169,10 +205,7 @@ class McpEndpoint:
             session_id: str | None = None, max_servers: int | None = None,
         ) -> dict[str, Any]:
             """Smart tool selection: the tools of the servers relevant to a conversation, in OpenAI format."""
-            try:
-                req = ToolSelectRequest(messages=messages, session_id=session_id, max_servers=max_servers)
-            except ValidationError as exc:
-                raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
+            req = _parse(ToolSelectRequest, messages=messages, session_id=session_id, max_servers=max_servers)
             return (await self._run(self.ingress.select_tools(req))).model_dump(mode="json")
 
         async def feedback(
@@ -183,26 +216,21 @@ class McpEndpoint:
             tool: Annotated[str | None, Field(description="If not: the tool that should have answered.")] = None,
         ) -> dict[str, Any]:
             """Tell the router whether it routed a question right; similar questions are routed accordingly."""
-            try:
-                req = FeedbackRequest(request_id=request_id, correct=correct, backend=backend, tool=tool)
-            except ValidationError as exc:
-                raise ToolError(f"invalid_request: {describe_validation(list(exc.errors()))}") from None
+            req = _parse(FeedbackRequest, request_id=request_id, correct=correct, backend=backend, tool=tool)
             return (await self._run(self.ingress.feedback(req))).model_dump(mode="json")
 
         for fn in (universal_query, list_backends, explain_route, select_tools, feedback):
             self.server.add_tool(fn)
         self.app = self.server.streamable_http_app(streamable_http_path="/", stateless_http=True,
-                                                   json_response=True, host=settings.server.host)
+                                                   json_response=True, host=settings.server.host,
+                                                   transport_security=host_check(settings.server.allowed_hosts))
 
     @staticmethod
     async def _run(work: Any) -> Any:
         try:
             return await work
         except RouterError as exc:
-            # A question the router declined or asked about can still be given feedback on.
-            feedback = f" (request id: {exc.details['request_id']}, for the feedback tool)" \
-                if "request_id" in exc.details else ""
-            raise ToolError(f"{exc.code}: {exc.message}{feedback}") from None
+            raise _refused(exc) from None
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:

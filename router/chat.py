@@ -9,7 +9,9 @@ the current servers cannot help, the session forgets them and the next turn re-r
 
 from __future__ import annotations
 
-from router.errors import LLMNotConfigured, RouterError
+import asyncio
+
+from router.errors import DeadlineExceeded, LimitExceeded, LLMNotConfigured, RouterError
 from router.llm import LLMClient
 from router.models import ChatRequest, ChatResponse
 from router.retrieval import CatalogIndex
@@ -20,15 +22,34 @@ from router.values import CallContext
 
 class ChatService:
     def __init__(self, llm: LLMClient | None, selector: ToolSelector, executor: Executor,
-                 not_configured: RouterError | None = None) -> None:
+                 not_configured: RouterError | None = None, max_turns: int = 8) -> None:
+        """`max_turns`: the model calls of one turn's tool loop (`llm.max_tool_turns`), and the most a
+        request may ask for."""
         self.llm = llm
+        self.max_turns = max_turns
         self.selector = selector
         self.executor = executor
         self._not_configured = not_configured or LLMNotConfigured("no LLM is configured: set llm.model")
 
-    async def chat(self, request: ChatRequest, index: CatalogIndex | None) -> ChatResponse:
+    async def chat(self, request: ChatRequest, index: CatalogIndex | None, *, deadline_s: float,
+                   executor: Executor | None = None) -> ChatResponse:
+        """One turn of the conversation, within `deadline_s` (every model and tool call included); tool
+        calls go through `executor` (default: the service's), which may charge the caller for each."""
         if self.llm is None:
             raise self._not_configured
+        most = self.max_turns
+        if request.max_turns is not None and request.max_turns > most:
+            raise LimitExceeded(f"max_turns {request.max_turns} is over the router's limit of {most} "
+                                "(llm.max_tool_turns)", limit=most, setting="llm.max_tool_turns")
+        try:
+            async with asyncio.timeout(deadline_s):
+                return await self._chat(request, index, executor or self.executor)
+        except TimeoutError:
+            raise DeadlineExceeded(f"the conversation did not finish within its deadline of {deadline_s:g} s",
+                                   deadline_s=deadline_s) from None
+
+    async def _chat(self, request: ChatRequest, index: CatalogIndex | None, executor: Executor) -> ChatResponse:
+        assert self.llm is not None
         messages = list(request.messages)
         selection_input = messages
         if sum(m.get("role") == "user" for m in messages) > 1:
@@ -38,8 +59,8 @@ class ChatService:
         selection = await self.selector.select(index, selection_input, session_id=request.session_id)
         context = CallContext(question=conversation_text(messages).split("\n")[0], intent="general",
                               session_id=request.session_id)
-        result = await self.llm.run_tool_loop(messages, selection.tools, selection.name_map, self.executor, context,
-                                              request.max_turns)
+        result = await self.llm.run_tool_loop(messages, selection.tools, selection.name_map, executor, context,
+                                              request.max_turns or self.max_turns)
         if result.reroute and request.session_id:
             self.selector.forget(request.session_id)
         return ChatResponse(

@@ -73,6 +73,10 @@ class LaunchSpec(_Strict):
     cwd: str | None = Field(default=None, description="Working directory, relative to the config file.")
     startup_timeout_s: float = Field(default=30.0, gt=0,
                                      description="Longest the server may take to accept connections.")
+    token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "An environment variable through which the server gets its credential: a new random token at each "
+        "launch, which only the router holds and sends as `Authorization: Bearer` (the knowledge-base server "
+        "reads `MCP_ROUTER_KB_TOKEN`)."))
 
 
 class McpHttpSpec(_BackendBase):
@@ -263,6 +267,10 @@ class ServerSettings(_Strict):
         "Requests one replica runs at once; more are refused at once with 503 and Retry-After, not queued."))
     auth: AuthSettings = Field(default=AuthSettings(), description=(
         "API keys, JWTs and per-principal policies; off only on loopback addresses."))
+    allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "`Host` names `/mcp/` answers besides loopback ones (the MCP SDK's DNS-rebinding protection answers 421 "
+        "to others): the name a load balancer or clients reach the router by, e.g. `router.example.com` (any "
+        "port) or `router.example.com:8443`; `*` turns the check off."))
     access_log: bool = Field(default=False, description="Serve's per-request access log lines.")
     app_name: str = Field(default="mcp-router", description=(
         "The Serve application's name (`serve.get_app_handle(...)`)."))
@@ -281,7 +289,11 @@ class LLMSettings(_Strict):
     timeout_s: float = Field(default=30.0, gt=0, description="Longest one model request may take.")
     max_retries: int = Field(default=2, ge=0, le=10, description=(
         "Retries on connection errors, 408, 409, 429 and 5xx, with backoff."))
-    max_tool_turns: int = Field(default=8, ge=1, le=50, description="Model calls per tool loop of `/v1/chat`.")
+    max_tool_turns: int = Field(default=8, ge=1, le=50, description=(
+        "Model calls per tool loop of `/v1/chat`: the default and the most a request may ask for."))
+    deadline_s: float = Field(default=120.0, gt=0, le=600, description=(
+        "Deadline of a `/v1/chat` turn that names none, model and tool calls included (a policy's "
+        "`max_deadline_s` lowers it)."))
 
     @property
     def configured(self) -> bool:
@@ -303,6 +315,10 @@ class ToolSelectionSettings(_Strict):
     max_tool_share: float = Field(default=0.2, gt=0, le=1, description=(
         "Retrieval keeps whole servers, best first, until they hold this share of all tools."))
     llm_candidates: int = Field(default=15, ge=1, description="How many of retrieval's best servers an LLM picks from.")
+    max_conversation_bytes: int = Field(default=64 * 1024, ge=16, description=(
+        "Largest total of a conversation's user messages that selection takes: 413 above."))
+    max_steps: int = Field(default=8, ge=1, le=64, description=(
+        "Steps (clauses) of the latest request ranked on their own, besides the whole conversation."))
     session_cache_size: int = Field(default=10_000, ge=0, description=(
         "Sessions whose selection is reused on later turns, per replica."))
 

@@ -32,7 +32,6 @@ from router.llm import LLMClient
 from router.models import QueryRequest, QueryResponse, RouteRequest, RouteResponse
 from router.retrieval import CatalogIndex
 from router.scoring import PerfSnapshot
-from router.security.identity import ANONYMOUS
 from router.security.policy import Access
 from router.security.settings import Policy
 from router.stages import assist
@@ -42,6 +41,7 @@ from router.stages.execute import execute
 from router.stages.plan import plan, settle_by_arguments
 from router.stages.respond import ResponseCache, cached_response, respond
 from router.strategies import Executor
+from router.strategies.base import ChargedExecutor, ChargeFn
 from router.telemetry import TRACER
 from router.values import BackendStatus, CallOutcome, Catalog, Decision
 
@@ -126,7 +126,7 @@ class Router:
                                 examples=self.learning.index() if self.learning is not None else None)
         if stages is not None:
             stages["analyse"] = _ms(started, analysed)
-            stages["decide"] = _ms(analysed, time.perf_counter())
+            stages["decide"] = round(max(0.0, d.decision_ms - stages["analyse"]), 3)  # within decision_ms
         return d
 
     async def route(self, req: RouteRequest, access: Access | None = None) -> RouteResponse:
@@ -136,12 +136,14 @@ class Router:
                              method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
                              decision_ms=d.decision_ms, confidence=d.confidence)
 
-    async def query(self, req: QueryRequest, access: Access | None = None) -> QueryResponse:
-        """Answer a question within what `access` allows (None: everything, e.g. tests and benchmarks).
-        Session ids arrive already scoped to the caller (see the ingress)."""
+    async def query(self, req: QueryRequest, access: Access | None = None,
+                    charge: ChargeFn | None = None, request_id: str | None = None) -> QueryResponse:
+        """Answer a question within what `access` allows (None: everything, e.g. tests and benchmarks),
+        charging each backend call sent to `charge`; the decision is remembered under `request_id` (default:
+        a new one). Session ids arrive already scoped to the caller (see the ingress)."""
         with TRACER.start_as_current_span("router.query") as span:
             try:
-                response = await self._query(req, access)
+                response = await self._query(req, access, charge, request_id or uuid.uuid4().hex)
             except RouterError as exc:
                 span.set_attribute("error.type", exc.code)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, exc.message))
@@ -150,7 +152,8 @@ class Router:
             span.set_attribute("gen_ai.tool.name", response.capability)
             return response
 
-    async def _query(self, req: QueryRequest, access: Access | None) -> QueryResponse:
+    async def _query(self, req: QueryRequest, access: Access | None, charge: ChargeFn | None,
+                     request_id: str) -> QueryResponse:
         started = time.monotonic()
         stages: dict[str, float] = {}
         d = await self.decide(req.question, intent=req.intent, backend=req.backend, tool=req.tool,
@@ -167,7 +170,7 @@ class Router:
         if p.refusal is not None:
             if isinstance(p.refusal, (NoRelevantBackend, AmbiguousRoute)) and d.candidates:
                 # Nothing was called, but the caller may say what should have answered (POST /v1/feedback).
-                decision = self._remember(d, None, access)
+                decision = self._remember(d, None, access, request_id)
                 if decision is not None:
                     p.refusal.details["request_id"] = decision.request_id
             raise p.refusal
@@ -176,7 +179,8 @@ class Router:
         if cached is not None:
             return cached_response(cached, d, p.mode, started, req)
         stages["plan"], mark = _ms(mark, time.perf_counter()), time.perf_counter()
-        result = await execute(p, d, req, settings=self.settings, timeouts=self._timeouts, executor=self.executor,
+        executor = self.executor if charge is None else ChargedExecutor(self.executor, charge)
+        result = await execute(p, d, req, settings=self.settings, timeouts=self._timeouts, executor=executor,
                                perf=self.stats.perf(), record=self.stats.record, embed=self._embed, started=started)
         stages["execute"] = _ms(mark, time.perf_counter())
         answer = respond(result, d, p.mode, started, req, stages)
@@ -186,21 +190,23 @@ class Router:
             self.responses.store(key, answer)
         if req.session_id:
             self._sessions.put(req.session_id, answer.backend)
-        return self._learn_from(answer, d, access)
+        return self._learn_from(answer, d, access, request_id)
 
-    def _remember(self, d: Decision, chosen: CapabilityId | None, access: Access | None) -> RecentDecision | None:
-        """Remember a decision under a new request id, for feedback on it (None: nothing learns here)."""
+    def _remember(self, d: Decision, chosen: CapabilityId | None, access: Access | None,
+                  request_id: str) -> RecentDecision | None:
+        """Remember a decision under its request id, for feedback on it (None: nothing learns here)."""
         if self.learning is None:
             return None
-        decision = RecentDecision.of(d, uuid.uuid4().hex, chosen, _principal(access))
+        decision = RecentDecision.of(d, request_id, chosen, _principal(access))
         self.learning.remember(decision)
         return decision
 
-    def _learn_from(self, answer: QueryResponse, d: Decision, access: Access | None) -> QueryResponse:
+    def _learn_from(self, answer: QueryResponse, d: Decision, access: Access | None,
+                    request_id: str) -> QueryResponse:
         """Remember the decision (for feedback on it), and with `learning.learn_from_routed`, take the
         successful call as a positive example."""
         chosen = (answer.backend, answer.kind, answer.capability)
-        decision = self._remember(d, chosen, access)
+        decision = self._remember(d, chosen, access, request_id)
         if decision is None or self.learning is None:
             return answer
         if (self.settings.learning.learn_from_routed and d.analysis.vector is not None
@@ -214,7 +220,7 @@ class Router:
 
 
 def _principal(access: Access | None) -> str | None:
-    return None if access is None or access.principal.name == ANONYMOUS else access.principal.name
+    return None if access is None or access.principal.anonymous else access.principal.name
 
 
 def _ms(start: float, end: float) -> float:

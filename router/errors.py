@@ -54,6 +54,7 @@ class ErrorKind(StrEnum):
     RATE_LIMITED = "rate_limited"
     OVERLOADED = "overloaded"
     HEADERS_TOO_LARGE = "headers_too_large"
+    LIMIT_EXCEEDED = "limit_exceeded"
 
     @property
     def outcome(self) -> str:
@@ -65,6 +66,19 @@ class ErrorKind(StrEnum):
         if self is ErrorKind.CANCELLED:
             return "cancelled"
         return "error"
+
+    @property
+    def backend_fault(self) -> bool:
+        """The backend itself failed (its transport, a timeout of its own, a crash, a protocol error, its
+        configuration): this counts against its health, for every caller."""
+        return self in (ErrorKind.BACKEND_FAILED, ErrorKind.BACKEND_UNAVAILABLE, ErrorKind.BACKEND_TIMEOUT,
+                        ErrorKind.BACKEND_UNAUTHORIZED, ErrorKind.FLOW_NOT_FOUND)
+
+    @property
+    def answered(self) -> bool:
+        """The backend answered, and the answer was an error about this request (a tool error, arguments it
+        rejected): the backend is alive; what went wrong belongs to the caller's request, not to the backend."""
+        return self in (ErrorKind.TOOL_FAILED, ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.ARGUMENTS_INVALID)
 
     @property
     def backend_level(self) -> bool:
@@ -92,10 +106,13 @@ class RouterError(Exception):
         """HTTP headers the refusal carries (`WWW-Authenticate`, `Retry-After`)."""
         return {}
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self, request_id: str | None = None) -> dict[str, Any]:
+        """The JSON body of the error; `request_id`: the router's id of the request it answers."""
         body: dict[str, Any] = {"type": self.code, "message": self.message}
         if self.details:
             body["details"] = self.details
+        if request_id is not None:
+            body["request_id"] = request_id
         return {"error": body}
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -302,3 +319,11 @@ class Overloaded(_RetryLater):
 class HeadersTooLarge(InvalidRequest):
     status_code = 431
     kind = ErrorKind.HEADERS_TOO_LARGE
+
+
+class LimitExceeded(InvalidRequest):
+    """A request asks for more work than a configured cap allows (turns, candidates, steps); the message
+    names the cap and its setting."""
+
+    status_code = 422
+    kind = ErrorKind.LIMIT_EXCEEDED

@@ -39,6 +39,7 @@ class OutlierDetector:
         self.ejections = 0
         self.epoch = 0  # counts every ejection (unlike `ejections`, never decays)
         self.ejected_until: float | None = None
+        self.last_failures = 0  # the failures that caused the latest ejection (for its message)
         self._probe_in_flight = False
         self._window: deque[tuple[float, bool]] = deque()
         self._healthy_since = clock()
@@ -89,8 +90,9 @@ class OutlierDetector:
         return False
 
     def abandon(self, probe: bool) -> None:
-        """A call was cancelled before it finished (it lost a parallel or hedged race): it counts for
-        nothing, and if it was the half-open probe the next call probes instead."""
+        """A call that says nothing of the backend (cancelled: it lost a parallel or hedged race; cut short
+        by the caller's own deadline) counts for nothing, and if it was the half-open probe the next call
+        probes instead."""
         if probe and self.state == "half_open":
             self._probe_in_flight = False
 
@@ -104,6 +106,7 @@ class OutlierDetector:
         return False
 
     def _eject(self, now: float) -> None:
+        self.last_failures = max(self.consecutive_failures, sum(1 for _, ok in self._window if not ok))
         self.ejections += 1
         self.epoch += 1
         duration = min(self.settings.base_ejection_s * 2 ** (self.ejections - 1), self.settings.max_ejection_s)

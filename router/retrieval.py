@@ -170,18 +170,23 @@ class CatalogIndex:
         return len(self.texts.capabilities)
 
     def restricted(self, keep: Callable[[Capability], bool], backends: Collection[str]) -> CatalogIndex:
-        """The index of a subset (one principal's allowed capabilities), reusing the vectors. A backend
-        whose capabilities are all left out leaves too."""
-        cat_ids, catalogs = [], []
-        for i, cat in enumerate(self.texts.catalogs):
-            kept = tuple(c for c in cat.capabilities if keep(c))
-            if cat.backend in backends and (kept or not cat.capabilities):
-                cat_ids.append(i)
-                catalogs.append(replace(cat, capabilities=kept))
-        chosen = set(cat_ids)
-        tool_ids = [i for i, cap in enumerate(self.texts.capabilities) if self.texts.owner[i] in chosen and keep(cap)]
-        return CatalogIndex(CatalogTexts.build(catalogs), self.tools.vectors(tool_ids), self.servers.vectors(cat_ids),
-                            self.settings)
+        """The index of a subset (one principal's allowed capabilities), reusing the texts and vectors row
+        by row, so a stand-in keeps its flow and a left-out one leaves no row behind. A backend of which
+        nothing is kept leaves too."""
+        t = self.texts
+        rows = [i for i, cap in enumerate(t.capabilities) if t.catalogs[t.owner[i]].backend in backends and keep(cap)]
+        cat_ids = sorted({t.owner[i] for i in rows})
+        position = {ci: j for j, ci in enumerate(cat_ids)}
+        catalogs = tuple(replace(t.catalogs[ci], capabilities=tuple(
+            t.capabilities[i] for i in rows if t.owner[i] == ci and not t.capabilities[i].server_level))
+            for ci in cat_ids)
+        texts = CatalogTexts(
+            catalogs=catalogs, capabilities=tuple(t.capabilities[i] for i in rows),
+            owner=tuple(position[t.owner[i]] for i in rows), tool_dense=tuple(t.tool_dense[i] for i in rows),
+            tool_sparse=tuple(t.tool_sparse[i] for i in rows),
+            server_dense=tuple(t.server_dense[ci] for ci in cat_ids),  # as embedded
+            server_sparse=tuple(server_sparse_text(c) for c in catalogs))  # only what the principal may see
+        return CatalogIndex(texts, self.tools.vectors(rows), self.servers.vectors(cat_ids), self.settings)
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
                alpha: float | None = None, backends: set[str] | None = None) -> list[Ranked]:

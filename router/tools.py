@@ -16,6 +16,7 @@ returned. A conversation's selection is made once per session and reused on its 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import numpy as np
 
 from router.cache import LRU
 from router.config import ToolSelectionSettings
-from router.errors import InvalidRequest, RouterError
+from router.errors import InvalidRequest, PayloadTooLarge, RouterError
 from router.llm import openai_tools, unique_tool_names
 from router.retrieval import CatalogIndex
 from router.telemetry import event
@@ -90,6 +91,11 @@ class ToolSelector:
     async def select(self, index: CatalogIndex | None, messages: list[dict[str, Any]], *,
                      session_id: str | None = None, max_servers: int | None = None) -> Selection:
         started = time.perf_counter()
+        size = len(conversation_text(messages).encode("utf-8", "surrogatepass"))
+        if size > self.settings.max_conversation_bytes:
+            raise PayloadTooLarge(f"the conversation's user messages are {size} bytes; the limit is "
+                                  f"{self.settings.max_conversation_bytes} (tool_selection.max_conversation_bytes)",
+                                  limit=self.settings.max_conversation_bytes)
         tools = [c for c in (index.texts.capabilities if index else ()) if c.kind == "tool"]
         servers = sorted({c.backend for c in tools})
         event("smart_routing_start", total_tools=len(tools), servers=len(servers), session_id=session_id,
@@ -144,12 +150,17 @@ class ToolSelector:
 
     async def _rank(self, index: CatalogIndex, text: str, messages: list[dict[str, Any]]) -> list[str]:
         latest = next(m for m in reversed(messages) if m.get("role") == "user")
-        steps = clauses(str(latest.get("content") or ""))
+        # At most `max_steps` steps are ranked on their own: the work a request makes is bounded.
+        steps = clauses(str(latest.get("content") or ""))[: self.settings.max_steps]
         queries = [text, *(steps if len(steps) > 1 else [])]
         vectors = await self._embed(queries) if self._embed is not None and index.tools.dense else None
-        lists = [[r.backend for r in index.rank_servers(q, None if vectors is None else vectors[i],
-                                                       len(index.texts.catalogs))]
-                 for i, q in enumerate(queries)]
+
+        def rank() -> list[list[str]]:
+            return [[r.backend for r in index.rank_servers(q, None if vectors is None else vectors[i],
+                                                          len(index.texts.catalogs))]
+                    for i, q in enumerate(queries)]
+
+        lists = await asyncio.to_thread(rank)  # the replica's event loop keeps answering meanwhile
         order: list[str] = []
         for rank in range(max(len(x) for x in lists)):
             for lst in lists:  # round robin: each step's best servers come early

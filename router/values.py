@@ -80,6 +80,17 @@ class CallOutcome:
     sent: bool = True  # False: refused before the request left (an ejected or down backend, no actor)
 
     @property
+    def backend_answered(self) -> bool | None:
+        """What this outcome says of the backend's own health, the same for every caller: True it answered
+        (a tool error the caller's arguments provoked is still an answer), False it failed by itself, None
+        nothing (the caller's own deadline or cancellation, a call never sent)."""
+        if self.ok or (self.error_kind is not None and self.error_kind.answered):
+            return True
+        if self.sent and self.error_kind is not None and self.error_kind.backend_fault:
+            return False
+        return None
+
+    @property
     def may_have_acted(self) -> bool:
         """A failed call whose effect is unknown: it was sent and timed out, lost its connection or was
         cancelled, rather than being answered with an error."""

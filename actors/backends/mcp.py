@@ -30,7 +30,14 @@ from opentelemetry.propagate import extract
 
 from actors.backends.base import make_catalog
 from router.config import McpHttpSpec, McpStdioSpec
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, RouterError, ToolFailed
+from router.errors import (
+    BackendFailed,
+    BackendRejectedArguments,
+    BackendTimeout,
+    BackendUnavailable,
+    RouterError,
+    ToolFailed,
+)
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
 log = logging.getLogger("mcp_router.backend")
@@ -289,6 +296,10 @@ class McpBackend:
                 return BackendUnavailable(f"backend {self.name!r} ({what}): connection closed", backend=self.name)
             if exc.code == types.REQUEST_TIMEOUT:
                 return BackendTimeout(f"backend {self.name!r} ({what}): {exc}", backend=self.name)
+            if exc.code == types.INVALID_PARAMS:
+                # The server refused the caller's arguments: an answer about this request, not a fault.
+                return BackendRejectedArguments(f"backend {self.name!r} ({what}) rejected the arguments: "
+                                                f"{exc.error.message}", backend=self.name)
             return BackendFailed(f"backend {self.name!r} ({what}): {exc.error.message} (code {exc.code})",
                                  backend=self.name)
         self._error = _describe(exc)

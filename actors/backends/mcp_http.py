@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from contextlib import AsyncExitStack
 from typing import Any
@@ -40,12 +41,15 @@ class McpHttpBackend(McpBackend):
         super().__init__(spec)
         self.http_spec = spec
         self._process: asyncio.subprocess.Process | None = None
+        self._token: str | None = None  # the launched server's credential (`launch.token_env`)
 
     async def _target(self, stack: AsyncExitStack) -> Any:
         s = self.http_spec
         if s.launch is not None:
             await self._ensure_process()
         headers = {k: v.get_secret_value() for k, v in s.headers.items()}
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
         timeout = httpx2.Timeout(s.connect_timeout_s, read=max(s.timeout_s, 30.0))
         client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=timeout))
         return streamable_http_client(s.url, http_client=client)
@@ -58,6 +62,9 @@ class McpHttpBackend(McpBackend):
         # Like stdio servers (the MCP SDK's rule): a minimal inherited environment plus the configured
         # one, so the router's own secrets never reach a server that might echo its environment.
         env = {**get_default_environment(), **launch.env}
+        if launch.token_env is not None:
+            self._token = secrets.token_urlsafe(32)
+            env[launch.token_env] = self._token
         self._process = await asyncio.create_subprocess_exec(
             resolve_command(launch.command), *launch.args, cwd=launch.cwd, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=None, preexec_fn=_die_with_parent)

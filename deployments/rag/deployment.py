@@ -1,6 +1,6 @@
 """The RAG knowledge-base server as a Ray Serve application next to the router.
 
-    serve run deployments.rag.deployment:app docs=/path/to/docs store=/path/to/store   # /mcp, /health
+    MCP_ROUTER_KB_TOKEN=... serve run deployments.rag.deployment:app docs=/path/to/docs store=/path/to/store
 
 In `serve_config.yaml` it is the application `knowledge-base` at route prefix `/rag`, so the router
 reaches it as an `mcp_http` backend at `http://<serve>/rag/mcp`. The MCP app is built inside the
@@ -10,13 +10,14 @@ are skipped, so a restart embeds nothing).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from ray import serve
 from ray.serve import Application
 
-from deployments.rag.server import build_engine, build_rag_server, parse_args
+from deployments.rag.server import BearerGuard, build_engine, build_rag_server, parse_args
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
@@ -24,13 +25,19 @@ from deployments.rag.server import build_engine, build_rag_server, parse_args
 class KnowledgeBase:
     async def __init__(self, argv: list[str]) -> None:  # type: ignore[misc]
         args = parse_args(argv)
+        # Served on the cluster's public port: never without its credential.
+        self.token = os.environ.get(args.token_env)
+        if not self.token:
+            raise ValueError(f"the knowledge-base application needs a bearer token in ${args.token_env} "
+                             "(runtime_env.env_vars); the router sends it as an mcp_http backend header")
         self.engine = build_engine(args)
         await self.engine.ingest(Path(args.docs))
 
     def __serve_build_asgi_app__(self) -> Any:
         server = build_rag_server(self.engine)
-        return server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
-                                          host="0.0.0.0")  # behind Serve: no DNS-rebinding host check
+        app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                                         host="0.0.0.0")  # behind Serve: no DNS-rebinding host check
+        return BearerGuard(app, self.token)
 
 
 def app(args: dict[str, str]) -> Application:

@@ -1,7 +1,8 @@
 """The RAG knowledge-base MCP server: one tool, `rag_query_with_chunks`, and ``GET /health``.
 
     python -m deployments.rag.server --docs examples/docs                     # ingest, then serve on stdio
-    python -m deployments.rag.server --docs examples/docs --http 8765         # http://127.0.0.1:8765/mcp
+    MCP_ROUTER_KB_TOKEN=... python -m deployments.rag.server --docs examples/docs --http 8765
+                                                       # http://127.0.0.1:8765/mcp, with that bearer token
     python -m deployments.rag.server --docs DIR --store .state/rag --chunk-size 600 --alpha 0.4
 
 At start-up the folder is ingested into the store (unchanged files cost nothing), then the server
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import json
 import logging
 import os
@@ -28,6 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deployments.rag.engine import EngineSettings, QueryError, RagEngine
 from deployments.rag.ingest import Chunking
@@ -35,6 +38,7 @@ from deployments.rag.store import ChunkStore, FilterError
 from router.config import EmbeddingSettings, LLMSettings
 
 log = logging.getLogger("deployments.rag")
+TOKEN_ENV = "MCP_ROUTER_KB_TOKEN"
 
 TOOL_DESCRIPTION = """\
 Answer a question from the mcp-router project documentation and knowledge base (retrieval-augmented).
@@ -47,6 +51,25 @@ Optional: k (chunks to return, 1-100, capped at 20), alpha (0 = BM25 only, 1 = d
 on chunk metadata, e.g. {"source": "faq.md"}, {"topic": {"$in": ["routing", "resilience"]}},
 {"$and": [{"doc_type": "jsonl"}, {"topic": "operations"}]} (operators $eq $ne $in $nin $gt $gte
 $lt $lte $and $or; fields: source, heading, doc_type, chunk_index and any JSONL field)."""
+
+
+class BearerGuard:
+    """Every HTTP request needs `Authorization: Bearer <token>` (compared in constant time): the server
+    answers only whoever holds the credential (the router that launched it), wherever it listens."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = JSONResponse({"error": "unauthenticated: this server needs its bearer token"},
+                                        status_code=401, headers={"WWW-Authenticate": 'Bearer realm="knowledge-base"'})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def build_rag_server(engine: RagEngine) -> MCPServer:
@@ -98,6 +121,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--http", type=int, metavar="PORT",
                         help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--token-env", default=TOKEN_ENV, help=(
+        "environment variable holding the bearer token every HTTP request must carry (default "
+        f"{TOKEN_ENV}; the router's `launch: token_env` sets a new one at each launch)"))
+    parser.add_argument("--insecure-no-auth", action="store_true",
+                        help="serve HTTP without a token (anyone who reaches the port can query)")
     parser.add_argument("--chunk-size", type=int, default=800)
     parser.add_argument("--chunk-overlap", type=int, default=120)
     parser.add_argument("--chunk-unit", choices=["chars", "words"], default="chars")
@@ -129,9 +157,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     import uvicorn
 
+    token = os.environ.get(args.token_env)
+    if not token and not args.insecure_no_auth:
+        raise SystemExit(f"error: serving over HTTP needs a bearer token in ${args.token_env} (or "
+                         "--insecure-no-auth)")
     app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
                                      host=args.host)
-    uvicorn.run(app, host=args.host, port=args.http, log_level="warning")
+    uvicorn.run(BearerGuard(app, token) if token else app, host=args.host, port=args.http, log_level="warning")
 
 
 if __name__ == "__main__":

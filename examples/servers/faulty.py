@@ -9,8 +9,10 @@
 
 A call to `answer` first decides whether it hangs (it then waits until the client cancels it),
 then sleeps its latency (the median, times `--tail-multiplier` with probability `--tail-rate`,
-spread by +-`--jitter`), then fails with probability `--fail-rate` (an error result) or returns
-the answer. `configure` changes any of this while the server runs; `stats` returns the counters,
+spread by +-`--jitter`), then fails with probability `--fail-rate` or returns the answer. A failure
+is the server's own fault by default, a JSON-RPC error (`--fail-as error`, what a router counts
+against the backend); `--fail-as tool-error` reports it as a tool result with `isError`, the answer
+a tool gives about one request (what a router does not count against the backend). `configure` changes any of this while the server runs; `stats` returns the counters,
 including the calls the client cancelled (`notifications/cancelled`).
 """
 
@@ -24,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, ToolAnnotations
 
 RATES = ("fail_rate", "tail_rate", "hang_rate")
 
@@ -38,6 +41,7 @@ class Faults:
     tail_multiplier: float = 10.0
     hang_rate: float = 0.0
     jitter: float = 0.1  # each latency is spread uniformly by +- this fraction; the median stays put
+    fail_as: str = "error"  # "error": a JSON-RPC error (the server's fault); "tool-error": an isError result
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     def latency_s(self) -> float:
@@ -46,7 +50,7 @@ class Faults:
         return max(0.0, base * (1 + self.rng.uniform(-self.jitter, self.jitter))) / 1000
 
     def settings(self) -> dict[str, object]:
-        return {k: v for k, v in asdict(self).items() if k != "rng"}
+        return {k: v for k, v in asdict(self).items() if k not in ("rng", "fail_as")}
 
 
 def check(name: str, value: float) -> None:
@@ -73,7 +77,10 @@ def build_server(name: str, faults: Faults) -> MCPServer:
             await asyncio.sleep(faults.latency_s())
             if faults.rng.random() < faults.fail_rate:
                 counts["failed"] += 1
-                raise ToolError("the knowledge base is temporarily unavailable (injected failure)")
+                message = "the knowledge base is temporarily unavailable (injected failure)"
+                if faults.fail_as == "tool-error":
+                    raise ToolError(message)
+                raise MCPError(INTERNAL_ERROR, message)
             counts["succeeded"] += 1
             return faults.answer
         except asyncio.CancelledError:
@@ -122,11 +129,13 @@ def main() -> None:
     p.add_argument("--jitter", type=float, default=0.1, help="latency spread, +- this fraction (default 0.1)")
     p.add_argument("--hang-rate", type=float, default=0.0, help="probability a call waits until cancelled")
     p.add_argument("--seed", type=int, default=None, help="random seed, for repeatable runs")
+    p.add_argument("--fail-as", choices=["error", "tool-error"], default="error",
+                   help="a failure as a JSON-RPC error (the server's fault; default) or an isError tool result")
     p.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT at /mcp")
     a = p.parse_args()
     faults = Faults(answer=a.answer, fail_rate=a.fail_rate, latency_ms=a.latency_ms, tail_rate=a.tail_rate,
                     tail_multiplier=a.tail_multiplier, hang_rate=a.hang_rate, jitter=a.jitter,
-                    rng=random.Random(a.seed))
+                    fail_as=a.fail_as, rng=random.Random(a.seed))
     for key in (*RATES, "latency_ms", "tail_multiplier", "jitter"):
         try:
             check(key, getattr(faults, key))

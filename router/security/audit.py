@@ -16,6 +16,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from router.errors import RouterError
 from router.security.settings import AuditSettings
 
 log = logging.getLogger("mcp_router.audit")
@@ -35,13 +36,21 @@ class AuditLog:
         self._file = open(settings.path, "a", encoding="utf-8") if settings.enabled and settings.path else None
 
     def record(self, *, principal: str, method: str, path: str, status: int, latency_ms: float,
-               request_id: str, route: dict[str, Any] | None = None, span: trace.Span | None = None) -> None:
+               request_id: str, client_request_id: str | None = None, route: dict[str, Any] | None = None,
+               span: trace.Span | None = None, error: RouterError | None = None) -> None:
+        """`status` is the HTTP status; `error`, the error the request ended with whatever that status says (an
+        MCP tool error is answered with 200), decides the outcome: refused (4xx) or failed (5xx)."""
         if not self.settings.enabled:
             return
+        code = error.status_code if error is not None else status
         entry: dict[str, Any] = {"time": round(time.time(), 3), "request_id": request_id, "principal": principal,
                                  "method": method, "path": path, "status": status,
-                                 "outcome": "ok" if status < 400 else "refused" if status < 500 else "failed",
+                                 "outcome": "ok" if code < 400 else "refused" if code < 500 else "failed",
                                  "latency_ms": round(latency_ms, 3)}
+        if error is not None:
+            entry["error"] = error.code
+        if client_request_id is not None:
+            entry["client_request_id"] = client_request_id
         for key, value in (route or {}).items():
             if key == "arguments":
                 entry["arguments_sha256"] = arguments_digest(value)

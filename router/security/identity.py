@@ -9,6 +9,7 @@ router listens on loopback addresses: `check_bind`).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -28,6 +29,7 @@ log = logging.getLogger("mcp_router.auth")
 
 ANONYMOUS = "anonymous"
 KEY_PREFIX = "mcpr_"
+_JWKS_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,11 @@ class Principal:
     @property
     def authenticated(self) -> bool:
         return self.source in ("api_key", "jwt")
+
+    @property
+    def anonymous(self) -> bool:
+        """Nobody in particular: its sessions and examples are nobody's."""
+        return self.source == "anonymous"
 
 
 def new_api_key() -> str:
@@ -92,7 +99,7 @@ class Authenticator:
     def __init__(self, settings: AuthSettings) -> None:
         self.settings = settings
         self._keys = {k.sha256: k for k in settings.api_keys}
-        self._jwt = _JwtVerifier(settings.jwt, frozenset(settings.policies)) if settings.jwt is not None else None
+        self._jwt = _JwtVerifier(settings.jwt) if settings.jwt is not None else None
 
     @property
     def enabled(self) -> bool:
@@ -101,7 +108,7 @@ class Authenticator:
     def anonymous(self) -> Principal:
         return Principal(ANONYMOUS, self.settings.anonymous_policy, "anonymous")
 
-    def authenticate(self, headers: Mapping[str, str]) -> Principal:
+    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
         """The caller's principal; `Unauthenticated` for a missing, malformed or unknown credential."""
         if not self.enabled:
             return self.anonymous()
@@ -110,7 +117,7 @@ class Authenticator:
             raise Unauthenticated("this router needs a credential: `Authorization: Bearer <key or token>` "
                                   "or `x-api-key: <key>`", reason="missing")
         if credential.count(".") == 2 and self._jwt is not None and not credential.startswith(KEY_PREFIX):
-            return self._jwt.verify(credential)
+            return await self._jwt.verify(credential)
         digest = key_hash(credential)
         # Every configured hash is compared, in constant time, so timing tells nothing about near misses.
         found = None
@@ -123,21 +130,22 @@ class Authenticator:
 
 
 class _JwtVerifier:
-    def __init__(self, settings: JwtSettings, policies: frozenset[str]) -> None:
+    def __init__(self, settings: JwtSettings) -> None:
         self.settings = settings
-        self._policies = policies
         self._jwks: jwt.PyJWKSet | None = None
         self._client: jwt.PyJWKClient | None = None
         if settings.jwks_file is not None:
             with open(settings.jwks_file, encoding="utf-8") as f:
                 self._jwks = jwt.PyJWKSet.from_dict(json.load(f))
         else:
-            self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=True, lifespan=300)
+            self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=True, lifespan=300,
+                                           timeout=_JWKS_TIMEOUT_S)
 
-    def _key(self, token: str) -> Any:
+    async def _key(self, token: str) -> Any:
         header = jwt.get_unverified_header(token)
         if self._client is not None:
-            return self._client.get_signing_key_from_jwt(token).key
+            # PyJWT fetches the key set with a blocking request (when its cache is cold): never on the loop.
+            return (await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)).key
         assert self._jwks is not None
         kid = header.get("kid")
         keys = [k for k in self._jwks.keys if kid is None or k.key_id == kid]
@@ -145,18 +153,19 @@ class _JwtVerifier:
             raise jwt.InvalidTokenError("no key in the JWKS matches the token's kid")
         return keys[0].key
 
-    def verify(self, token: str) -> Principal:
+    async def verify(self, token: str) -> Principal:
         s = self.settings
         try:
-            claims = jwt.decode(token, self._key(token), algorithms=list(s.algorithms), audience=s.audience,
+            claims = jwt.decode(token, await self._key(token), algorithms=list(s.algorithms), audience=s.audience,
                                 issuer=s.issuer, leeway=s.leeway_s,
                                 options={"require": ["exp", "iss", "aud", s.principal_claim]})
         except jwt.PyJWTError as exc:
             # The reason (expired, wrong audience...) helps the caller; it holds nothing secret.
             raise Unauthenticated(f"the bearer token is not valid: {exc}", reason="invalid") from None
-        name = str(claims[s.principal_claim])
+        # Its own namespace: a token's subject never names an API key's principal, nor `anonymous`.
+        name = f"jwt:{claims[s.principal_claim]}"[:128]
         raw = claims.get(s.scopes_claim) or ()
         scopes = tuple(raw.split() if isinstance(raw, str) else (str(x) for x in raw))
-        # A scope that names a policy selects it; otherwise the configured default applies.
-        policy = next((sc for sc in scopes if sc in self._policies), s.default_policy)
+        # Only scopes configured for JWTs select a policy; otherwise the configured default applies.
+        policy = next((s.scope_policies[sc] for sc in scopes if sc in s.scope_policies), s.default_policy)
         return Principal(name, policy, "jwt", scopes)

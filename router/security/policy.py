@@ -9,14 +9,19 @@ refused with 403 naming the policy.
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
 from router.errors import Forbidden
+from router.models import BackendInfo
 from router.security.identity import Principal
 from router.security.settings import AuthSettings, Policy
+from router.values import BackendStatus, Catalog
 
-EVERYTHING = Policy()
+# What a principal whose policy is not configured gets (the `public` caller of /health, say): nothing.
+NOTHING = Policy(allow=[], modes=[], chat=False, backend_override=False, stats=False, feedback=False)
+PUBLIC_POLICY = "public"
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,7 @@ class Access:
 
     @classmethod
     def of(cls, principal: Principal, settings: AuthSettings) -> Access:
-        return cls(principal, settings.policies.get(principal.policy, EVERYTHING))
+        return cls(principal, settings.policies.get(principal.policy, NOTHING))
 
     @cached_property
     def unrestricted(self) -> bool:
@@ -53,6 +58,28 @@ class Access:
             return False
         return any(fnmatch.fnmatchcase(backend, p.split("/", 1)[0]) for p in self._allow)
 
+    def backend_info(self, status: BackendStatus, catalog: Catalog | None) -> BackendInfo:
+        """What this principal may see of a backend's state: counts of the capabilities it may use, and
+        of the held, flagged and cleaned ones only those."""
+        info = BackendInfo.from_status(status)
+        if self.unrestricted:
+            return info
+        name = status.name
+
+        def mine(capability: str) -> bool:
+            return self.allows(name, capability)
+
+        counts = Counter(c.kind for c in (catalog.capabilities if catalog else ()) if mine(c.name))
+        return info.model_copy(update={
+            "tool_count": counts["tool"], "prompt_count": counts["prompt"], "resource_count": counts["resource"],
+            "flow_count": counts["flow"],
+            "held_tools": [h for h in info.held_tools if mine(h.tool)],
+            "flagged_tools": [f for f in info.flagged_tools if mine(f.tool)],
+            # Notes read "server: description" or "<capability>: <fields>".
+            "sanitized": [n for n in info.sanitized if n.startswith("server:") or mine(n.split(":", 1)[0])],
+            # A rejected catalog's reason may name any of its capabilities.
+            "catalog_error": "the backend's catalog was rejected" if info.catalog_error else None})
+
     def refuse(self, what: str) -> Forbidden:
         return Forbidden(f"policy {self.principal.policy!r} of {self.principal.name!r} does not allow {what}",
                          policy=self.principal.policy)
@@ -66,6 +93,13 @@ class Access:
             raise self.refuse(f"deadline_s above {p.max_deadline_s}")
         if backend is not None and not p.backend_override:
             raise self.refuse("naming a backend")
+
+    def deadline(self, requested: float | None, default: float) -> float:
+        """A request's deadline: what it asks for (else `default`), never above the policy's largest; asking
+        for more is refused by `check_request`."""
+        deadline = requested if requested is not None else default
+        cap = self.policy.max_deadline_s
+        return min(deadline, cap) if cap is not None else deadline
 
     def check(self, flag: str, what: str) -> None:
         if not getattr(self.policy, flag):

@@ -38,15 +38,24 @@ class Policy(_Strict):
     max_deadline_s: float | None = Field(default=None, gt=0, description="Largest `deadline_s` it may ask for.")
     chat: bool = Field(default=True, description="May use `/v1/chat` (LLM tool loops).")
     backend_override: bool = Field(default=True, description="May name a `backend` (and `tool`) itself.")
-    stats: bool = Field(default=True, description="May read `/v1/stats`.")
-    feedback: bool = Field(default=True, description="May give feedback that the router learns from.")
+    stats: bool = Field(default=False, description=(
+        "The operator right: may read `/v1/stats`, other callers' questions in a backend's labelled examples, "
+        "and delete them (with `feedback`)."))
+    feedback: bool = Field(default=True, description=(
+        "May give feedback that the router learns from, on its own requests."))
     rate_limit: RateLimit = Field(default=RateLimit(), description="Rate and concurrency limits.")
+
+
+# Names the router gives principals that are not keys; a key may not take one.
+RESERVED_NAMES = frozenset({"anonymous", "public"})
 
 
 class ApiKey(_Strict):
     """One API key, stored as the hex SHA-256 of the key: a leaked configuration leaks no key."""
 
-    name: str = Field(pattern=_NAME, max_length=64, description="The principal's name (audit, metrics, sessions).")
+    name: str = Field(pattern=_NAME, max_length=64, description=(
+        "The principal's name (audit, metrics, sessions); not `anonymous` or `public`. JWT principals are named "
+        "`jwt:<subject>`, so no key and token share a name."))
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description=(
         "Hex SHA-256 of the key (`mcp-router keys create NAME` prints it)."))
     policy: str = Field(default="default", description="The policy (a name under `server.auth.policies`).")
@@ -63,8 +72,10 @@ class JwtSettings(_Strict):
         default=["RS256", "ES256"], min_length=1, description="Accepted signature algorithms (asymmetric only).")
     principal_claim: str = Field(default="sub", description="The claim that names the principal.")
     scopes_claim: str = Field(default="scope", description="The claim holding scopes (space-separated or a list).")
-    default_policy: str = Field(default="default", description=(
-        "Policy of a token none of whose scopes names a policy; a scope equal to a policy's name selects it."))
+    scope_policies: dict[str, str] = Field(default_factory=dict, description=(
+        "Scopes that select a policy (`{\"router:ops\": operator}`): only these; the first of a token's scopes "
+        "found here wins. A scope that merely equals a policy's name selects nothing."))
+    default_policy: str = Field(default="default", description="Policy of a token none of whose scopes is mapped.")
     leeway_s: float = Field(default=30.0, ge=0, le=600, description="Clock skew tolerated on `exp` and `nbf`.")
 
     @model_validator(mode="after")
@@ -74,27 +85,37 @@ class JwtSettings(_Strict):
         return self
 
 
+BUILT_IN_POLICIES = {"default": Policy(), "operator": Policy(stats=True)}
+
+
 class AuthSettings(_Strict):
     """Authentication at the HTTP and MCP edge. With no keys and no JWT, only loopback binds are allowed."""
 
     api_keys: list[ApiKey] = Field(default_factory=list, description="API keys (`Authorization: Bearer` or "
                                                                       "`x-api-key`).")
     jwt: JwtSettings | None = Field(default=None, description="JWT bearer tokens from an identity provider.")
-    policies: dict[str, Policy] = Field(default_factory=lambda: {"default": Policy()}, description=(
-        "Policies by name; `default` allows everything and is added when absent."))
-    anonymous_policy: str = Field(default="default", description=(
-        "Policy of callers when authentication is off (loopback only) and of handle callers naming no principal."))
+    policies: dict[str, Policy] = Field(default_factory=lambda: dict(BUILT_IN_POLICIES), description=(
+        "Policies by name. Two are added when absent: `default` (every capability and mode, chat, feedback on "
+        "one's own requests; not the operator right) and `operator` (the same with `stats`)."))
+    anonymous_policy: str = Field(default="operator", description=(
+        "Policy of callers when authentication is off (loopback only: the local operator) and of handle callers "
+        "naming no principal."))
     insecure_no_auth: bool = Field(default=False, description=(
         "Serve without authentication on a non-loopback address (`--insecure-no-auth`); logged at every start."))
 
     @model_validator(mode="after")
     def _policies_exist(self) -> AuthSettings:
-        if "default" not in self.policies:
-            object.__setattr__(self, "policies", {"default": Policy(), **self.policies})
+        missing = {k: v for k, v in BUILT_IN_POLICIES.items() if k not in self.policies}
+        if missing:
+            object.__setattr__(self, "policies", {**missing, **self.policies})
         named = [("anonymous_policy", self.anonymous_policy)]
         named += [(f"api_keys[{k.name}].policy", k.policy) for k in self.api_keys]
         if self.jwt is not None:
             named.append(("jwt.default_policy", self.jwt.default_policy))
+            named += [(f"jwt.scope_policies[{scope}]", p) for scope, p in self.jwt.scope_policies.items()]
+        reserved = [k.name for k in self.api_keys if k.name in RESERVED_NAMES]
+        if reserved:
+            raise ValueError(f"server.auth.api_keys: {reserved[0]!r} is a name the router gives callers without a key")
         for where, policy in named:
             if policy not in self.policies:
                 raise ValueError(f"server.auth.{where}: no policy named {policy!r}; have {sorted(self.policies)}")

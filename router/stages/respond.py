@@ -8,6 +8,7 @@ action's answer is never replayed: it would say something was done that was not)
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 
@@ -20,6 +21,7 @@ from router.errors import (
     BackendUnavailable,
     DeadlineExceeded,
     ErrorKind,
+    RateLimited,
     RouterError,
     ToolFailed,
 )
@@ -39,6 +41,8 @@ def failure_error(result: StrategyResult) -> RouterError:
 
 def _chain_error(result: StrategyResult) -> RouterError:
     chain = [a.model_dump() for a in result.attempts]
+    if result.attempts and all(a.error_type == ErrorKind.RATE_LIMITED for a in result.attempts):
+        return RateLimited(result.attempts[0].error or "over the backend-call rate", retry_after_s=1)
     if not result.attempts:
         # Nothing failed upstream: the request's own deadline ran out while it was being routed.
         return DeadlineExceeded("the request deadline passed before any backend could be tried; "
@@ -113,12 +117,13 @@ def cached_response(cached: QueryResponse, d: Decision, mode: str, started: floa
     return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})
 
 
-CacheKey = tuple[str, str, str, frozenset[str]]
+CacheKey = tuple[str, str, str, frozenset[tuple[str, str, str]]]
 
 
 class ResponseCache:
-    """The last answer per (principal, question, intent, backends), served only when all those backends
-    are down. Answers never cross principals."""
+    """The last answer per (principal, question, intent, calls), served only when every backend those calls
+    go to is down. A call is its backend, capability and arguments: an answer never stands in for another
+    tool's or other arguments' answer, and never crosses principals."""
 
     def __init__(self, settings: ResilienceSettings) -> None:
         self._answers: LRU[CacheKey, QueryResponse] = LRU(settings.response_cache_size,
@@ -126,11 +131,12 @@ class ResponseCache:
 
     @staticmethod
     def key(principal: str, request: QueryRequest, d: Decision, plan: Plan) -> CacheKey:
-        return (principal, " ".join(request.question.lower().split()), d.intent,
-                frozenset(c.backend for c in plan.calls))
+        calls = frozenset((c.backend, c.capability.name, json.dumps(c.arguments, sort_keys=True, default=str))
+                          for c in plan.calls)
+        return (principal, " ".join(request.question.lower().split()), d.intent, calls)
 
     def lookup(self, key: CacheKey, statuses: Mapping[str, BackendStatus]) -> QueryResponse | None:
-        backends = key[3]
+        backends = {backend for backend, _, _ in key[3]}
         if not all(b in statuses and not statuses[b].available for b in backends):
             return None
         return self._answers.get(key)

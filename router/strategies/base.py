@@ -17,7 +17,7 @@ import numpy as np
 from opentelemetry import trace
 
 from router.config import ResilienceSettings
-from router.errors import ErrorKind
+from router.errors import ErrorKind, RateLimited
 from router.models import AttemptInfo, ConsensusAnswer
 from router.telemetry import TRACER
 from router.values import CallContext, CallOutcome, Capability, PlannedCall
@@ -32,6 +32,28 @@ class Executor(Protocol):
 
         `force` asks an ejected backend to take the call anyway (every candidate is ejected)."""
         ...
+
+
+ChargeFn = Callable[[int], Awaitable[None]]
+
+
+class ChargedExecutor:
+    """An executor that charges every call it sends to the caller's budget of backend calls (`charge` raises
+    `RateLimited` when it is spent): a hedge, a fallback or a chat's tool call costs what it sends, and a
+    call over the budget is not sent."""
+
+    def __init__(self, inner: Executor, charge: ChargeFn) -> None:
+        self.inner = inner
+        self.charge = charge
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        try:
+            await self.charge(1)
+        except RateLimited as exc:
+            return CallOutcome(backend=capability.backend, capability=capability.name, ok=False, latency_ms=0.0,
+                               error_kind=ErrorKind.RATE_LIMITED, error=exc.message, sent=False)
+        return await self.inner.call(capability, arguments, timeout_s=timeout_s, context=context, force=force)
 
 
 @dataclass(kw_only=True)

@@ -36,7 +36,7 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
             {"name": "kb", "kind": "mcp_http", "url": f"http://127.0.0.1:{kb_port}/mcp", "intents": ["document-qa"],
              "launch": {"command": sys.executable,
                         "args": ["-m", "deployments.rag.server", "--docs", str(EXAMPLES / "docs"), "--store",
-                                 str(kb_store), "--http", str(kb_port)]}},
+                                 str(kb_store), "--http", str(kb_port)], "token_env": "MCP_ROUTER_KB_TOKEN"}},
             stdio("dyn", TEST_SERVERS / "dynamic.py", timeout_s=1.5),
             {"name": "broken", "kind": "mcp_stdio", "command": sys.executable, "args": ["-c", "raise SystemExit(3)"],
              "connect_timeout_s": 5},

@@ -1,8 +1,9 @@
 """Authentication, policies, limits and isolation over real HTTP and the real MCP client, with a secured
 router under Ray Serve (two replicas) and real MCP backends.
 
-Principals: alice (everything), bob (no time server, fallback only, no stats, no chat), carol (a low
-rate limit), and a JWT service. A canary secret sits in every place a secret can live.
+Principals: alice (the operator), bob (no time server, fallback only, no chat), carol (a low rate limit),
+dave (everything but one time tool), and a JWT service. A canary secret sits in every place a secret can
+live.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from router.security.identity import key_hash, new_api_key
 from tests.conftest import EXAMPLES, running_app, stdio
 
 CANARY = "canary-9f4c2e7d1b"
-KEYS = {name: new_api_key() for name in ("alice", "bob", "carol")}
+KEYS = {name: new_api_key() for name in ("alice", "bob", "carol", "dave")}
 SIGNER = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 RATE, BURST = 4.0, 4
 
@@ -59,14 +60,16 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
         "llm": {"base_url": f"http://127.0.0.1:{dead}/v1", "model": "m", "api_key": f"{CANARY}-llm",
                 "max_retries": 0, "timeout_s": 2},
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"], "replicas": 2,
-                   "max_header_bytes": 4096, "auth": {
-            "api_keys": [{"name": "alice", "sha256": key_hash(KEYS["alice"])},
+                   "max_header_bytes": 4096, "allowed_hosts": ["router.example.test"], "auth": {
+            "api_keys": [{"name": "alice", "sha256": key_hash(KEYS["alice"]), "policy": "operator"},
                          {"name": "bob", "sha256": key_hash(KEYS["bob"]), "policy": "limited"},
-                         {"name": "carol", "sha256": key_hash(KEYS["carol"]), "policy": "slow"}],
+                         {"name": "carol", "sha256": key_hash(KEYS["carol"]), "policy": "slow"},
+                         {"name": "dave", "sha256": key_hash(KEYS["dave"]), "policy": "no-convert"}],
             "jwt": {"issuer": "https://idp.test", "audience": "mcp-router", "jwks_file": str(tmp / "jwks.json")},
             "policies": {"limited": {"deny": ["time/*"], "modes": ["fallback"], "stats": False, "chat": False,
                                      "feedback": False},
-                         "slow": {"rate_limit": {"requests_per_s": RATE, "burst": BURST}}}}},
+                         "slow": {"rate_limit": {"requests_per_s": RATE, "burst": BURST}},
+                         "no-convert": {"deny": ["time/convert_time"]}}}},
         "audit": {"path": str(tmp / "audit.jsonl")},
         "state_dir": str(EXAMPLES / ".state"),
     })
@@ -266,20 +269,103 @@ def _contains(path: Path, needles: tuple[str, ...]) -> bool:
     return any(n.encode() in data for n in needles)
 
 
-def test_every_request_leaves_one_audit_record(app: dict[str, Any]) -> None:
-    post(app, "/v1/query", {"question": "What is 6 times 7?"}, headers={"x-request-id": "audit-probe-1"})
-    post(app, "/v1/query", {"question": "What is 6 times 7?", "mode": "consensus"}, "bob",
-         headers={"x-request-id": "audit-probe-2"})
+def audit_records(app: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The audit records by the caller's own request id."""
     time.sleep(0.5)
     records = [json.loads(line) for line in app["audit"].read_text().splitlines()]
-    by_id = {r["request_id"]: r for r in records}
+    return {r["client_request_id"]: r for r in records if "client_request_id" in r}
+
+
+def test_every_request_leaves_one_audit_record(app: dict[str, Any]) -> None:
+    answered = post(app, "/v1/query", {"question": "What is 6 times 7?"}, headers={"x-request-id": "audit-probe-1"})
+    post(app, "/v1/query", {"question": "What is 6 times 7?", "mode": "consensus"}, "bob",
+         headers={"x-request-id": "audit-probe-2"})
+    by_id = audit_records(app)
     ok, refused = by_id["audit-probe-1"], by_id["audit-probe-2"]
+    assert ok["request_id"] == answered.json()["routing"]["request_id"] != "audit-probe-1"  # the router's own id
     assert (ok["principal"], ok["status"], ok["backend"], ok["tool"]) == ("alice", 200, "calculator", "calculate")
     assert len(ok["arguments_sha256"]) == 64 and "arguments" not in ok
-    assert (refused["principal"], refused["status"], refused["outcome"]) == ("bob", 403, "refused")
+    assert (refused["principal"], refused["status"], refused["outcome"], refused["error"]) == (
+        "bob", 403, "refused", "forbidden")
+
+
+async def test_a_refusal_over_mcp_is_audited_as_a_refusal(app: dict[str, Any]) -> None:
+    headers = {**bearer("bob"), "x-request-id": "audit-mcp-1"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            Client(streamable_http_client(f"{app['url']}/mcp/", http_client=http)) as client:
+        refused = await client.call_tool("universal_query", {"question": "What is 6 times 7?", "mode": "parallel"})
+    assert refused.is_error
+    record = audit_records(app)["audit-mcp-1"]  # the tool call's request (the client's last one)
+    assert (record["principal"], record["status"], record["outcome"], record["error"]) == (
+        "bob", 200, "refused", "forbidden")
 
 
 def test_serving_on_a_public_address_without_keys_is_refused_at_start() -> None:
     r = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--config", str(EXAMPLES / "router.yaml"),
                         "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "server.auth" in r.stderr and "--insecure-no-auth" in r.stderr
+
+
+# -- isolation: one caller never sees, slows or breaks another ----------------------------------------
+
+
+def test_another_callers_arguments_and_errors_never_reach_a_principal(app: dict[str, Any]) -> None:
+    secret = "alice-secret-42"
+    refused = post(app, "/v1/query", {"question": "convert the time", "backend": "time", "tool": "convert_time",
+                                      "arguments": {"source_timezone": secret, "time": "09:00",
+                                                    "target_timezone": "Asia/Tokyo"}})
+    assert refused.status_code >= 400 and secret in refused.text  # alice sees her own error
+    seen = [httpx.get(f"{app['url']}{path}", headers=bearer("dave"), timeout=30) for path in
+            ("/health", "/v1/backends", "/v1/backends/time")]
+    for r in seen:
+        assert r.status_code == 200 and secret not in r.text and "convert_time" not in r.text, r.text
+    time_info = next(b for b in seen[1].json() if b["name"] == "time")
+    assert time_info["tool_count"] == 1  # the one time tool dave may use
+    assert seen[2].json()["examples"] == []  # other callers' questions are operator data
+
+
+def test_one_callers_bad_calls_never_knock_a_backend_out_for_another(app: dict[str, Any]) -> None:
+    bad = {"question": "what time is it", "backend": "time", "tool": "get_current_time",
+           "arguments": {"timezone": "No/Such"}}
+    for _ in range(12):  # more than the 5 failures in a row that eject a backend
+        r = post(app, "/v1/query", bad)
+        assert r.status_code == 502 and r.json()["error"]["type"] == "tool_failed", r.text
+    good = post(app, "/v1/query", {"question": "What time is it in Tokyo?", "backend": "time",
+                                   "tool": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}, "dave")
+    assert good.status_code == 200, good.text
+    status = next(b for b in httpx.get(f"{app['url']}/v1/backends", headers=bearer("dave"), timeout=30).json()
+                  if b["name"] == "time")
+    assert status["health"] == "healthy" and status["consecutive_failures"] == 0 and not status["last_error"]
+
+
+def test_a_new_key_reads_no_operator_data(app: dict[str, Any]) -> None:
+    for r in (httpx.get(f"{app['url']}/v1/stats", headers=bearer("dave"), timeout=30),
+              httpx.delete(f"{app['url']}/v1/backends/calculator/examples", headers=bearer("dave"), timeout=30)):
+        assert r.status_code == 403 and r.json()["error"]["type"] == "forbidden", r.text
+
+
+def test_a_request_over_a_cap_is_refused_at_once_and_health_stays_fast(app: dict[str, Any]) -> None:
+    import threading
+
+    huge = {"messages": [{"role": "user", "content": "tell me the time. " * 50_000}]}  # 900 KB of clauses
+    answers: list[httpx.Response] = []
+    worker = threading.Thread(target=lambda: answers.append(post(app, "/v1/tools/select", huge)))
+    worker.start()
+    health = [httpx.get(f"{app['url']}/health", timeout=30) for _ in range(5)]
+    worker.join(30)
+    assert answers[0].status_code == 413 and "tool_selection.max_conversation_bytes" in answers[0].text
+    assert answers[0].elapsed.total_seconds() < 1.0
+    assert all(h.status_code in (200, 503) and h.elapsed.total_seconds() < 1.0 for h in health)
+    chat = post(app, "/v1/chat", {"messages": [{"role": "user", "content": "hi"}], "max_turns": 50})
+    assert chat.status_code == 422 and "llm.max_tool_turns" in chat.text
+
+
+def test_mcp_answers_the_hosts_it_is_configured_for_and_421_to_others(app: dict[str, Any]) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb-probe", "version": "1"}}}
+    headers = {**bearer("alice"), "accept": "application/json, text/event-stream"}
+    behind = httpx.post(f"{app['url']}/mcp/", json=initialize, timeout=30,
+                        headers={**headers, "host": "router.example.test"})
+    assert behind.status_code == 200 and behind.json()["result"]["serverInfo"]["name"] == "mcp-router"
+    other = httpx.post(f"{app['url']}/mcp/", json=initialize, timeout=30, headers={**headers, "host": "evil.test"})
+    assert other.status_code == 421

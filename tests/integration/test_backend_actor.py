@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -76,12 +77,15 @@ def test_tool_error_is_reported_as_a_failure_with_its_message(cleanup: list[Any]
 
 
 def test_a_call_past_its_timeout_fails_as_a_timeout(cleanup: list[Any]) -> None:
-    settings = make_settings(stdio("dyn", TEST_SERVERS / "dynamic.py"))
+    settings = make_settings(stdio("dyn", TEST_SERVERS / "dynamic.py", timeout_s=0.5))
     actor = actor_for(settings, "dyn")
     cleanup.append(actor)
     outcome = call(actor, "dyn", "sleep_for", {"seconds": 5}, timeout=0.5)
     assert outcome.error_kind == "backend_timeout"
     assert "sleep_for" in outcome.error and "dyn" in outcome.error
+    # Cut short by the caller's deadline, below the backend's own timeout: the caller's doing, not a fault.
+    cut = call(actor, "dyn", "sleep_for", {"seconds": 5}, timeout=0.2)
+    assert cut.error_kind == "deadline_exceeded"
     assert call(actor, "dyn", "shout", {"text": "still alive"}).text == "STILL ALIVE"
 
 
@@ -126,11 +130,15 @@ def test_health_goes_down_when_the_server_process_dies_and_comes_back_after_reco
     assert second_pid != first_pid
 
 
+KB_TOKEN = "kb-token-for-the-test"
+
+
 @pytest.fixture
 def http_kb(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "deployments.rag.server", "--docs", str(EXAMPLES / "docs"),
-                             "--store", str(tmp_path / "rag"), "--http", str(port)])
+                             "--store", str(tmp_path / "rag"), "--http", str(port)],
+                            env={**os.environ, "MCP_ROUTER_KB_TOKEN": KB_TOKEN})
     import socket
 
     def listening() -> bool:
@@ -143,7 +151,8 @@ def http_kb(tmp_path: Path) -> Iterator[str]:
 
 
 def test_http_backend_answers_over_streamable_http(http_kb: str, cleanup: list[Any]) -> None:
-    settings = make_settings({"name": "kb", "kind": "mcp_http", "url": http_kb})
+    settings = make_settings({"name": "kb", "kind": "mcp_http", "url": http_kb,
+                              "headers": {"Authorization": f"Bearer {KB_TOKEN}"}})
     actor = actor_for(settings, "kb")
     cleanup.append(actor)
     status = ray.get(actor.get_status.remote())

@@ -7,6 +7,7 @@ per-filter index cache, the answer modes, and the MCP tool in-process, over stdi
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import numpy as np
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from cli.local import free_port
 from deployments.rag.engine import EXTRACTIVE_LABEL, NO_EVIDENCE, RagEngine
@@ -301,11 +304,11 @@ def http_server(tmp_path: Path, docs: Path) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "deployments.rag.server", "--docs", str(docs),
                              "--store", str(tmp_path / "http-store"), "--http", str(port), "--alpha", "0.4"],
-                            cwd=tmp_path)
+                            cwd=tmp_path, env={**os.environ, "MCP_ROUTER_KB_TOKEN": TOKEN})
 
     def up() -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1, headers=AUTH).status_code == 200
         except httpx.HTTPError:
             assert proc.poll() is None, "the server exited"
             return False
@@ -317,13 +320,34 @@ def http_server(tmp_path: Path, docs: Path) -> Iterator[str]:
         stop_process(proc)
 
 
-async def test_http_mode_health_and_tool(http_server: str) -> None:
+TOKEN = "rag-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def test_over_http_every_request_needs_the_servers_token(http_server: str) -> None:
     async with httpx.AsyncClient() as http:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+            for method, path in (("GET", "/health"), ("POST", "/mcp")):
+                r = await http.request(method, f"{http_server}{path}", headers=headers, json={})
+                assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer"), (headers, path)
+
+
+def test_serving_http_without_a_token_is_refused_at_start(tmp_path: Path, docs: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MCP_ROUTER_KB_TOKEN"}
+    r = subprocess.run([sys.executable, "-m", "deployments.rag.server", "--docs", str(docs), "--store",
+                        str(tmp_path / "s"), "--http", str(free_port())], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0 and "MCP_ROUTER_KB_TOKEN" in r.stderr
+
+
+async def test_http_mode_health_and_tool(http_server: str) -> None:
+    async with httpx.AsyncClient(headers=AUTH) as http:
         health = (await http.get(f"{http_server}/health")).json()
     assert health.pop("embedding_model").startswith("all-MiniLM-L6-v2-onnx-")  # the id follows the weights
     assert health == {"status": "ok", "collection": "knowledge-base", "documents": 3, "chunks": 6,
                       "alpha": 0.4, "chunk_size": 800, "chunk_overlap": 120}
-    async with Client(f"{http_server}/mcp") as client:
+    async with httpx2.AsyncClient(headers=AUTH) as http, \
+            Client(streamable_http_client(f"{http_server}/mcp", http_client=http)) as client:
         question = "Which parcels go by freight?"
         res = await client.call_tool(TOOL, {"question": question, "filters": {"tenant": "acme"}})
         result = res.structured_content

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from actors.backend import BackendSupervisor
 from router.config import RouterSettings
-from router.errors import ErrorKind
+from router.errors import BackendRejectedArguments, BackendTimeout, ErrorKind, ToolFailed
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
 CTX = CallContext(question="q", intent="general")
@@ -30,8 +31,15 @@ class ScriptedBackend:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext) -> CallOutcome:
-        if self.script.pop(0) == "boom":
+        step, said = self.script.pop(0), json.dumps(arguments)
+        if step == "boom":
             raise KeyError("a bug in the backend adapter")
+        if step == "tool-error":  # the tool's own error, echoing the caller's arguments as servers do
+            raise ToolFailed(f"tool {capability.name!r}: invalid input {said}")
+        if step == "rejected":
+            raise BackendRejectedArguments(f"invalid params: {said}")
+        if step == "timeout":
+            raise BackendTimeout(f"no answer within {timeout_s} s to {said}")
         return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0, text="done")
 
     async def health(self, timeout_s: float) -> None: ...
@@ -50,8 +58,48 @@ def supervisor(script: list[str], **spec: Any) -> BackendSupervisor:
     return sup
 
 
-async def call(sup: BackendSupervisor) -> CallOutcome:
-    return await sup.call(TOOL, {}, 5.0, CTX)
+async def call(sup: BackendSupervisor, arguments: dict[str, Any] | None = None, timeout_s: float = 30.0) -> CallOutcome:
+    return await sup.call(TOOL, arguments or {}, timeout_s, CTX)
+
+
+SECRET = {"timezone": "alice-secret-42"}
+
+
+async def test_errors_a_caller_provokes_never_eject_the_backend_nor_reach_its_shared_state() -> None:
+    sup = supervisor(["tool-error"] * 5 + ["rejected"] * 5 + ["ok"])  # one backend failure would eject it
+    await sup.start(wait_s=2)
+    for _ in range(10):
+        outcome = await call(sup, SECRET)
+        assert not outcome.ok and "alice-secret-42" in (outcome.error or "")  # the caller sees its own error
+        assert outcome.error_kind in (ErrorKind.TOOL_FAILED, ErrorKind.BACKEND_REJECTED_ARGUMENTS)
+    status = sup.status()
+    assert (status.health, status.last_error, status.consecutive_failures) == ("healthy", None, 0)
+    assert (await call(sup)).ok  # another caller's call goes through
+    await sup.shutdown()
+
+
+async def test_a_call_cut_short_by_the_callers_own_deadline_says_nothing_of_the_backend() -> None:
+    sup = supervisor(["timeout", "ok"])
+    await sup.start(wait_s=2)
+    late = await call(sup, SECRET, timeout_s=0.5)  # shorter than the backend's timeout_s (30)
+    assert late.error_kind is ErrorKind.DEADLINE_EXCEEDED and late.backend_answered is None
+    assert sup.status().health == "healthy" and sup.status().last_error is None
+    assert (await call(sup)).ok
+    await sup.shutdown()
+
+
+async def test_a_backend_fault_ejects_it_and_its_state_names_neither_the_call_nor_the_tool() -> None:
+    sup = supervisor(["timeout"])
+    await sup.start(wait_s=2)
+    failed = await call(sup, SECRET)  # the backend's own timeout ran out
+    assert failed.error_kind is ErrorKind.BACKEND_TIMEOUT and failed.backend_answered is False
+    status = sup.status()
+    assert status.health == "ejected" and status.last_error == "a tool call failed: backend_timeout"
+    refused = await call(sup)
+    assert refused.error is not None and "ejected" in refused.error and "after 1 failures" in refused.error
+    for text in (status.last_error, refused.error):
+        assert "alice-secret" not in text and "work" not in text
+    await sup.shutdown()
 
 
 async def test_an_unexpected_exception_is_a_backend_failed_outcome_that_releases_the_call_slot() -> None:

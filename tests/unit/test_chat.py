@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from router.chat import ChatService
-from router.errors import LLMNotConfigured
+from router.errors import DeadlineExceeded, LimitExceeded, LLMNotConfigured
 from router.llm import LoopResult
 from router.models import ChatRequest
 from router.tools import ToolSelector
@@ -40,13 +41,13 @@ async def test_a_reroute_makes_the_next_turn_select_again_and_a_normal_turn_keep
     selector = ToolSelector(SMALL, fake_embed)
     llm = ScriptedLLM(reroute=False)
     service = ChatService(llm, selector, executor=None)  # type: ignore[arg-type]
-    first = await service.chat(turn("forecast rain"), index(catalogs()))
-    second = await service.chat(turn("best chess move"), index(catalogs()))
+    first = await service.chat(turn("forecast rain"), index(catalogs()), deadline_s=30)
+    second = await service.chat(turn("best chess move"), index(catalogs()), deadline_s=30)
     assert second.selection["path"] == "session_cache" and second.servers == first.servers
     llm.reroute = True
-    rerouted = await service.chat(turn("best chess move"), index(catalogs()))
+    rerouted = await service.chat(turn("best chess move"), index(catalogs()), deadline_s=30)
     assert rerouted.reroute
-    after = await service.chat(turn("best chess move"), index(catalogs()))
+    after = await service.chat(turn("best chess move"), index(catalogs()), deadline_s=30)
     assert after.selection["path"] == "retrieval" and after.servers[0] == "chess"
 
 
@@ -54,7 +55,33 @@ async def test_chat_without_an_llm_raises_the_configured_error() -> None:
     service = ChatService(None, ToolSelector(SMALL, fake_embed), executor=None,  # type: ignore[arg-type]
                           not_configured=LLMNotConfigured("set llm.model", missing="llm.model"))
     with pytest.raises(LLMNotConfigured, match=r"llm\.model"):
-        await service.chat(turn("hi"), index(catalogs()))
+        await service.chat(turn("hi"), index(catalogs()), deadline_s=30)
+
+
+async def test_a_turn_asking_for_more_model_calls_than_the_router_allows_is_a_422_naming_the_cap() -> None:
+    service = ChatService(ScriptedLLM(reroute=False), ToolSelector(SMALL, fake_embed), executor=None,  # type: ignore[arg-type]
+                          max_turns=8)
+    request = ChatRequest(messages=[{"role": "user", "content": "rain"}], max_turns=50)
+    with pytest.raises(LimitExceeded, match=r"llm\.max_tool_turns") as refused:
+        await service.chat(request, index(catalogs()), deadline_s=30)
+    assert refused.value.status_code == 422
+
+
+async def test_a_turn_that_outlives_its_deadline_is_a_504_and_stops_the_loop() -> None:
+    class Stalling(ScriptedLLM):
+        async def run_tool_loop(self, *args: Any) -> LoopResult:
+            self.stopped = asyncio.Event()
+            try:
+                await asyncio.sleep(60)
+            finally:
+                self.stopped.set()
+            raise AssertionError("not reached")
+
+    llm = Stalling(reroute=False)
+    service = ChatService(llm, ToolSelector(SMALL, fake_embed), executor=None)  # type: ignore[arg-type]
+    with pytest.raises(DeadlineExceeded, match=r"deadline of 0\.2 s") as late:
+        await service.chat(turn("rain"), index(catalogs()), deadline_s=0.2)
+    assert late.value.status_code == 504 and llm.stopped.is_set()
 
 
 async def test_selection_emits_smart_routing_start_and_end_events(spans: InMemorySpanExporter) -> None:  # noqa: F811

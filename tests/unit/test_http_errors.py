@@ -3,17 +3,23 @@ unforeseen is a 500 with a request id and a generic message, and its text stays 
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from deployments.guard import Guard
 from deployments.http import build_http_app
 from router.config import RouterSettings
 from router.errors import NoRelevantBackend
 from router.models import QueryRequest
+from router.security.audit import AuditLog
+from router.security.limits import Limiter
+from router.security.settings import AuditSettings
 
 
 class StubIngress:
@@ -28,8 +34,17 @@ class StubIngress:
 
 
 @pytest.fixture
-def client() -> TestClient:
-    return TestClient(build_http_app(StubIngress()), raise_server_exceptions=False)  # type: ignore[arg-type]
+def audit(tmp_path: Path) -> Path:
+    return tmp_path / "audit.jsonl"
+
+
+@pytest.fixture
+def client(audit: Path) -> TestClient:
+    """The HTTP app behind the edge every request passes (authentication off: loopback)."""
+    settings = RouterSettings()
+    app = Guard(build_http_app(StubIngress()), settings.server.auth, max_header_bytes=16384,  # type: ignore[arg-type]
+                max_in_flight=8, audit=AuditLog(AuditSettings(path=str(audit))), limiter=Limiter(1))
+    return TestClient(app, raise_server_exceptions=False)
 
 
 def test_a_router_error_keeps_its_status_type_and_message(client: TestClient) -> None:
@@ -41,17 +56,21 @@ def test_a_router_error_keeps_its_status_type_and_message(client: TestClient) ->
 def test_an_unexpected_error_answers_a_generic_500_with_a_request_id_and_logs_the_exception(
         client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.ERROR, logger="mcp_router.http"):
-        resp = client.post("/v1/query", json={"question": "anything"}, headers={"x-request-id": "req-42"})
+        resp = client.post("/v1/query", json={"question": "anything"})
     assert resp.status_code == 500
     error = resp.json()["error"]
-    assert error["type"] == "internal_error" and error["request_id"] == "req-42"
+    rid = error["request_id"]
+    assert error["type"] == "internal_error" and len(rid) == 32
     assert "hunter2" not in resp.text and "RuntimeError" not in resp.text
-    assert resp.headers["x-request-id"] == "req-42"
-    logged = [r for r in caplog.records if "req-42" in r.getMessage()]
+    logged = [r for r in caplog.records if rid in r.getMessage()]
     assert logged and "hunter2" in str(logged[0].exc_info[1])  # the details are in the log, under that id
 
 
-def test_a_request_id_that_is_not_a_plain_token_is_replaced(client: TestClient) -> None:
-    resp = client.post("/v1/query", json={"question": "anything"}, headers={"x-request-id": "bad id <script>"})
-    rid = resp.json()["error"]["request_id"]
-    assert resp.status_code == 500 and rid != "bad id <script>" and rid.isalnum()
+def test_the_router_assigns_the_request_id_and_keeps_the_callers_beside_it(client: TestClient, audit: Path) -> None:
+    given = client.post("/v1/query", json={"question": "nothing fits"}, headers={"x-request-id": "req-42"})
+    odd = client.post("/v1/query", json={"question": "nothing fits"}, headers={"x-request-id": "bad id <script>"})
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [r["request_id"] for r in records] == [a.json()["error"]["request_id"] for a in (given, odd)]
+    assert all(r["request_id"] not in ("req-42", "bad id <script>") for r in records)
+    assert records[0]["client_request_id"] == "req-42" and "client_request_id" not in records[1]
+    assert [(r["status"], r["outcome"], r["error"]) for r in records] == [(404, "refused", "no_relevant_backend")] * 2

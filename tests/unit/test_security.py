@@ -43,8 +43,8 @@ def test_new_keys_are_long_random_and_stored_only_as_their_hash() -> None:
 
 @pytest.mark.parametrize("headers", [{"authorization": f"Bearer {KEY}"}, {"x-api-key": KEY},
                                      {"authorization": f"bearer   {KEY} "}])
-def test_a_configured_key_names_its_principal_and_policy(headers: dict[str, str]) -> None:
-    principal = Authenticator(auth()).authenticate(headers)
+async def test_a_configured_key_names_its_principal_and_policy(headers: dict[str, str]) -> None:
+    principal = await Authenticator(auth()).authenticate(headers)
     assert (principal.name, principal.policy, principal.source) == ("alice", "ro", "api_key")
 
 
@@ -54,19 +54,19 @@ def test_a_configured_key_names_its_principal_and_policy(headers: dict[str, str]
     ({"authorization": f"Basic {KEY}"}, "invalid"),
     ({"x-api-key": "guess"}, "invalid"),
 ])
-def test_a_missing_or_wrong_credential_is_a_401_with_the_bearer_challenge(headers: dict[str, str],
-                                                                          reason: str) -> None:
+async def test_a_missing_or_wrong_credential_is_a_401_with_the_bearer_challenge(headers: dict[str, str],
+                                                                                reason: str) -> None:
     with pytest.raises(Unauthenticated) as err:
-        Authenticator(auth()).authenticate(headers)
+        await Authenticator(auth()).authenticate(headers)
     assert err.value.status_code == 401
     assert err.value.headers()["WWW-Authenticate"].startswith("Bearer")
     assert ('error="invalid_token"' in err.value.headers()["WWW-Authenticate"]) == (reason == "invalid")
     assert KEY not in err.value.message
 
 
-def test_without_keys_everyone_is_anonymous_and_only_loopback_may_serve() -> None:
+async def test_without_keys_everyone_is_anonymous_and_only_loopback_may_serve() -> None:
     open_auth = AuthSettings()
-    assert Authenticator(open_auth).authenticate({}).name == "anonymous"
+    assert (await Authenticator(open_auth).authenticate({})).name == "anonymous"
     check_bind(open_auth, ["127.0.0.1", "::1", "localhost"])
     with pytest.raises(ConfigError, match=r"server\.auth.*--insecure-no-auth"):
         check_bind(open_auth, ["127.0.0.1", "0.0.0.0"])
@@ -92,9 +92,15 @@ def jwt_auth(tmp_path: Path, signing_key: rsa.RSAPrivateKey) -> Authenticator:
     jwk = json.loads(RSAAlgorithm.to_jwk(signing_key.public_key()))
     jwk.update(kid="k1", use="sig", alg="RS256")
     (tmp_path / "jwks.json").write_text(json.dumps({"keys": [jwk]}))
-    return Authenticator(AuthSettings.model_validate({
-        "jwt": {"issuer": "https://idp.example", "audience": "mcp-router", "jwks_file": str(tmp_path / "jwks.json")},
-        "policies": {"reader": {"allow": ["time/*"]}}}))
+    return Authenticator(jwt_settings(tmp_path / "jwks.json"))
+
+
+def jwt_settings(jwks: Path, **extra: Any) -> AuthSettings:
+    return AuthSettings.model_validate({
+        "jwt": {"issuer": "https://idp.example", "audience": "mcp-router", "jwks_file": str(jwks),
+                "scope_policies": {"reader": "reader"}, **extra},
+        "api_keys": [{"name": "alice", "sha256": key_hash(KEY)}],
+        "policies": {"reader": {"allow": ["time/*"]}}})
 
 
 def token(key: Any, **claims: Any) -> str:
@@ -105,12 +111,33 @@ def token(key: Any, **claims: Any) -> str:
                       headers={"kid": "k1"})
 
 
-def test_a_valid_token_maps_its_subject_and_scopes_to_a_principal(jwt_auth: Authenticator,
-                                                                   signing_key: rsa.RSAPrivateKey) -> None:
-    p = jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key)}"})
-    assert (p.name, p.policy, p.source, p.scopes) == ("svc-a", "reader", "jwt", ("openid", "reader"))
-    other = jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, scope=['openid'])}"})
+async def test_a_valid_token_maps_its_subject_and_scopes_to_a_principal(jwt_auth: Authenticator,
+                                                                         signing_key: rsa.RSAPrivateKey) -> None:
+    p = await jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key)}"})
+    assert (p.name, p.policy, p.source, p.scopes) == ("jwt:svc-a", "reader", "jwt", ("openid", "reader"))
+    other = await jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, scope=['openid'])}"})
     assert other.policy == "default"
+
+
+async def test_only_scopes_configured_for_tokens_select_a_policy(jwt_auth: Authenticator,
+                                                                 signing_key: rsa.RSAPrivateKey) -> None:
+    # A scope that merely equals a policy's name (the built-in ones included) selects nothing.
+    for scope in ("operator", "default reader-not-mapped", "operator default"):
+        p = await jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, scope=scope)}"})
+        assert p.policy == "default", scope
+    with pytest.raises(ValueError, match=r"jwt\.scope_policies\[ops\]: no policy named 'admin'"):
+        AuthSettings.model_validate({"jwt": {"issuer": "i", "audience": "a", "jwks_file": "x",
+                                             "scope_policies": {"ops": "admin"}}})
+
+
+async def test_a_tokens_subject_never_names_a_key_or_the_anonymous_caller(jwt_auth: Authenticator,
+                                                                          signing_key: rsa.RSAPrivateKey) -> None:
+    key = await jwt_auth.authenticate({"authorization": f"Bearer {KEY}"})
+    for sub in ("alice", "anonymous"):
+        p = await jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, sub=sub)}"})
+        assert p.name == f"jwt:{sub}" and p.name != key.name and not p.anonymous
+    with pytest.raises(ValueError, match="'anonymous' is a name the router gives"):
+        AuthSettings.model_validate({"api_keys": [{"name": "anonymous", "sha256": "0" * 64}]})
 
 
 @pytest.mark.parametrize(("claims", "needle"), [
@@ -119,23 +146,23 @@ def test_a_valid_token_maps_its_subject_and_scopes_to_a_principal(jwt_auth: Auth
     ({"iss": "https://evil.example"}, "(?i)issuer"),
     ({"sub": None}, "sub"),
 ])
-def test_tokens_with_wrong_claims_are_refused(jwt_auth: Authenticator, signing_key: rsa.RSAPrivateKey,
-                                              claims: dict[str, Any], needle: str) -> None:
+async def test_tokens_with_wrong_claims_are_refused(jwt_auth: Authenticator, signing_key: rsa.RSAPrivateKey,
+                                                    claims: dict[str, Any], needle: str) -> None:
     with pytest.raises(Unauthenticated, match=needle):
-        jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, **claims)}"})
+        await jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, **claims)}"})
 
 
-def test_a_token_signed_by_another_key_or_unsigned_is_refused(jwt_auth: Authenticator) -> None:
+async def test_a_token_signed_by_another_key_or_unsigned_is_refused(jwt_auth: Authenticator) -> None:
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     with pytest.raises(Unauthenticated, match=r"(?i)signature"):
-        jwt_auth.authenticate({"authorization": f"Bearer {token(other)}"})
+        await jwt_auth.authenticate({"authorization": f"Bearer {token(other)}"})
     body = {"iss": "https://idp.example", "aud": "mcp-router", "sub": "x", "exp": int(time.time()) + 60}
     unsigned = jwt.encode(body, None, algorithm="none", headers={"kid": "k1"})
     with pytest.raises(Unauthenticated):
-        jwt_auth.authenticate({"authorization": f"Bearer {unsigned}"})
+        await jwt_auth.authenticate({"authorization": f"Bearer {unsigned}"})
     forged_hs = jwt.encode(body, "a-shared-secret-of-32-bytes-long!", algorithm="HS256", headers={"kid": "k1"})
     with pytest.raises(Unauthenticated):
-        jwt_auth.authenticate({"authorization": f"Bearer {forged_hs}"})
+        await jwt_auth.authenticate({"authorization": f"Bearer {forged_hs}"})
 
 
 # -- policies ------------------------------------------------------------------------------------
@@ -325,13 +352,16 @@ def test_audit_records_are_json_lines_with_an_arguments_hash_only(tmp_path: Path
 # -- configuration -------------------------------------------------------------------------------
 
 
-def test_the_secure_example_extends_the_bundled_one(monkeypatch: pytest.MonkeyPatch) -> None:
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+async def test_the_secure_example_extends_the_bundled_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_ROUTER_DEMO_KEY_SHA256", key_hash(KEY))
-    root = Path(__file__).resolve().parents[2] / "examples"
+    root = EXAMPLES
     secure, plain = load_settings(root / "secure.yaml"), load_settings(root / "router.yaml")
     assert [b.name for b in secure.backends] == [b.name for b in plain.backends]
     assert secure.state_dir == plain.state_dir
-    assert Authenticator(secure.server.auth).authenticate({"x-api-key": KEY}).name == "demo"
+    assert (await Authenticator(secure.server.auth).authenticate({"x-api-key": KEY})).name == "demo"
     check_bind(secure.server.auth, ["0.0.0.0"])
 
 

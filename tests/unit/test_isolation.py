@@ -1,0 +1,214 @@
+"""One caller never sees, slows or breaks another, without Ray: what a principal sees of a backend, what
+one caller's errors do to the backend's shared state, caches, budgets and bounds of work."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from actors.directory import BackendDirectory
+from actors.executor import ActorTable
+from router.config import RouterSettings
+from router.errors import ErrorKind, PayloadTooLarge, RateLimited
+from router.models import QueryRequest, RouteRequest
+from router.retrieval import CatalogIndex, CatalogTexts
+from router.security.identity import Principal
+from router.security.policy import Access
+from router.security.settings import AuthSettings, Policy
+from router.strategies import STRATEGIES
+from router.strategies.base import ChargedExecutor
+from router.tools import ToolSelector
+from router.values import BackendStatus, CallOutcome, Capability, Catalog
+from tests.unit.fake_executor import ScriptedExecutor, fail, ok
+from tests.unit.helpers import embed_texts, fake_embed, small_catalogs
+from tests.unit.router_world import ONLY_TIME, answers, world
+from tests.unit.test_strategies import harness, plan
+from tests.unit.test_tools import SMALL, catalogs, index
+
+
+def access(policy: dict[str, Any], name: str = "bob") -> Access:
+    return Access(Principal(name, "pol", "api_key"), Policy.model_validate(policy))
+
+
+# -- what a principal sees of a backend ----------------------------------------------------------
+
+
+def test_a_principal_sees_counts_held_flagged_and_cleaned_only_of_capabilities_it_may_use() -> None:
+    catalog = Catalog(backend="time", version="1", description="clock", capabilities=(
+        Capability(backend="time", name="get_current_time"), Capability(backend="time", name="convert_time"),
+        Capability(backend="time", name="zones", kind="resource", read_only=True)))
+    status = BackendStatus(
+        name="time", kind="mcp_stdio", transport="stdio", health="healthy", tool_count=2, resource_count=1,
+        held_tools=({"tool": "convert_time", "kind": "tool", "reason": "definition changed"},),
+        flagged_tools=({"tool": "convert_time", "kind": "tool", "rules": ["hidden text"]},),
+        sanitized=("server: description", "convert_time: description"),
+        catalog_error="catalog of backend 'time' rejected: tool 'convert_time' is too long")
+    bob = access({"deny": ["time/convert_time"]}).backend_info(status, catalog)
+    assert (bob.tool_count, bob.resource_count) == (1, 1)
+    assert bob.held_tools == [] and bob.flagged_tools == [] and bob.sanitized == ["server: description"]
+    assert "convert_time" not in bob.model_dump_json()
+    everything = access({}).backend_info(status, catalog)  # an unrestricted principal sees it all
+    assert everything.tool_count == 2 and everything.held_tools[0].tool == "convert_time"
+
+
+async def test_an_allow_list_that_leaves_out_a_description_only_backend_still_routes() -> None:
+    described = Catalog(backend="flows", version="1", description="Runs the support flow for tickets",
+                        capabilities=())
+    w = world(catalogs=[*small_catalogs(), described])
+    only_time = access({"allow": ["time/*"]})
+    response = await w.router.query(QueryRequest(question=ONLY_TIME), only_time)
+    assert response.backend == "time"
+    view, catalogs_seen = w.router.view(only_time)
+    assert view is not None and "flows" not in catalogs_seen
+    assert {c.backend for c in view.texts.capabilities} == {"time"}
+
+
+async def test_a_flow_stand_in_keeps_its_flow_in_a_principals_view() -> None:
+    described = Catalog(backend="flows", version="1", description="Runs the support flow for tickets",
+                        capabilities=())
+    settings = RouterSettings()
+    texts = CatalogTexts.build([*small_catalogs(), described], {"flows": "flow-1"})
+    full = CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), settings.routing)
+    view = full.restricted(lambda c: c.backend in ("flows", "time"), {"flows", "time"})
+    stand_in = next(c for c in view.texts.capabilities if c.backend == "flows")
+    assert stand_in.server_level and stand_in.target == "flow-1" and stand_in.kind == "flow"
+    assert view.tools.vectors(list(range(len(view)))).shape[0] == len(view)
+
+
+# -- what one caller's calls do to what everyone shares -------------------------------------------
+
+
+def outcome(kind: ErrorKind | None, sent: bool = True) -> CallOutcome:
+    return CallOutcome(backend="time", capability="convert_time", ok=kind is None, latency_ms=3.0, error_kind=kind,
+                       error=None if kind is None else "Invalid timezone: 'alice-secret-42'", sent=sent)
+
+
+def test_the_performance_history_keeps_what_an_outcome_says_of_the_backend_itself() -> None:
+    directory = BackendDirectory(RouterSettings(), ActorTable({}), None, None, on_index=lambda *_: None)
+    for kind in (None, ErrorKind.TOOL_FAILED, ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.BACKEND_TIMEOUT,
+                 ErrorKind.DEADLINE_EXCEEDED, ErrorKind.CANCELLED):
+        directory.record("time", "general", outcome(kind))
+    directory.record("time", "general", outcome(ErrorKind.BACKEND_UNAVAILABLE, sent=False))  # never sent
+    assert [(ok, kind) for _, _, _, _, ok, kind in directory._pending] == [
+        (True, None), (True, "tool_failed"), (True, "backend_rejected_arguments"), (False, "backend_timeout")]
+
+
+async def test_a_cached_answer_never_stands_in_for_other_arguments() -> None:
+    w = world()
+    asked = QueryRequest(question=ONLY_TIME, arguments={"timezone": "Asia/Tokyo"})
+    first = await w.router.query(asked)
+    w.stats.health["time"] = "down"
+    again = await w.router.query(asked)
+    assert again.routing is not None and again.routing.cached and again.answer == first.answer
+    calls = len(w.executor.calls)
+    other = await w.router.query(asked.model_copy(update={"arguments": {"timezone": "Europe/Paris"}}))
+    assert other.routing is not None and not other.routing.cached  # sent to a backend, not the cache
+    assert w.executor.calls[calls].arguments == {"timezone": "Europe/Paris"}
+
+
+def test_a_policys_largest_deadline_applies_when_a_request_names_none() -> None:
+    capped = access({"max_deadline_s": 5})
+    assert capped.deadline(None, 30.0) == 5 and capped.deadline(2.0, 30.0) == 2.0
+    assert access({}).deadline(None, 30.0) == 30.0
+
+
+def test_a_principal_whose_policy_is_not_configured_may_do_nothing() -> None:
+    nobody = Access.of(Principal("public", "public", "public"), AuthSettings())
+    assert not nobody.allows("time", "get_current_time") and not nobody.policy.stats
+    assert not nobody.policy.modes and not nobody.policy.chat and not nobody.policy.feedback
+
+
+def test_a_new_key_is_not_an_operator_and_the_local_anonymous_caller_is() -> None:
+    settings = AuthSettings.model_validate({"api_keys": [{"name": "ci", "sha256": "0" * 64}]})
+    assert not settings.policies["default"].stats and settings.policies["operator"].stats
+    assert settings.policies[settings.anonymous_policy].stats
+
+
+# -- budgets: every call sent is charged ----------------------------------------------------------
+
+
+class Budget:
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+        self.charged = 0
+
+    async def charge(self, n: int) -> None:
+        if self.left < n:
+            raise RateLimited("'bob' is over its 2.0 backend calls/s", retry_after_s=1)
+        self.left -= n
+        self.charged += n
+
+
+async def test_a_hedged_request_is_charged_for_every_call_it_sends() -> None:
+    executor = ScriptedExecutor({"backup": ok("from backup")})
+    executor.hang("primary")
+    budget = Budget(10)
+    h = harness(ChargedExecutor(executor, budget.charge), hedge_ms=20.0)  # type: ignore[arg-type]
+    result = await STRATEGIES["hedged"](plan("primary", "backup"), h.ctx)
+    assert result.outcome is not None and budget.charged == 2
+
+
+async def test_a_hedge_over_the_budget_is_not_sent_and_the_first_call_still_answers() -> None:
+    executor = ScriptedExecutor({"primary": ok("from primary"), "backup": ok("from backup")})
+    gate = asyncio.Event()
+
+    async def slow(call: Any) -> CallOutcome:
+        await gate.wait()
+        return await ok("from primary")(call)
+
+    executor.script["primary"] = slow
+    budget = Budget(1)
+    h = harness(ChargedExecutor(executor, budget.charge), hedge_ms=20.0)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(STRATEGIES["hedged"](plan("primary", "backup"), h.ctx))
+    await asyncio.sleep(0.1)
+    gate.set()
+    result = await task
+    assert result.outcome is not None and result.outcome.text == "from primary"
+    assert executor.called == ["primary"] and budget.charged == 1
+
+
+async def test_a_request_that_can_send_nothing_is_a_429() -> None:
+    w = world(answers(time=fail("backend_failed")))
+    budget = Budget(0)
+    with pytest.raises(RateLimited) as over:
+        await w.router.query(QueryRequest(question=ONLY_TIME), charge=budget.charge)
+    assert over.value.status_code == 429 and w.executor.called == []
+
+
+# -- bounded work ----------------------------------------------------------------------------------
+
+
+async def test_a_conversation_over_the_selection_cap_is_a_413_naming_it_before_any_work() -> None:
+    embedded: list[int] = []
+
+    async def counting(texts: list[str]) -> Any:
+        embedded.append(len(texts))
+        return await fake_embed(texts)
+
+    selector = ToolSelector(SMALL, counting)
+    huge = [{"role": "user", "content": "rain. " * 20_000}]  # 120 KB of clauses
+    started = time.perf_counter()
+    with pytest.raises(PayloadTooLarge, match=r"tool_selection\.max_conversation_bytes"):
+        await selector.select(index(catalogs()), huge)
+    assert time.perf_counter() - started < 0.1 and embedded == []
+
+
+async def test_selection_ranks_at_most_max_steps_steps_of_a_long_request() -> None:
+    embedded: list[int] = []
+
+    async def counting(texts: list[str]) -> Any:
+        embedded.append(len(texts))
+        return await fake_embed(texts)
+
+    selector = ToolSelector(SMALL.model_copy(update={"max_steps": 3}), counting)
+    many = [{"role": "user", "content": " then ".join(f"step {i} forecast rain" for i in range(40))}]
+    await selector.select(index(catalogs()), many)
+    assert embedded == [1 + 3]  # the whole conversation and three steps
+
+
+async def test_route_requests_and_questions_are_bounded_everywhere() -> None:
+    with pytest.raises(ValueError, match="less than or equal to 100"):
+        RouteRequest(question="hi", k=101)
