@@ -2,14 +2,15 @@
 first's calls never knock a backend out for the second.
 
     sent = await provoke(url, demo_key)            # canaries on every surface, and calls that fail on purpose
-    answers, refused = await probe(url, bob_key)   # every shared surface, as the other principal
-    leaks(sent | demo_fuzz_strings, bob_sent, answers)
+    answers, refused, bob_sent = await probe(url, bob_key)   # every shared surface, as the other principal
+    leaks(sent | demo_fuzz_strings, bob_sent, answers, await public_text(url, operator_key))
 
 `provoke` is what a careless or hostile caller does: questions, arguments, session ids and conversations
 carrying a unique canary, tool calls whose errors echo them, a dozen calls that fail on purpose (more than
 the failures in a row that eject a backend), feedback. `probe` reads as the second principal what every
 caller shares (health, backends, a backend's detail, routes, answers over HTTP and MCP) and calls the same
-backend. A leak is an answer to the second principal that holds a distinctive string only the first sent.
+backend. A leak is an answer to the second principal that holds a distinctive string only the first sent
+(not one the router tells anyone about itself, such as a tool's name).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ BAD_CALLS = 12
 
 
 def strings_in(value: Any) -> set[str]:
-    """Every string in a JSON-like value, keys included."""
+    """Every string value in a JSON-like value (keys are field names: public)."""
     if isinstance(value, str):
         return {value}
     if isinstance(value, dict):
-        return {s for k, v in value.items() for s in strings_in(k) | strings_in(v)}
+        return {s for v in value.values() for s in strings_in(v)}
     if isinstance(value, list | tuple):
         return {s for v in value for s in strings_in(v)}
     return set()
@@ -46,10 +47,24 @@ def distinctive(text: str) -> bool:
     return len(text) >= 10 and len(set(text)) >= 5
 
 
-def leaks(first_sent: Iterable[str], second_sent: Iterable[str], answers: Iterable[str]) -> list[str]:
-    """The answers to the second principal holding a distinctive string only the first sent (shortened)."""
-    only_first = {s for s in first_sent if distinctive(s)} - set(second_sent)
+def leaks(first_sent: Iterable[str], second_sent: Iterable[str], answers: Iterable[str], public: str) -> list[str]:
+    """The answers to the second principal holding a distinctive string only the first sent (shortened).
+    `public`: what the router tells anyone about itself (its catalog, its API): a tool name the first
+    principal sent is not its own."""
+    only_first = {s for s in first_sent if distinctive(s) and s not in public} - set(second_sent)
     return [a[:300] for a in answers if any(s in a for s in only_first)]
+
+
+async def public_text(url: str, operator_key: str | None) -> str:
+    """What the router says of itself to an operator: the backends and their catalogs, the API, the MCP tools."""
+    async with httpx.AsyncClient(headers=_auth(operator_key), timeout=60) as http:
+        parts = [(await http.get(f"{url}{path}")).text for path in ("/v1/backends", "/openapi.json")]
+        for question in ("What time is it in Tokyo?", "Convert 9am London time to Tokyo time"):
+            parts.append((await http.post(f"{url}/v1/route", json={"question": question, "k": 100})).text)
+    async with httpx2.AsyncClient(headers=_auth(operator_key), timeout=60) as http, \
+            Client(streamable_http_client(f"{url}/mcp/", http_client=http)) as client:
+        parts.append(json.dumps((await client.list_tools()).model_dump(mode="json")))
+    return "\n".join(parts)
 
 
 def _auth(key: str | None) -> dict[str, str]:
@@ -90,11 +105,12 @@ async def provoke(url: str, key: str | None) -> set[str]:
     return sent
 
 
-async def probe(url: str, key: str | None) -> tuple[list[str], int]:
-    """The second principal's answers on every shared surface, and how many of its calls to the shared
-    backend were refused as ejected."""
+async def probe(url: str, key: str | None) -> tuple[list[str], int, set[str]]:
+    """The second principal's answers on every shared surface, how many of its calls to the shared
+    backend were refused as ejected, and what it sent."""
     answers: list[str] = []
     ejected = 0
+    sent = {"What time is it in Tokyo?", SHARED_BACKEND, SHARED_TOOL, "Asia/Tokyo"}
     async with httpx.AsyncClient(headers=_auth(key), timeout=60) as http:
         backends = await http.get(f"{url}/v1/backends")
         answers += [(await http.get(f"{url}/health")).text, backends.text, (await http.get(f"{url}/v1/stats")).text]
@@ -113,4 +129,4 @@ async def probe(url: str, key: str | None) -> tuple[list[str], int]:
                                 ("universal_query", {"question": "What time is it in Tokyo?"})):
             result = await client.call_tool(name, arguments)
             answers.append(json.dumps(result.model_dump(mode="json")))
-    return answers, ejected
+    return answers, ejected, sent

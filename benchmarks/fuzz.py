@@ -47,6 +47,7 @@ from benchmarks.cross_principal import (  # noqa: E402
     leaks,
     probe,
     provoke,
+    public_text,
     strings_in,
 )
 from benchmarks.jsonrpc_cases import crafted_cases, generated_cases, send  # noqa: E402
@@ -230,8 +231,9 @@ def cross_principal(url: str, schema: Any, first_cases: list[Any], keys: dict[st
     second_cases = generate_http_cases(schema, max(cases // 2, 1), seed + 1)
     answers: list[str] = []
     run_http(url, second_cases, keys["second"], timeout_s, workers, answers=answers)
-    probed, ejected = asyncio.run(probe(url, keys["second"]))
-    leaked = leaks(sent, case_strings(second_cases), answers + probed)
+    probed, ejected, probe_sent = asyncio.run(probe(url, keys["second"]))
+    public = asyncio.run(public_text(url, keys["operator"]))
+    leaked = leaks(sent, case_strings(second_cases) | probe_sent, answers + probed, public)
     return {"cross_principal_leaks": len(leaked), "ejections_caused_by_other_principal": caused + ejected,
             "cross_principal_answers": len(answers) + len(probed), "cross_principal_examples": leaked[:5]}
 
