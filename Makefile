@@ -22,7 +22,7 @@ test: setup
 	$(VENV)/bin/pytest
 
 lint: setup
-	$(VENV)/bin/ruff check router actors deployments cli models tests benchmarks examples
+	$(VENV)/bin/ruff check router actors deployments cli servers tests benchmarks examples
 	$(VENV)/bin/mypy
 
 bench: setup

@@ -28,11 +28,11 @@ import ray
 
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
-from router.catalog_review import CatalogGuard, CatalogReview
-from router.config import BackendSpec, ResilienceSettings, SecuritySettings
 from router.errors import ErrorKind, RouterError
-from router.health import Admission, OutlierDetector
 from router.models import HealthState
+from router.resilience.outlier import Admission, OutlierDetector
+from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
+from router.trust.review import CatalogGuard, CatalogReview
 from router.values import BackendStatus, CallContext, CallOutcome, Capability, Catalog
 
 log = logging.getLogger("mcp_router.backend")

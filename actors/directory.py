@@ -21,10 +21,10 @@ import ray
 
 from actors.background import Background
 from actors.executor import ActorTable
-from router.config import FlowiseSpec, LangflowSpec, RouterSettings
-from router.embeddings import CachedEmbedder
-from router.retrieval import CatalogIndex, CatalogTexts
-from router.scoring import PerfSnapshot
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.embeddings import CachedEmbedder
+from router.settings import FlowiseSpec, LangflowSpec, RouterSettings
+from router.stages.scoring import PerfSnapshot
 from router.values import BackendStatus, CallOutcome, Catalog
 
 log = logging.getLogger("mcp_router.directory")

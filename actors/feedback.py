@@ -22,10 +22,10 @@ import ray
 
 from actors.background import Background
 from router.cache import LRU
-from router.config import LearningSettings
-from router.evidence import ExampleIndex
-from router.feedback import FEEDBACK_FILE, Example, ExampleStore
-from router.learning import RecentDecision
+from router.learning.decisions import RecentDecision
+from router.learning.evidence import ExampleIndex
+from router.learning.examples import FEEDBACK_FILE, Example, ExampleStore
+from router.settings import LearningSettings
 
 log = logging.getLogger("mcp_router.feedback")
 _FLUSH_S = 0.2

@@ -17,9 +17,9 @@ from typing import Any
 import ray
 from ray.experimental import internal_kv
 
-from router.config import ResilienceSettings
-from router.performance import CallRecord, PerformanceHistory
-from router.scoring import PerfSnapshot
+from router.resilience.performance import CallRecord, PerformanceHistory
+from router.settings import ResilienceSettings
+from router.stages.scoring import PerfSnapshot
 
 log = logging.getLogger("mcp_router.performance")
 

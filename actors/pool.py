@@ -34,7 +34,7 @@ from pydantic import SecretStr
 from actors.backend import BackendActor
 from actors.feedback import create_feedback_actor
 from actors.performance import PerformanceActor
-from router.config import BackendSpec, LearningSettings, ResilienceSettings, SecuritySettings
+from router.settings import BackendSpec, LearningSettings, ResilienceSettings, SecuritySettings
 
 log = logging.getLogger("mcp_router.pool")
 _HEADROOM = 32  # actor concurrency beyond backend calls, for status and catalog requests

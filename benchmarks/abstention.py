@@ -49,7 +49,10 @@ from benchmarks.tool_confidence import (
     tool_curve,
     tool_summary,
 )
-from router.confidence import (
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.settings import EmbeddingSettings, RouterSettings
+from router.stages.confidence import (
     EVIDENCE,
     FEATURES,
     SHIPPED,
@@ -60,9 +63,6 @@ from router.confidence import (
     expected_calibration_error,
     fit_calibrated,
 )
-from router.config import EmbeddingSettings, RouterSettings
-from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
-from router.retrieval import CatalogIndex, CatalogTexts
 from router.stages.decide import Decider
 from router.values import Analysis, Catalog, Decision
 

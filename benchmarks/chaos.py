@@ -36,8 +36,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cli.local import free_port, processes_mentioning, start_local, stop_local, wait_until_healthy  # noqa: E402
-from router.config import RouterSettings  # noqa: E402
+from mcp_router.cli.local import free_port, processes_mentioning, start_local, stop_local, wait_until_healthy  # noqa: E402
+
+from router.settings import RouterSettings  # noqa: E402
 
 SERVER = str(ROOT / "examples" / "servers" / "faulty.py")
 BODY = {"question": "Answer a general knowledge question: what is the capital of Peru?", "deadline_s": 10,

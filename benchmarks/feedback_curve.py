@@ -39,12 +39,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import Query, build, load
-from router.config import EmbeddingSettings, LearningSettings, RouterSettings
-from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
-from router.evidence import ExampleIndex
-from router.feedback import Example
-from router.learning import RecentDecision, example
-from router.retrieval import CatalogIndex
+from router.learning.decisions import RecentDecision, example
+from router.learning.evidence import ExampleIndex
+from router.learning.examples import Example
+from router.retrieval.catalog import CatalogIndex
+from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.settings import EmbeddingSettings, LearningSettings, RouterSettings
 from router.stages.decide import Decider
 from router.values import Analysis, Decision
 

@@ -51,7 +51,7 @@ from benchmarks.cross_principal import (  # noqa: E402
     strings_in,
 )
 from benchmarks.jsonrpc_cases import crafted_cases, generated_cases, send  # noqa: E402
-from router.config import RouterSettings  # noqa: E402
+from router.settings import RouterSettings  # noqa: E402
 
 MODES = ("positive", "negative")
 KEEP_FAILURES = 10  # failing requests kept in the report, per surface
@@ -293,9 +293,10 @@ SECOND_POLICY = {"deny": [f"{SHARED_BACKEND}/{DENIED_TOOL}", "everything/get-env
 def start_example(api_key: str | None, keys: dict[str, str] | None = None) -> tuple[str, Any]:
     """The bundled example; with a key, its secured variant (examples/secure.yaml) accepting that key, and
     with `keys`, also the second principal's (`SECOND_POLICY`) and an operator's."""
-    from cli.local import free_port, start_local, wait_until_healthy
-    from router.config_file import load_settings
+    from mcp_router.cli.local import free_port, start_local, wait_until_healthy
+
     from router.security.identity import key_hash
+    from router.settings.file import load_settings
 
     config, environ = ROOT / "examples" / "router.yaml", dict(os.environ)
     if api_key:
@@ -348,7 +349,7 @@ def main() -> None:
                       "bundled example")
     finally:
         if settings is not None:
-            from cli.local import stop_local
+            from mcp_router.cli.local import stop_local
 
             stop_local(settings)
     print_table(report)

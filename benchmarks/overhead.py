@@ -35,7 +35,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from router.config import RouterSettings  # noqa: E402
+from router.settings import RouterSettings  # noqa: E402
 
 QUESTION = "What is 1 plus 1?"
 BODY = json.dumps({"question": QUESTION, "include_routing_metadata": False})
@@ -95,8 +95,8 @@ def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: 
 
 def model_alone(n: int) -> list[float]:
     """The local embedding model on one new question at a time, as a router replica runs it."""
-    from router.config import EmbeddingSettings
-    from router.embeddings import build_embedder
+    from router.retrieval.embeddings import build_embedder
+    from router.settings import EmbeddingSettings
 
     model = build_embedder(EmbeddingSettings())
     encode = model.encode  # type: ignore[attr-defined]
@@ -150,9 +150,9 @@ def throughput(url: str, concurrency: int, seconds: float, new_questions: bool =
 
 def with_authentication(settings: RouterSettings, url: str, n: int) -> list[float]:
     """Redeploy with an API key whose policy denies one tool, then the repeated question with that key."""
+    from mcp_router.cli.local import wait_until_serving
     from ray import serve
 
-    from cli.local import wait_until_serving
     from deployments.app import build_application
     from router.security.identity import key_hash, new_api_key
 
@@ -196,9 +196,8 @@ def main() -> None:
 
     import ray
     from fastapi import FastAPI
+    from mcp_router.cli.local import free_port, start_local, stop_local
     from ray import serve
-
-    from cli.local import free_port, start_local, stop_local
 
     direct = asyncio.run(direct_mcp(args.requests))
     model = model_alone(args.requests)

@@ -25,10 +25,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from deployments.rag.engine import EngineSettings, RagEngine  # noqa: E402
-from deployments.rag.ingest import Chunking  # noqa: E402
-from deployments.rag.store import ChunkStore  # noqa: E402
-from router.embeddings import LocalMiniLM  # noqa: E402
+from mcp_router.servers.knowledge_base.engine import EngineSettings, RagEngine  # noqa: E402
+from mcp_router.servers.knowledge_base.ingest import Chunking  # noqa: E402
+from mcp_router.servers.knowledge_base.store import ChunkStore  # noqa: E402
+
+from router.retrieval.embeddings import LocalMiniLM  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:

@@ -39,8 +39,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from router.config import ResilienceSettings, RouterSettings  # noqa: E402
-from router.config_file import load_settings  # noqa: E402
+from router.settings import ResilienceSettings, RouterSettings  # noqa: E402
+from router.settings.file import load_settings  # noqa: E402
 
 MODES = ("fallback", "parallel", "hedged", "consensus")
 SERVER = str(ROOT / "examples" / "servers" / "faulty.py")
@@ -100,7 +100,7 @@ def server_calls(client: httpx.Client, url: str) -> int:
 
 def run_mode(mode: str, n: int, num_cpus: int) -> dict[str, Any]:
     """N requests in one mode against a freshly started router (empty history, fresh detectors)."""
-    from cli.local import free_port, start_local, stop_local, wait_until_healthy
+    from mcp_router.cli.local import free_port, start_local, stop_local, wait_until_healthy
 
     config = settings(free_port())
     url = start_local(config, num_cpus=num_cpus).url

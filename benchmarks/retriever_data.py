@@ -36,9 +36,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.retriever_mix import APIBANK, compose_multistep, load_api_bank
-from router.embeddings import LocalMiniLM
-from router.retrieval import capability_dense_text, server_dense_text
-from router.text import split_identifier
+from router.retrieval.catalog import capability_dense_text, server_dense_text
+from router.retrieval.embeddings import LocalMiniLM
+from router.retrieval.text import split_identifier
 from router.values import Capability, Catalog
 
 SOURCES = {

@@ -29,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from router.config import EmbeddingSettings, RoutingSettings
-from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
-from router.index import InMemoryVectorStore
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.retrieval.hybrid import InMemoryVectorStore
+from router.settings import EmbeddingSettings, RoutingSettings
 from router.values import Capability, Catalog
 
 COPY = "~copy"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmarks.routing_accuracy import Query
-from router.confidence import (
+from router.stages.confidence import (
     TOOL_EVIDENCE,
     TOOL_FEATURES,
     ConfidenceModel,

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.routing_accuracy import build, load
-from router.config import EmbeddingSettings, RoutingSettings, ToolSelectionSettings
-from router.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
-from router.tools import ToolSelector
+from router.llm.selection import ToolSelector
+from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.settings import EmbeddingSettings, RoutingSettings, ToolSelectionSettings
 
 
 async def run(args: argparse.Namespace) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 
 
 @dataclass(frozen=True, slots=True)

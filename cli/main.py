@@ -20,17 +20,16 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
+from mcp_router import examples
 
-from router.config_file import load_settings
 from router.errors import ConfigError
 from router.security.identity import check_bind, key_hash, new_api_key
+from router.settings.file import load_settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "router.yaml"
 
 
 def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
@@ -94,7 +93,7 @@ def refusal_lines(details: dict[str, Any]) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
-    from cli.local import start_local, stop_local, wait_until_healthy
+    from mcp_router.cli.local import start_local, stop_local, wait_until_healthy
 
     overrides: dict[str, Any] = {"server": {}}
     if args.host:
@@ -234,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve_opts(sub.add_parser("serve", help="run the router in the foreground"), None)
     serve_opts(sub.add_parser("demo", help="run the bundled example and ask it a few questions"),
-               str(EXAMPLE_CONFIG))
+               str(examples.CONFIG))
 
     def client_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--url", default=DEFAULT_URL)
@@ -256,11 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="create a new API key and print its configuration entry")
     create.add_argument("name", help="the principal the key stands for")
     create.add_argument("--policy", default="default", help="the policy it gets (default: default)")
-    from cli.loadtest import add_loadtest_parser
-    from cli.security import add_security_parsers
+    from mcp_router.cli.loadtest import add_loadtest_parser
+    from mcp_router.cli.security import add_security_parsers
 
     add_loadtest_parser(sub)
-    from cli.train import add_train_parser
+    from mcp_router.cli.train import add_train_parser
 
     add_train_parser(sub)
     add_security_parsers(sub)
@@ -272,15 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("serve", "demo"):
         return cmd_serve(args, demo=args.command == "demo")
     if args.command == "loadtest":
-        from cli.loadtest import cmd_loadtest
+        from mcp_router.cli.loadtest import cmd_loadtest
 
         return cmd_loadtest(args)
     if args.command == "train":
-        from cli.train import cmd_train
+        from mcp_router.cli.train import cmd_train
 
         return cmd_train(args)
     if args.command in ("lock", "approve"):
-        from cli.security import cmd_approve, cmd_lock
+        from mcp_router.cli.security import cmd_approve, cmd_lock
 
         return cmd_lock(args) if args.command == "lock" else cmd_approve(args)
     try:

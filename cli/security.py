@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from router.config import RouterSettings
-from router.config_file import load_settings
 from router.errors import ConfigError
-from router.pins import approve, fingerprint, pin_key, read_json, write_json
-from router.untrusted import over_limits, sanitise
+from router.settings import RouterSettings
+from router.settings.file import load_settings
+from router.trust.pins import approve, fingerprint, pin_key, read_json, write_json
+from router.trust.untrusted import over_limits, sanitise
 
 
 def add_security_parsers(sub: Any) -> None:

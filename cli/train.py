@@ -23,12 +23,18 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from router.config_file import load_settings
+import mcp_router.models
+from mcp_router import examples
+from mcp_router.models import model_dir
+
 from router.errors import ConfigError
-from router.feedback import FEEDBACK_FILE, Example, ExampleStore
+from router.learning.examples import FEEDBACK_FILE, Example, ExampleStore
+from router.retrieval.embeddings import BASE_MODEL
+from router.settings.file import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN_SCRIPT = ROOT / "benchmarks" / "train_retriever.py"
+TRAIN_SCRIPT = ROOT / "benchmarks" / "train_retriever.py"  # in a checkout of the project
+MODELS = Path(mcp_router.models.__file__).resolve().parent
 
 
 def export_triples(examples: list[Example], out_dir: Path, seed: int = 14) -> dict[str, int]:
@@ -90,12 +96,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"mcp-router train: training failed; {args.python} needs torch, sentence-transformers, onnx "
               f"(see {TRAIN_SCRIPT.relative_to(ROOT)})", file=sys.stderr)
         return 1
-    out = Path(args.out) if args.out else ROOT / "models" / f"{settings.embeddings.model}-feedback"
+    out = Path(args.out) if args.out else MODELS / f"{settings.embeddings.model}-feedback"
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(work / "run" / "model.onnx", out / "model.onnx")
-    shutil.copy(ROOT / "models" / "all-MiniLM-L6-v2" / "tokenizer.json", out / "tokenizer.json")
+    shutil.copy(model_dir(BASE_MODEL) / "tokenizer.json", out / "tokenizer.json")
     shutil.copy(work / "run" / "training.json", out / "training.json")
-    if out.resolve().parent == (ROOT / "models").resolve():
+    if out.resolve().parent == MODELS.resolve():
         print(f"model written to {out}; set embeddings.model: {out.name} and restart the router")
     else:
         print(f"model written to {out}; copy it to models/{out.name}/, set embeddings.model: {out.name} and restart")
@@ -106,7 +112,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="fine-tune the retrieval model on the collected examples")
     t.add_argument("--from-feedback", action="store_true", required=True,
                    help="train on the examples in state_dir/feedback.sqlite")
-    t.add_argument("--config", default=str(ROOT / "examples" / "router.yaml"))
+    t.add_argument("--config", default=str(examples.CONFIG))
     t.add_argument("--out", help="model folder to write (default models/<embeddings.model>-feedback)")
     t.add_argument("--python", default=sys.executable, help="an interpreter with torch (the training environment)")
     t.add_argument("--steps", type=int, default=200)

@@ -16,19 +16,19 @@ import os
 import time
 from pathlib import Path
 
+from mcp_router import examples
 from ray import serve
 from ray.serve import Application
 
 from actors.pool import BackendPool
 from deployments.embedder import Embedder
 from deployments.ingress import RouterIngress
-from router.config import RouterSettings
-from router.config_file import load_settings
-from router.embeddings import placement
+from router.retrieval.embeddings import placement
 from router.security.identity import check_bind
+from router.settings import RouterSettings
+from router.settings.file import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_CONFIG = ROOT / "examples" / "router.yaml"
 _CODE = ("router", "actors", "deployments")
 
 
@@ -69,7 +69,7 @@ def app(args: dict[str, str] | None = None) -> Application:
     `http_host`: the address Serve's HTTP proxies listen on (serve_config.yaml's http_options.host);
     without authentication configured, only a loopback address is accepted."""
     args = args or {}
-    path = args.get("config") or os.environ.get("MCP_ROUTER_CONFIG") or str(EXAMPLE_CONFIG)
+    path = args.get("config") or os.environ.get("MCP_ROUTER_CONFIG") or str(examples.CONFIG)
     settings = load_settings(path)
     check_bind(settings.server.auth, [settings.server.host, args.get("http_host", settings.server.host)])
     return build_application(settings)

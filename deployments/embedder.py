@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from ray import serve
 
-from router.config import EmbeddingSettings
-from router.embeddings import build_embedder
+from router.retrieval.embeddings import build_embedder
+from router.settings import EmbeddingSettings
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)

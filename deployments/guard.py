@@ -27,7 +27,7 @@ from router.security.audit import AuditLog
 from router.security.identity import Authenticator, Principal
 from router.security.limits import InFlight, Limiter
 from router.security.policy import PUBLIC_POLICY, Access
-from router.security.settings import AuthSettings
+from router.settings import AuthSettings
 from router.telemetry import TRACER
 
 log = logging.getLogger("mcp_router.guard")

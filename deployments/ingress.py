@@ -29,15 +29,13 @@ from deployments import guard
 from deployments.http import BodyLimit, TraceContext, build_http_app
 from deployments.mcp_endpoint import McpEndpoint
 from deployments.metrics import RouterMetrics
-from router.chat import ChatService
-from router.config import RouterSettings
 from router.core import Router
-from router.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
 from router.errors import InvalidRequest, LLMNotConfigured, PayloadTooLarge, UnknownBackend
-from router.feedback import accepts_feedback
-from router.intent import IntentClassifier
-from router.learning import chat_examples, chat_question, check_allowed, feedback_examples
-from router.llm import LLMClient
+from router.learning.decisions import chat_examples, chat_question, check_allowed, feedback_examples
+from router.learning.examples import accepts_feedback
+from router.llm.chat import ChatService
+from router.llm.client import LLMClient
+from router.llm.selection import ToolSelector
 from router.models import (
     BackendDetail,
     BackendInfo,
@@ -53,13 +51,15 @@ from router.models import (
     ToolSelectRequest,
     ToolSelectResponse,
 )
+from router.retrieval.embeddings import CachedEmbedder, Embedder, EmbeddingCache, MicroBatcher, build_embedder
+from router.retrieval.intent import IntentClassifier
 from router.security.audit import AuditLog
 from router.security.identity import ANONYMOUS, Principal
 from router.security.limits import GrantFn, Limiter
 from router.security.policy import Access
+from router.settings import RouterSettings
 from router.strategies.base import ChargedExecutor, ChargeFn
 from router.telemetry import configure_tracing
-from router.tools import ToolSelector
 from router.values import BackendStatus
 
 log = logging.getLogger("mcp_router.ingress")

@@ -29,12 +29,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from deployments import guard
 from deployments.http import describe_validation
 from router.errors import InvalidRequest, RouterError
+from router.literals import Mode
 from router.models import FeedbackRequest, Parameters, QueryRequest, QueryResponse, RouteRequest, ToolSelectRequest
 
 if TYPE_CHECKING:
     from deployments.ingress import RouterIngress
 
-Mode = Literal["fallback", "parallel", "hedged", "consensus"]
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -1,6 +1,6 @@
 """Model files shipped with the router (tokenizers, fine-tuned ONNX models), found by name.
 
-    from models import model_dir
+    from mcp_router.models import model_dir
     tokenizer = model_dir("all-MiniLM-L6-v2") / "tokenizer.json"
 """
 

@@ -16,36 +16,33 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-import numpy as np
 from opentelemetry import trace
 
 from router.cache import LRU
-from router.config import RouterSettings
 from router.errors import AmbiguousRoute, NoRelevantBackend, RouterError
-from router.feedback import accepts_feedback
-from router.intent import IntentClassifier
-from router.learning import CapabilityId, LearningView, RecentDecision, example
-from router.llm import LLMClient
+from router.learning.decisions import CapabilityId, LearningView, RecentDecision, example
+from router.learning.examples import accepts_feedback
+from router.literals import EmbedFn
+from router.llm.client import LLMClient
 from router.models import QueryRequest, QueryResponse, RouteRequest, RouteResponse
-from router.retrieval import CatalogIndex
-from router.scoring import PerfSnapshot
+from router.retrieval.catalog import CatalogIndex
+from router.retrieval.intent import IntentClassifier
 from router.security.policy import Access
-from router.security.settings import Policy
+from router.settings import Policy, RouterSettings
 from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
 from router.stages.execute import execute
 from router.stages.plan import plan, settle_by_arguments
 from router.stages.respond import ResponseCache, cached_response, respond
+from router.stages.scoring import PerfSnapshot
 from router.strategies import Executor
 from router.strategies.base import ChargedExecutor, ChargeFn
 from router.telemetry import TRACER
 from router.values import BackendStatus, CallOutcome, Catalog, Decision
-
-EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 
 
 class StatsView(Protocol):

@@ -11,16 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from router.config import CapabilityKind
+from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Outcome, Verdict
 
 if TYPE_CHECKING:
     from router.values import BackendStatus
 
-Mode = Literal["fallback", "parallel", "hedged", "consensus"]
-Verdict = Literal["route", "no_match", "ambiguous"]
-DecisionKind = Literal["route", "override", "session", "llm"]
-HealthState = Literal["starting", "healthy", "degraded", "down", "ejected"]
-Outcome = Literal["success", "error", "timeout", "cancelled", "unavailable"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,11 +210,11 @@ class ConsensusAnswer(_Model):
 
 class RoutingMetadata(_Model):
     intent: str
-    intent_source: Literal["classified", "override", "default"]
+    intent_source: IntentSource
     intent_scores: dict[str, float] = Field(default_factory=dict)
     method: str
     mode: Mode
-    decision: Literal["route", "override", "session", "llm"] = "route"
+    decision: DecisionKind = "route"
     chosen: CandidateInfo | None = None
     confidence: float | None = None  # the chosen candidate's, also in chosen.scores
     candidates: list[CandidateInfo] = Field(default_factory=list)
@@ -253,13 +248,13 @@ class QueryResponse(_Model):
 
 
 class RouteResponse(_Model):
-    decision: Literal["route", "no_match", "ambiguous"]
+    decision: Verdict
     message: str
     confidence: float = Field(default=0.0, description=(
         "The estimated probability that the candidate the router would call first is right (declining: "
         "the best there was, below `routing.min_confidence`)."))
     intent: str
-    intent_source: Literal["classified", "override", "default"]
+    intent_source: IntentSource
     intent_scores: dict[str, float] = Field(default_factory=dict)
     method: str
     candidates: list[CandidateInfo]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from router.config import CapabilityKind
 from router.errors import ErrorKind, RouterError
-from router.models import CandidateInfo, DecisionKind, HealthState, Mode, Parameters, ScoreBreakdown, Verdict
+from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Verdict
+from router.models import CandidateInfo, Parameters, ScoreBreakdown
 
 
 def capability_key(backend: str, kind: str, name: str) -> str:
@@ -150,7 +150,7 @@ class Analysis:
     question: str
     vector: Any  # np.ndarray, or None without dense retrieval
     intent: str
-    intent_source: Literal["classified", "override", "default"]
+    intent_source: IntentSource
     intent_scores: dict[str, float] = field(default_factory=dict)
 
 

@@ -1,6 +1,6 @@
 """Flowise chatflows as routable capabilities, over Flowise's REST API (as observed on 3.1.2).
 
-    backend = FlowiseBackend(spec)                 # spec: router.config.FlowiseSpec
+    backend = FlowiseBackend(spec)                 # spec: router.settings.FlowiseSpec
     await backend.connect()                        # GET /api/v1/ping must answer 200
     catalog = await backend.list_capabilities()    # GET /api/v1/chatflows: one "flow" capability each
     outcome = await backend.call(catalog.capabilities[0], {"history": [...]}, timeout_s=30, context=ctx)
@@ -45,9 +45,9 @@ import httpx
 
 from actors.backends.base import make_catalog
 from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
-from router.config import FlowiseSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowUnauthorized, RouterError
 from router.models import Parameters
+from router.settings import FlowiseSpec
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
 _EXTRA = ("sourceDocuments", "usedTools", "chatId", "chatMessageId")

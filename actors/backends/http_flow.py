@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 
-from router.config import FlowiseSpec, FlowSpec, LangflowSpec
 from router.errors import (
     BackendFailed,
     BackendRejectedArguments,
@@ -28,6 +27,7 @@ from router.errors import (
     FlowUnauthorized,
     RouterError,
 )
+from router.settings import FlowiseSpec, FlowSpec, LangflowSpec
 from router.values import CallContext, Capability
 
 EVENT_STREAM = "text/event-stream"

@@ -1,6 +1,6 @@
 """Langflow flows as routable capabilities, over Langflow's v1 REST API (as observed on 1.13.0).
 
-    backend = LangflowBackend(spec)                # spec: router.config.LangflowSpec
+    backend = LangflowBackend(spec)                # spec: router.settings.LangflowSpec
     await backend.connect()                        # GET /health_check must say {"status": "ok", ...}
     catalog = await backend.list_capabilities()    # GET /api/v1/flows/: one "flow" capability each
     outcome = await backend.call(catalog.capabilities[0], {}, timeout_s=30, context=ctx)
@@ -43,8 +43,8 @@ import httpx
 
 from actors.backends.base import make_catalog
 from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
-from router.config import LangflowSpec
 from router.errors import BackendFailed, BackendRejectedArguments, BackendUnavailable, FlowUnauthorized
+from router.settings import LangflowSpec
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
 __all__ = ["FlowUnauthorized", "LangflowBackend"]

@@ -29,7 +29,6 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 
 from actors.backends.base import make_catalog
-from router.config import McpHttpSpec, McpStdioSpec
 from router.errors import (
     BackendFailed,
     BackendRejectedArguments,
@@ -38,6 +37,7 @@ from router.errors import (
     RouterError,
     ToolFailed,
 )
+from router.settings import McpHttpSpec, McpStdioSpec
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
 log = logging.getLogger("mcp_router.backend")

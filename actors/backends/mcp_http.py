@@ -20,8 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from actors.backends.mcp import McpBackend
 from actors.backends.mcp_stdio import resolve_command
-from router.config import McpHttpSpec
 from router.errors import BackendUnavailable
+from router.settings import McpHttpSpec
 
 
 def _die_with_parent() -> None:

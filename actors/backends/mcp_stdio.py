@@ -11,7 +11,7 @@ from pathlib import Path
 from mcp import StdioServerParameters
 
 from actors.backends.mcp import McpBackend
-from router.config import McpStdioSpec
+from router.settings import McpStdioSpec
 
 
 def resolve_command(command: str) -> str:

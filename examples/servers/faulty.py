@@ -12,8 +12,9 @@ then sleeps its latency (the median, times `--tail-multiplier` with probability 
 spread by +-`--jitter`), then fails with probability `--fail-rate` or returns the answer. A failure
 is the server's own fault by default, a JSON-RPC error (`--fail-as error`, what a router counts
 against the backend); `--fail-as tool-error` reports it as a tool result with `isError`, the answer
-a tool gives about one request (what a router does not count against the backend). `configure` changes any of this while the server runs; `stats` returns the counters,
-including the calls the client cancelled (`notifications/cancelled`).
+a tool gives about one request (what a router does not count against the backend). `configure`
+changes any of this while the server runs; `stats` returns the counters, including the calls the
+client cancelled (`notifications/cancelled`).
 """
 
 from __future__ import annotations

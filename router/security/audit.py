@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry import trace
 
 from router.errors import RouterError
-from router.security.settings import AuditSettings
+from router.settings import AuditSettings
 
 log = logging.getLogger("mcp_router.audit")
 

@@ -23,7 +23,7 @@ from typing import Any
 import jwt
 
 from router.errors import ConfigError, Unauthenticated
-from router.security.settings import AuthSettings, JwtSettings
+from router.settings import AuthSettings, JwtSettings
 
 log = logging.getLogger("mcp_router.auth")
 

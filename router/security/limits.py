@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from router.errors import Overloaded, RateLimited
-from router.security.settings import RateLimit
+from router.settings import RateLimit
 
 log = logging.getLogger("mcp_router.limits")
 

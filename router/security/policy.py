@@ -16,7 +16,7 @@ from functools import cached_property
 from router.errors import Forbidden
 from router.models import BackendInfo
 from router.security.identity import Principal
-from router.security.settings import AuthSettings, Policy
+from router.settings import AuthSettings, Policy
 from router.values import BackendStatus, Catalog
 
 # What a principal whose policy is not configured gets (the `public` caller of /health, say): nothing.

@@ -6,15 +6,10 @@ question analysed while the index had no vectors is analysed again once it has t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-import numpy as np
-
 from router.cache import LRU
-from router.intent import IntentClassifier
+from router.literals import EmbedFn
+from router.retrieval.intent import IntentClassifier
 from router.values import Analysis
-
-EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 
 
 class Analyser:

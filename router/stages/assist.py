@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from router.arguments import schema_violation
 from router.errors import ArgumentsRequired, BackendNotCallable
-from router.llm import LLMClient
+from router.llm.client import LLMClient
 from router.models import QueryRequest
+from router.stages.arguments import schema_violation
 from router.stages.plan import planned_calls
 from router.values import BackendStatus, Candidate, Catalog, Decision, Plan, PlannedCall
 

@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from opentelemetry import trace
 
 from router.cache import LRU
-from router.confidence import ConfidenceModel
-from router.config import RouterSettings
 from router.errors import UnknownBackend, UnknownCapability
-from router.evidence import Evidence, ExampleIndex, QuestionEvidence
+from router.learning.evidence import Evidence, ExampleIndex, QuestionEvidence
 from router.models import DecisionKind, Verdict
-from router.retrieval import CatalogIndex, Ranked
-from router.scoring import PerfSnapshot, score_candidates
+from router.retrieval.catalog import CatalogIndex, Ranked
+from router.settings import RouterSettings
+from router.stages.confidence import ConfidenceModel
+from router.stages.scoring import PerfSnapshot, score_candidates
 from router.telemetry import TRACER
 from router.values import Analysis, BackendStatus, Candidate, Catalog, Decision
 

@@ -7,18 +7,16 @@ outcome is recorded for the performance history, and the hedge delay comes from 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 
-import numpy as np
-
-from router.config import RouterSettings
+from router.literals import EmbedFn
 from router.models import QueryRequest
-from router.scoring import PerfSnapshot, lookup_perf
+from router.settings import RouterSettings
+from router.stages.scoring import PerfSnapshot, lookup_perf
 from router.strategies import STRATEGIES, Executor, StrategyContext, StrategyResult
 from router.telemetry import TRACER, record_step
 from router.values import CallContext, CallOutcome, Decision, Plan, PlannedCall
 
-EmbedFn = Callable[[list[str]], Awaitable[np.ndarray]]
 RecordFn = Callable[[str, str, CallOutcome], None]
 
 

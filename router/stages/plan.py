@@ -16,10 +16,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from router.arguments import derive_arguments
-from router.config import RouterSettings
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
 from router.models import Mode, QueryRequest
+from router.settings import RouterSettings
+from router.stages.arguments import derive_arguments
 from router.stages.decide import tool_contenders
 from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
 

@@ -13,7 +13,6 @@ import time
 from collections.abc import Mapping
 
 from router.cache import LRU
-from router.config import ResilienceSettings
 from router.errors import (
     AllBackendsFailed,
     BackendFailed,
@@ -26,6 +25,7 @@ from router.errors import (
     ToolFailed,
 )
 from router.models import QueryRequest, QueryResponse, RoutingMetadata
+from router.settings import ResilienceSettings
 from router.strategies import StrategyResult
 from router.values import BackendStatus, Decision, Plan, PlannedCall
 

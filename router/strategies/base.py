@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import numpy as np
 from opentelemetry import trace
 
-from router.config import ResilienceSettings
 from router.errors import ErrorKind, RateLimited
 from router.models import AttemptInfo, ConsensusAnswer
+from router.settings import ResilienceSettings
 from router.telemetry import TRACER
 from router.values import CallContext, CallOutcome, Capability, PlannedCall
 

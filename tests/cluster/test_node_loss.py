@@ -21,10 +21,10 @@ from ray.cluster_utils import Cluster
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable, RayExecutor
 from actors.pool import create_backend_actor, create_performance_actor
-from router.config import RouterSettings
 from router.core import Router
 from router.errors import RouterError
 from router.models import QueryRequest
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, stdio
 
 WORKERS = 4

@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 import ray
+from mcp_router.cli.local import free_port
 from ray import serve
 
-from cli.local import free_port
-from router.config import RouterSettings
 from router.errors import UnknownIntent
 from router.models import QueryRequest, QueryResponse
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
 
 
@@ -35,7 +35,7 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
              "description": "Current time in any IANA time zone, and conversion between zones."},
             {"name": "kb", "kind": "mcp_http", "url": f"http://127.0.0.1:{kb_port}/mcp", "intents": ["document-qa"],
              "launch": {"command": sys.executable,
-                        "args": ["-m", "deployments.rag.server", "--docs", str(EXAMPLES / "docs"), "--store",
+                        "args": ["-m", "mcp_router.servers.knowledge_base", "--docs", str(EXAMPLES / "docs"), "--store",
                                  str(kb_store), "--http", str(kb_port)], "token_env": "MCP_ROUTER_KB_TOKEN"}},
             stdio("dyn", TEST_SERVERS / "dynamic.py", timeout_s=1.5),
             {"name": "broken", "kind": "mcp_stdio", "command": sys.executable, "args": ["-c", "raise SystemExit(3)"],

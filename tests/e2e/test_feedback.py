@@ -12,7 +12,7 @@ import ray
 from mcp import Client
 from ray import serve
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio, wait_for
 
 QUESTION = "What time is it in Tokyo?"

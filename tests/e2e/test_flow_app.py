@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio
 from tests.fakes import serve_app
 from tests.fakes.flowise import Chatflow, FakeFlowise

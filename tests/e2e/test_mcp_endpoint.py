@@ -13,7 +13,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio
 
 

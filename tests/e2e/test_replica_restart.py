@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 from mcp import Client
+from mcp_router.cli.local import processes_mentioning
 
-from cli.local import processes_mentioning
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio, wait_for
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio, wait_for
 
 QUESTION = "What is the capital of France?"

@@ -24,10 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_router.cli.local import free_port
 
-from cli.local import free_port
-from router.config import RouterSettings
 from router.security.identity import key_hash, new_api_key
+from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio
 
 CANARY = "canary-9f4c2e7d1b"
@@ -231,7 +231,7 @@ async def test_loadtest_over_one_keys_rate_gets_429s_while_another_key_keeps_its
         app: dict[str, Any]) -> None:
     import asyncio
 
-    from cli.loadtest import run_loadtest
+    from mcp_router.cli.loadtest import run_loadtest
 
     questions = ["What is 6 times 7?"]
     (over, _), (under, _) = await asyncio.gather(
@@ -301,7 +301,7 @@ async def test_a_refusal_over_mcp_is_audited_as_a_refusal(app: dict[str, Any]) -
 
 
 def test_serving_on_a_public_address_without_keys_is_refused_at_start() -> None:
-    r = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--config", str(EXAMPLES / "router.yaml"),
+    r = subprocess.run([sys.executable, "-m", "mcp_router.cli.main", "serve", "--config", str(EXAMPLES / "router.yaml"),
                         "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "server.auth" in r.stderr and "--insecure-no-auth" in r.stderr
 

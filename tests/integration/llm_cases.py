@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from router.config import LLMSettings
 from router.errors import ErrorKind
-from router.llm import (
+from router.llm.client import (
     LLMClient,
 )
+from router.settings import LLMSettings
 from router.values import CallContext, CallOutcome, Capability
 from tests.fakes import serve_app
 from tests.fakes.openai_server import FakeOpenAI

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import ray
+from mcp_router.cli.local import free_port
 
 from actors.pool import create_backend_actor
-from cli.local import free_port
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from router.values import CallContext, Capability
 from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for
 
@@ -136,8 +136,8 @@ KB_TOKEN = "kb-token-for-the-test"
 @pytest.fixture
 def http_kb(tmp_path: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "deployments.rag.server", "--docs", str(EXAMPLES / "docs"),
-                             "--store", str(tmp_path / "rag"), "--http", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_router.servers.knowledge_base", "--docs",
+                             str(EXAMPLES / "docs"), "--store", str(tmp_path / "rag"), "--http", str(port)],
                             env={**os.environ, "MCP_ROUTER_KB_TOKEN": KB_TOKEN})
     import socket
 

@@ -11,7 +11,7 @@ import numpy as np
 from ray import serve
 
 from deployments.embedder import Embedder
-from router.config import EmbeddingSettings
+from router.settings import EmbeddingSettings
 
 
 class SlowModel:

@@ -15,13 +15,13 @@ import pytest
 import pytest_asyncio
 
 from actors.backends import build_backend
-from router.config_file import load_settings
 from router.core import Router
-from router.embeddings import LocalMiniLM
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, RouterError
-from router.learning import feedback_examples
+from router.learning.decisions import feedback_examples
 from router.models import FeedbackRequest, QueryRequest
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.embeddings import LocalMiniLM
+from router.settings.file import load_settings
 from router.values import BackendStatus, CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
 from tests.unit.test_learning import LocalLearning

@@ -15,7 +15,7 @@ import ray
 
 from actors.executor import ActorTable, RayExecutor
 from actors.pool import BackendPool, create_backend_actor
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from router.values import CallContext, Capability
 from tests.conftest import EXAMPLES, TEST_SERVERS, stdio
 

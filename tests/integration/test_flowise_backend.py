@@ -15,8 +15,8 @@ import pytest
 
 from actors.backends import build_backend
 from actors.backends.flowise import FlowiseBackend
-from router.config import FlowiseSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowNotFound, FlowUnauthorized
+from router.settings import FlowiseSpec
 from tests.fakes import serve_app
 from tests.fakes.flowise import Chatflow, FakeFlowise
 from tests.integration.flow_cases import (

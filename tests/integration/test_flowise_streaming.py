@@ -16,8 +16,8 @@ import pytest
 
 import actors.backends.flowise as flowise_module
 from actors.backends.flowise import FlowiseBackend
-from router.config import FlowiseSpec
 from router.errors import BackendFailed, BackendTimeout, FlowNotFound, FlowUnauthorized
+from router.settings import FlowiseSpec
 from tests.fakes import serve_app
 from tests.fakes.flowise import Chatflow, FakeFlowise
 from tests.integration.flow_cases import FLOW_KEY, FLOWISE_KEY, WRONG_KEY, assert_no_secret, ctx, flow_cap

@@ -15,8 +15,8 @@ import pytest
 from actors.backends import BACKENDS, build_backend
 from actors.backends.flowise import FlowiseBackend
 from actors.backends.langflow import LangflowBackend
-from router.config import LangflowSpec
 from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowNotFound, FlowUnauthorized
+from router.settings import LangflowSpec
 from tests.fakes import serve_app
 from tests.fakes.langflow import FakeLangflow, LangflowFlow
 from tests.integration.flow_cases import (

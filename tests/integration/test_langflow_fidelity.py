@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from actors.backends.langflow import LangflowBackend
-from router.config import LangflowSpec
 from router.errors import BackendFailed, BackendRejectedArguments
+from router.settings import LangflowSpec
 from tests.fakes import serve_app
 from tests.fakes.langflow import FakeLangflow, LangflowFlow
 from tests.integration.flow_cases import LANGFLOW_KEY, SUPPORT_ID, assert_no_secret, ctx, flow_cap

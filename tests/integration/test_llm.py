@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from router.config import EmbeddingSettings, LLMSettings
-from router.embeddings import OpenAIEmbedder
 from router.errors import ArgumentsRequired, InvalidRequest, LLMBadOutput, LLMFailed, LLMNotConfigured, LLMTimeout
-from router.llm import Choice, LLMClient
+from router.llm.client import Choice, LLMClient
+from router.retrieval.embeddings import OpenAIEmbedder
+from router.settings import EmbeddingSettings, LLMSettings
 from tests.fakes.openai_server import ApiError, FakeOpenAI, Reply, default_embedding, json_reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,

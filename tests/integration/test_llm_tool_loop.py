@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from router.llm import (
+from router.llm.client import (
     REROUTE_SENTINEL,
     LLMClient,
     openai_tools,

@@ -17,18 +17,18 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from mcp_router.cli.loadtest import run_loadtest, summarize
+from mcp_router.cli.local import free_port
+from mcp_router.cli.main import build_parser, main
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from cli.loadtest import run_loadtest, summarize
-from cli.local import free_port
-from cli.main import build_parser, main
 from deployments.mcp_endpoint import McpEndpoint
-from router.config import RouterSettings
 from router.errors import NoHealthyBackend
 from router.models import QueryRequest, QueryResponse
+from router.settings import RouterSettings
 from tests.fakes import serve_app
 
 QUESTIONS = [

@@ -8,7 +8,7 @@ from typing import Any
 import ray
 
 from actors.pool import create_performance_actor
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from tests.conftest import wait_for
 
 

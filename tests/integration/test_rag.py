@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_router.cli.local import free_port
+from mcp_router.servers.knowledge_base.engine import EXTRACTIVE_LABEL, NO_EVIDENCE, RagEngine
+from mcp_router.servers.knowledge_base.ingest import Chunking
+from mcp_router.servers.knowledge_base.server import build_rag_server
+from mcp_router.servers.knowledge_base.store import ChunkStore, FilterError
 
-from cli.local import free_port
-from deployments.rag.engine import EXTRACTIVE_LABEL, NO_EVIDENCE, RagEngine
-from deployments.rag.ingest import Chunking
-from deployments.rag.server import build_rag_server
-from deployments.rag.store import ChunkStore, FilterError
-from router.config import LLMSettings
-from router.embeddings import LocalMiniLM
+from router.retrieval.embeddings import LocalMiniLM
+from router.settings import LLMSettings
 from tests.conftest import stop_process, wait_for
 
 TOOL = "rag_query_with_chunks"
@@ -285,7 +285,7 @@ async def test_mcp_tool_in_process_result_shape_extractive_answer_and_validation
 
 async def test_stdio_subprocess_serves_the_tool(tmp_path: Path, docs: Path) -> None:
     params = StdioServerParameters(command=sys.executable, cwd=str(tmp_path), args=[
-        "-m", "deployments.rag.server", "--docs", str(docs), "--store", str(tmp_path / "stdio-store"),
+        "-m", "mcp_router.servers.knowledge_base", "--docs", str(docs), "--store", str(tmp_path / "stdio-store"),
         "--chunk-size", "300", "--chunk-overlap", "40"])
     async with Client(params) as client:
         question = "How long do refunds take?"
@@ -302,7 +302,7 @@ async def test_stdio_subprocess_serves_the_tool(tmp_path: Path, docs: Path) -> N
 @pytest.fixture
 def http_server(tmp_path: Path, docs: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "deployments.rag.server", "--docs", str(docs),
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_router.servers.knowledge_base", "--docs", str(docs),
                              "--store", str(tmp_path / "http-store"), "--http", str(port), "--alpha", "0.4"],
                             cwd=tmp_path, env={**os.environ, "MCP_ROUTER_KB_TOKEN": TOKEN})
 
@@ -334,7 +334,7 @@ async def test_over_http_every_request_needs_the_servers_token(http_server: str)
 
 def test_serving_http_without_a_token_is_refused_at_start(tmp_path: Path, docs: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MCP_ROUTER_KB_TOKEN"}
-    r = subprocess.run([sys.executable, "-m", "deployments.rag.server", "--docs", str(docs), "--store",
+    r = subprocess.run([sys.executable, "-m", "mcp_router.servers.knowledge_base", "--docs", str(docs), "--store",
                         str(tmp_path / "s"), "--http", str(free_port())], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode != 0 and "MCP_ROUTER_KB_TOKEN" in r.stderr

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from router.config import EmbeddingSettings, RoutingSettings
-from router.embeddings import LocalMiniLM
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.embeddings import LocalMiniLM
+from router.settings import EmbeddingSettings, RoutingSettings
 from router.values import Capability, Catalog
 
 

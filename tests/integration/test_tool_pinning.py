@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from actors.backend import BackendSupervisor
-from router.config import RouterSettings, SecuritySettings
-from router.pins import approve
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.settings import RouterSettings, SecuritySettings
+from router.trust.pins import approve
 from router.values import CallContext, Capability, Catalog
 from tests.conftest import TEST_SERVERS, stdio
 
@@ -117,8 +117,9 @@ async def test_pins_survive_a_restart_so_a_change_made_while_down_is_held(tmp_pa
 
 
 async def test_the_committed_lock_file_is_the_reference_and_the_cli_approves_a_change(tmp_path: Path) -> None:
-    from cli.main import main
-    from router.config_file import load_settings
+    from mcp_router.cli.main import main
+
+    from router.settings.file import load_settings
 
     config = tmp_path / "router.yaml"
     config.write_text(f"backends:\n  - name: dyn\n    kind: mcp_stdio\n    command: python\n"

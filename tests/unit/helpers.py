@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router.text import tokenize
+from router.retrieval.text import tokenize
 from router.values import Capability, Catalog
 
 DIM = 256

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from router.config import RouterSettings
 from router.core import Router
-from router.retrieval import CatalogIndex, CatalogTexts
-from router.scoring import PerfSnapshot
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.settings import RouterSettings
+from router.stages.scoring import PerfSnapshot
 from router.values import BackendStatus, CallOutcome, Catalog
 from tests.unit.fake_executor import Behaviour, ScriptedExecutor, ok
 from tests.unit.helpers import embed_texts, small_catalogs

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.confidence import FEATURES, ConfidenceModel
 from router.errors import ArgumentsRequired, NoRelevantBackend, RouterError
 from router.models import QueryRequest, RouteRequest
+from router.stages.confidence import FEATURES, ConfidenceModel
 from tests.unit.fake_executor import fail
 from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, World, answers, world
 from tests.unit.test_core import server_clock_catalogs

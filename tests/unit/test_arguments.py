@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.arguments import derive_arguments, free_text_parameter, is_free_text
 from router.errors import ArgumentsInvalid, ArgumentsRequired
+from router.stages.arguments import derive_arguments, free_text_parameter, is_free_text
 from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from actors.backend import BackendSupervisor
-from router.config import RouterSettings
 from router.errors import BackendRejectedArguments, BackendTimeout, ErrorKind, ToolFailed
+from router.settings import RouterSettings
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
 CTX = CallContext(question="q", intent="general")

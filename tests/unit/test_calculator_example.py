@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from examples.servers.calculator import evaluate
+from mcp_router.examples.servers.calculator import evaluate
 
 
 @pytest.mark.parametrize(("question", "value"), [

@@ -9,11 +9,11 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from router.chat import ChatService
 from router.errors import DeadlineExceeded, LimitExceeded, LLMNotConfigured
-from router.llm import LoopResult
+from router.llm.chat import ChatService
+from router.llm.client import LoopResult
+from router.llm.selection import ToolSelector
 from router.models import ChatRequest
-from router.tools import ToolSelector
 from tests.unit.helpers import fake_embed
 from tests.unit.test_tools import SMALL, catalogs, index
 from tests.unit.test_tracing import spans  # noqa: F401 - the in-memory span exporter fixture

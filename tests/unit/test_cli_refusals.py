@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import httpx
+import mcp_router.cli.main as cli_main
 import pytest
 
-import cli.main
 from router.errors import RouterError
 from router.models import QueryRequest
 from tests.unit.router_world import UNRELATED, world
@@ -36,9 +36,9 @@ async def test_the_demo_prints_the_closest_candidates_and_the_arguments_a_tool_n
         return httpx.Response(got["status"], json=got["body"])
 
     real_client = httpx.Client
-    monkeypatch.setattr(cli.main.httpx, "Client",
+    monkeypatch.setattr(cli_main.httpx, "Client",
                         lambda **kw: real_client(transport=httpx.MockTransport(handler), **kw))
-    cli.main._demo("http://router.test", [UNRELATED, "What time is it?"], 0.0)
+    cli_main._demo("http://router.test", [UNRELATED, "What time is it?"], 0.0)
     out = capsys.readouterr().out
     assert "error 404 no_relevant_backend" in out and "routing.min_confidence" in out
     assert "closest:" in out and "confidence=" in out and "tool=" in out
@@ -48,4 +48,4 @@ async def test_the_demo_prints_the_closest_candidates_and_the_arguments_a_tool_n
 
 
 def test_a_refusal_without_details_prints_nothing_more() -> None:
-    assert cli.main.refusal_lines({}) == []
+    assert cli_main.refusal_lines({}) == []

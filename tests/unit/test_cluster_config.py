@@ -22,9 +22,9 @@ from ray.serve.schema import ServeApplicationSchema, ServeDeploySchema
 
 from deployments.app import BackendPoolDeployment
 from deployments.ingress import RouterIngress
-from router.config import RouterSettings
-from router.config_file import load_settings
 from router.errors import ConfigError
+from router.settings import RouterSettings
+from router.settings.file import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_YAML = ROOT / "cluster.yaml"
@@ -176,7 +176,7 @@ def test_serve_config_deploys_the_knowledge_base_next_to_the_router() -> None:
     schema = ServeDeploySchema.model_validate(yaml.safe_load(SERVE_YAML.read_text()))
     kb = schema.applications[1]
     assert kb.route_prefix == "/rag" and callable(import_attr(kb.import_path))
-    from deployments.rag.deployment import KnowledgeBase
+    from mcp_router.servers.knowledge_base.deployment import KnowledgeBase
 
     assert [d.name for d in kb.deployments] == [KnowledgeBase.name]
     assert kb.args["docs"].startswith("/home/ray/mcp-router/")

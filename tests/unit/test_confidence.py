@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from router.confidence import (
+from router.settings import RoutingSettings
+from router.stages.confidence import (
     FEATURES,
     SHIPPED,
     ConfidenceModel,
@@ -17,7 +18,6 @@ from router.confidence import (
     fit_isotonic,
     fit_logistic,
 )
-from router.config import RoutingSettings
 
 
 @dataclass

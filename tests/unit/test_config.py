@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from router.config import FlowiseSpec, McpHttpSpec, McpStdioSpec, RouterSettings
-from router.config_file import load_settings
 from router.errors import ConfigError
+from router.settings import FlowiseSpec, McpHttpSpec, McpStdioSpec, RouterSettings
+from router.settings.file import load_settings
 
 NO_ENV: dict[str, str] = {}
 

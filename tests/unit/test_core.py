@@ -19,7 +19,7 @@ from router.errors import (
     UnknownCapability,
 )
 from router.models import QueryRequest, RouteRequest
-from router.scoring import PerfSnapshot
+from router.stages.scoring import PerfSnapshot
 from router.values import Capability, Catalog
 from tests.unit.fake_executor import fail, ok, timeout
 from tests.unit.helpers import catalog, small_catalogs

@@ -8,7 +8,7 @@ from router.errors import (
     UnknownIntent,
 )
 from router.models import RouteRequest
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from tests.unit.helpers import embed_texts
 from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, UNRELATED, world
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.config import RouterSettings, RoutingSettings
 from router.core import Router
 from router.errors import BackendNotCallable
 from router.models import QueryRequest, RouteRequest
-from router.retrieval import CatalogIndex, CatalogTexts, server_level_capability
+from router.retrieval.catalog import CatalogIndex, CatalogTexts, server_level_capability
+from router.settings import RouterSettings, RoutingSettings
 from router.values import Catalog
 from tests.unit.fake_executor import ScriptedExecutor, ok
 from tests.unit.helpers import catalog, embed_texts, small_catalogs

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from router.embeddings import CachedEmbedder, EmbeddingCache, MicroBatcher, normalize
+from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, MicroBatcher, normalize
 from tests.unit.helpers import embed_texts
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from router.config import LearningSettings
-from router.evidence import ExampleIndex
-from router.feedback import Example, ExampleStore
+from router.learning.evidence import ExampleIndex
+from router.learning.examples import Example, ExampleStore
+from router.settings import LearningSettings
 
 THRESHOLD = 0.08  # routing.min_confidence: below it retrieval is unsure
 SETTINGS = LearningSettings(min_similarity=0.6, reject_after=3, reject_similarity=0.4, reject_weight=0.3,

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from router.config import LearningSettings, RouterSettings, RoutingSettings
-from router.evidence import ExampleIndex
-from router.feedback import Example, ExampleStore, accepts_feedback
-from router.index import Hit
-from router.retrieval import Ranked
-from router.scoring import score_candidates
+from router.learning.evidence import ExampleIndex
+from router.learning.examples import Example, ExampleStore, accepts_feedback
+from router.retrieval.catalog import Ranked
+from router.retrieval.hybrid import Hit
+from router.settings import LearningSettings, RouterSettings, RoutingSettings
+from router.stages.scoring import score_candidates
 from router.values import Capability
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from actors.feedback import FeedbackOwner, FeedbackView
-from router.config import LearningSettings
-from router.feedback import Example
-from router.learning import RecentDecision
+from router.learning.decisions import RecentDecision
+from router.learning.examples import Example
+from router.settings import LearningSettings
 from tests.unit.helpers import embed_texts
 
 

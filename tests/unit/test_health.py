@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.config import EjectionSettings
-from router.health import OutlierDetector
+from router.resilience.outlier import OutlierDetector
+from router.settings import EjectionSettings
 
 
 class FakeClock:
@@ -217,8 +217,8 @@ def test_remaining_counts_down_with_the_clock() -> None:
 
 
 def test_a_cancelled_probe_lets_the_next_call_probe_instead() -> None:
-    from router.config import EjectionSettings
-    from router.health import OutlierDetector
+    from router.resilience.outlier import OutlierDetector
+    from router.settings import EjectionSettings
 
     now = [0.0]
     d = OutlierDetector(EjectionSettings(consecutive_failures=1, base_ejection_s=1.0), clock=lambda: now[0])

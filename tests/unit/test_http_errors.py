@@ -14,12 +14,11 @@ from fastapi.testclient import TestClient
 
 from deployments.guard import Guard
 from deployments.http import build_http_app
-from router.config import RouterSettings
 from router.errors import NoRelevantBackend
 from router.models import QueryRequest
 from router.security.audit import AuditLog
 from router.security.limits import Limiter
-from router.security.settings import AuditSettings
+from router.settings import AuditSettings, RouterSettings
 
 
 class StubIngress:

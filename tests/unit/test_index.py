@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from router.config import RoutingSettings
-from router.index import HybridIndex, InMemoryVectorStore, minmax
-from router.retrieval import CatalogIndex, CatalogTexts
-from router.text import tokenize
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.hybrid import HybridIndex, InMemoryVectorStore, minmax
+from router.retrieval.text import tokenize
+from router.settings import RoutingSettings
 from router.values import Capability, Catalog
 from tests.unit.helpers import embed_texts, small_catalogs
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from router.errors import UnknownIntent
-from router.intent import IntentClassifier
-from router.intent_settings import IntentDef, IntentSettings
+from router.retrieval.intent import IntentClassifier
+from router.settings.intents import IntentDef, IntentSettings
 from tests.unit.helpers import embed_texts
 
 

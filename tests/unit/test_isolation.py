@@ -11,16 +11,15 @@ import pytest
 
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable
-from router.config import RouterSettings
 from router.errors import ErrorKind, PayloadTooLarge, RateLimited
+from router.llm.selection import ToolSelector
 from router.models import QueryRequest, RouteRequest
-from router.retrieval import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.security.identity import Principal
 from router.security.policy import Access
-from router.security.settings import AuthSettings, Policy
+from router.settings import AuthSettings, Policy, RouterSettings
 from router.strategies import STRATEGIES
 from router.strategies.base import ChargedExecutor
-from router.tools import ToolSelector
 from router.values import BackendStatus, CallOutcome, Capability, Catalog
 from tests.unit.fake_executor import ScriptedExecutor, fail, ok
 from tests.unit.helpers import embed_texts, fake_embed, small_catalogs

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from router.config import LearningSettings, RouterSettings
 from router.errors import (
     FeedbackRefused,
     InvalidRequest,
@@ -17,10 +16,11 @@ from router.errors import (
     UnknownCapability,
     UnknownRequest,
 )
-from router.evidence import ExampleIndex
-from router.feedback import Example, ExampleStore
-from router.learning import RecentDecision, chat_examples, check_allowed, feedback_examples
+from router.learning.decisions import RecentDecision, chat_examples, check_allowed, feedback_examples
+from router.learning.evidence import ExampleIndex
+from router.learning.examples import Example, ExampleStore
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
+from router.settings import LearningSettings, RouterSettings
 from tests.unit.helpers import embed_texts, small_catalogs
 from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, world
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mcp_router.models import model_dir
 
-from models import model_dir
-from router.config import EmbeddingSettings
-from router.embeddings import BASE_MODEL, LocalMiniLM, build_embedder
 from router.errors import ConfigError
+from router.retrieval.embeddings import BASE_MODEL, LocalMiniLM, build_embedder
+from router.settings import EmbeddingSettings
 
 TUNED = "all-MiniLM-L6-v2-tool-retrieval"
 TEXTS = ["what time is it in Tokyo", "get current time: Get the current time in a timezone. Parameters: timezone."]
@@ -58,7 +58,7 @@ def test_the_files_come_from_the_named_folder(name: str) -> None:
 
 
 def test_a_folder_without_its_onnx_file_is_a_config_error(tmp_path, monkeypatch) -> None:
-    import models
+    import mcp_router.models as models
 
     (tmp_path / "half-model").mkdir()
     (tmp_path / "half-model" / "tokenizer.json").write_text("{}")

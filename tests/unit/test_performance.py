@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from router.performance import CallRecord, PerformanceHistory, summarize
-from router.scoring import ANY_INTENT
+from router.resilience.performance import CallRecord, PerformanceHistory, summarize
+from router.stages.scoring import ANY_INTENT
 
 
 def rec(ms: float, ok: bool = True, error_type: str | None = None, ts: float = 0.0) -> CallRecord:

@@ -3,11 +3,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.confidence import FEATURES, ConfidenceModel
-from router.config import RoutingSettings, ScoreWeights
-from router.index import Hit
-from router.retrieval import Ranked
-from router.scoring import (
+from router.retrieval.catalog import Ranked
+from router.retrieval.hybrid import Hit
+from router.settings import RoutingSettings, ScoreWeights
+from router.stages.confidence import FEATURES, ConfidenceModel
+from router.stages.scoring import (
     ANY_INTENT,
     PerfSnapshot,
     health_score,

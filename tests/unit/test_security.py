@@ -12,14 +12,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from router.config_file import load_settings
 from router.errors import ConfigError, Forbidden, Overloaded, RateLimited, Unauthenticated, UnknownBackend
 from router.models import QueryRequest, RouteRequest
 from router.security.audit import AuditLog
 from router.security.identity import Authenticator, Principal, check_bind, key_hash, new_api_key
 from router.security.limits import InFlight, Limiter, SharedBuckets, TokenBucket
 from router.security.policy import Access
-from router.security.settings import AuditSettings, AuthSettings, Policy, RateLimit
+from router.settings import AuditSettings, AuthSettings, Policy, RateLimit
+from router.settings.file import load_settings
 from tests.unit.router_world import ONLY_TIME, world
 
 KEY = new_api_key()
@@ -360,7 +360,7 @@ async def test_the_secure_example_extends_the_bundled_one(monkeypatch: pytest.Mo
     root = EXAMPLES
     secure, plain = load_settings(root / "secure.yaml"), load_settings(root / "router.yaml")
     assert [b.name for b in secure.backends] == [b.name for b in plain.backends]
-    assert secure.state_dir == plain.state_dir
+    assert EXAMPLES not in Path(secure.state_dir).parents and EXAMPLES not in Path(plain.state_dir).parents
     assert (await Authenticator(secure.server.auth).authenticate({"x-api-key": KEY})).name == "demo"
     check_bind(secure.server.auth, ["0.0.0.0"])
 

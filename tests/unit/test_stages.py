@@ -8,8 +8,8 @@ import time
 import pytest
 
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, ToolFailed, UnknownIntent
-from router.intent import IntentClassifier
 from router.models import AttemptInfo, QueryRequest
+from router.retrieval.intent import IntentClassifier
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider
 from router.stages.plan import plan

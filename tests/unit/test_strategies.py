@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from router.config import ResilienceSettings
 from router.models import ScoreBreakdown
+from router.settings import ResilienceSettings
 from router.stages.respond import failure_error
 from router.strategies import STRATEGIES, StrategyContext
 from router.strategies.base import fan_out

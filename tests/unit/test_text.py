@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.text import STOP_WORDS, question_tokens, split_identifier, stem, tokenize, words
+from router.retrieval.text import STOP_WORDS, question_tokens, split_identifier, stem, tokenize, words
 
 
 @pytest.mark.parametrize(

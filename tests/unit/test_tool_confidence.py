@@ -9,11 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from router.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceModel, tool_features
-from router.config import RoutingSettings
 from router.errors import AmbiguousRoute, NoRelevantBackend
-from router.llm import Choice, ServerCandidate
+from router.llm.client import Choice, ServerCandidate
 from router.models import QueryRequest, RouteRequest
+from router.settings import RoutingSettings
+from router.stages.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceModel, tool_features
 from router.values import Capability
 from tests.unit.fake_executor import ok
 from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from router.config import RoutingSettings, ToolSelectionSettings
 from router.errors import InvalidRequest, LLMNotConfigured
-from router.llm import unique_tool_names
-from router.retrieval import CatalogIndex, CatalogTexts
-from router.tools import ToolSelector
+from router.llm.client import unique_tool_names
+from router.llm.selection import ToolSelector
+from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.settings import RoutingSettings, ToolSelectionSettings
 from router.values import Capability, Catalog
 from tests.unit.helpers import embed_texts, fake_embed
 

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from mcp_router.cli.main import main
+from mcp_router.cli.train import export_triples
 
-from cli.main import main
-from cli.train import export_triples
-from router.feedback import FEEDBACK_FILE, Example, ExampleStore
+from router.learning.examples import FEEDBACK_FILE, Example, ExampleStore
 
 
 def ex(name: str, label: int, question: str) -> Example:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from router.catalog_review import CatalogGuard
-from router.config import SecuritySettings
 from router.models import BackendInfo
-from router.pins import PinStore, approve
-from router.poisoning import suspicious_phrases
-from router.untrusted import invisible_characters, over_limits, sanitise, strip_invisible
+from router.settings import SecuritySettings
+from router.trust.pins import PinStore, approve
+from router.trust.poisoning import suspicious_phrases
+from router.trust.review import CatalogGuard
+from router.trust.untrusted import invisible_characters, over_limits, sanitise, strip_invisible
 from router.values import BackendStatus, Capability
 
 LIVEMCPBENCH = Path("/work/shared/benchmarks/livemcpbench/catalog.json")

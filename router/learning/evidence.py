@@ -1,0 +1,216 @@
+"""What labelled examples say about a new question: the evidence routing adds to `match`.
+
+    index = ExampleIndex(store.all(), settings.learning, min_confidence=settings.routing.min_confidence)
+    evidence = index.evidence(question_vector, unsure=retrieval_top_confidence)  # capability key -> Evidence
+    index.may_replace(retrieval_first_backend, learned_first_key, question_vector, retrieval_top_confidence)
+
+An example says "this capability was right (+1) / wrong (-1) for this question", and remembers how sure
+retrieval was when it was given (its confidence in that capability, and in its own first candidate).
+Three kinds of evidence come from them, each shown in the score breakdown:
+
+1. **Nearest examples.** A capability's examples within `learning.min_similarity` of the question count,
+   each with a kernel that grows linearly to 1 at cosine 1; of the nearest `neighbours`, the score is the
+   kernel-weighted mean label times the largest kernel, so one close example speaks clearly, far ones
+   barely, and a mix of right and wrong cancels out. Each example counts by how much it told retrieval
+   something new: a +1 for a capability retrieval already gave confidence p counts 1 - p, a -1 counts p
+   (an example without that record counts fully). Confirmations of what retrieval knew barely move
+   anything; corrections count. The score times `learning.weight` is added to `match`.
+2. **Rejections.** A backend that feedback rejected `reject_after` times more than it accepted it, for
+   questions within `reject_similarity` of this one, is pushed down on all its capabilities by
+   `reject_weight * n / (n + 1)`. One example that far away is noise; several that agree are a pattern,
+   and that is what reaches beyond paraphrases.
+3. **Learned default.** Among examples given where retrieval was unsure (its first candidate's confidence
+   below `routing.min_confidence`, where the router declines), the capabilities that were right: once one
+   has been right there `default_after` times, a question retrieval is unsure of gives it
+   `default_weight * share * sqrt((threshold - t) / threshold)`, share being its part of those right
+   answers net of wrong ones. It does not depend on the question's topic: it learns where users want the
+   questions nothing fits (a general-knowledge backend), which nearest neighbours cannot.
+
+And a guard (`may_replace`): retrieval's first backend keeps its place unless feedback knows it (it has a
+right example), rejected it for questions like this one (the pattern above, or a correction on a
+paraphrase: more wrong than right within `min_similarity`), or retrieval is unsure and the new first is
+a learned default. So a backend nobody gave feedback on keeps the questions retrieval sends it: when two
+backends do the same job and users taught only one, the other does not lose its questions to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from router.settings import LearningSettings
+
+if TYPE_CHECKING:
+    from router.learning.examples import Example
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """What the examples say about one capability for one question."""
+
+    examples: int  # how many examples the capability has
+    nearest: float  # cosine of the nearest one to the question
+    score: float  # -1 .. 1: the nearest examples' verdict, weighted by closeness and news
+    contribution: float  # what is added to `match`: weight * score, plus the two below
+    rejections: int = 0  # its backend's rejections net of acceptances within reject_similarity
+    default: float = 0.0  # what the learned default added (only when retrieval is unsure)
+
+
+def _backend_of(key: str) -> str:
+    return key.split("/", 1)[0]
+
+
+class ExampleIndex:
+    """The examples as one matrix, grouped by capability, for the evidence of a question vector."""
+
+    def __init__(self, examples: Sequence[Example], settings: LearningSettings, min_confidence: float = 0.0) -> None:
+        """`min_confidence`: `routing.min_confidence`, below which retrieval counts as unsure."""
+        self.settings = settings
+        self.threshold = min_confidence
+        ordered = sorted(examples, key=lambda e: (e.key, e.id or 0))
+        dims = {np.asarray(e.vector).size for e in ordered}
+        # Mixed sizes: a change of embedding model left stale vectors; they say nothing until deleted.
+        self.dim = dims.pop() if len(dims) == 1 else None
+        if self.dim is None:
+            ordered = []
+        self.size = len(ordered)
+        keys = [e.key for e in ordered]
+        starts = [i for i, key in enumerate(keys) if i == 0 or keys[i - 1] != key]  # sorted: one run per key
+        self.keys: list[str] = [keys[i] for i in starts]
+        self._starts = np.array(starts, dtype=np.int64)
+        self._counts = np.diff(np.append(self._starts, len(keys))).astype(np.int64)
+        self._key_group = {k: g for g, k in enumerate(self.keys)}
+        if ordered:
+            m = np.stack([np.asarray(e.vector, dtype=np.float32).ravel() for e in ordered])
+            self._matrix = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+        else:
+            self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._labels = np.array([e.label for e in ordered], dtype=np.float32)
+        p = np.array([np.nan if e.confidence is None else e.confidence for e in ordered], dtype=np.float32)
+        news = np.where(self._labels > 0, 1.0 - p, p)
+        self._news = np.where(np.isnan(news), 1.0, np.clip(news, 0.0, 1.0)).astype(np.float32)
+        self.backends: list[str] = sorted({e.backend for e in ordered})
+        index = {b: i for i, b in enumerate(self.backends)}
+        self._backend = np.array([index[e.backend] for e in ordered], dtype=np.int64)
+        self._backend_index = index
+        self._confirmed = {e.backend for e in ordered if e.label > 0}
+        self._default = self._learned_default(ordered)
+
+    def _learned_default(self, ordered: Sequence[Example]) -> dict[str, float]:
+        """Capability key -> its share of the right answers where retrieval was unsure (net of wrong ones)."""
+        net: dict[str, int] = {}
+        right: dict[str, int] = {}
+        events = 0
+        for e in ordered:
+            if e.top_confidence is None or e.top_confidence >= self.threshold:
+                continue
+            net[e.key] = net.get(e.key, 0) + e.label
+            if e.label > 0:
+                right[e.key] = right.get(e.key, 0) + 1
+                events += 1
+        after = self.settings.default_after
+        return {k: n / (events + 1) for k, n in net.items() if n < 0 or right.get(k, 0) >= after}
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _similarities(self, vector: Any) -> np.ndarray | None:
+        if vector is None or not self.size:
+            return None
+        q = np.asarray(vector, dtype=np.float32).ravel()
+        if q.size != self.dim:
+            return None
+        return self._matrix @ (q / (float(np.linalg.norm(q)) or 1.0))
+
+    def _net_rejections(self, sims: np.ndarray, within: float) -> np.ndarray:
+        """Per backend: how many more times it was wrong than right for questions within `within`."""
+        near = sims >= within
+        return -np.bincount(self._backend[near], weights=self._labels[near], minlength=len(self.backends))
+
+    def evidence(self, vector: Any, unsure: float | None = None) -> QuestionEvidence:
+        """Capability key -> evidence for the question (empty without a vector or examples). `unsure`:
+        retrieval's confidence in its own first candidate for the question (no learned default without it)."""
+        sims = self._similarities(vector)
+        if sims is None:
+            return QuestionEvidence(self, None, None, None, {}, {})
+        s = self.settings
+        tau, k = s.min_similarity, s.neighbours
+        nearest = np.maximum.reduceat(sims, self._starts)
+        knn = np.zeros(len(self.keys))
+        for g in np.nonzero(nearest > tau)[0]:  # only capabilities with an example that close
+            lo = self._starts[g]
+            sg = sims[lo:lo + self._counts[g]]
+            top = np.argpartition(-sg, k - 1)[:k] if sg.size > k else np.arange(sg.size)
+            kernel = np.clip((sg[top] - tau) / (1.0 - tau), 0.0, 1.0) * self._news[lo:lo + self._counts[g]][top]
+            if kernel.sum() > 0:
+                knn[g] = float((kernel * self._labels[lo:lo + self._counts[g]][top]).sum() / kernel.sum()
+                               * kernel.max())
+        rejections = self._net_rejections(sims, s.reject_similarity)
+        demoted = {self.backends[b]: -s.reject_weight * float(n) / (float(n) + 1.0)
+                   for b, n in enumerate(rejections) if n >= s.reject_after}
+        default: dict[str, float] = {}
+        if unsure is not None and unsure < self.threshold and self._default:
+            gain = ((self.threshold - unsure) / self.threshold) ** 0.5
+            default = {key: s.default_weight * share * gain for key, share in self._default.items()}
+        return QuestionEvidence(self, nearest, knn, rejections, demoted, default)
+
+    def may_replace(self, first_backend: str, new_first_key: str, vector: Any, unsure: float | None) -> bool:
+        """Whether examples may put `new_first_key` (of another backend) before retrieval's first candidate,
+        of `first_backend` (see the guard in the module docstring)."""
+        if first_backend in self._confirmed:
+            return True
+        if unsure is not None and unsure < self.threshold and self._default.get(new_first_key, 0.0) > 0:
+            return True
+        sims = self._similarities(vector)
+        b = self._backend_index.get(first_backend)
+        if sims is None or b is None:
+            return False
+        s = self.settings
+        return bool(self._net_rejections(sims, s.reject_similarity)[b] >= s.reject_after
+                    or self._net_rejections(sims, (1.0 + s.min_similarity) / 2)[b] > 0)
+
+
+class QuestionEvidence(Mapping[str, Evidence]):
+    """The evidence for one question, kept as arrays; an `Evidence` is built when a capability is looked up
+    (a rejected backend's capabilities are found by their backend, whether or not they have examples)."""
+
+    def __init__(self, index: ExampleIndex, nearest: np.ndarray | None, knn: np.ndarray | None,
+                 rejections: np.ndarray | None, demoted: dict[str, float], default: dict[str, float]) -> None:
+        self._index, self._nearest, self._knn, self._rejections = index, nearest, knn, rejections
+        self._demoted, self._default = demoted, default
+
+    def __getitem__(self, key: str) -> Evidence:
+        if self._knn is None or self._nearest is None or self._rejections is None:
+            raise KeyError(key)
+        group = self._index._key_group.get(key)
+        backend = _backend_of(key)
+        demoted, default = self._demoted.get(backend, 0.0), self._default.get(key, 0.0)
+        if group is None and not demoted and not default:
+            raise KeyError(key)
+        score = float(self._knn[group]) if group is not None else 0.0
+        b = self._index._backend_index.get(backend)
+        return Evidence(examples=int(self._index._counts[group]) if group is not None else 0,
+                        nearest=round(float(self._nearest[group]), 4) if group is not None else 0.0,
+                        score=round(score, 4),
+                        contribution=round(self._index.settings.weight * score + demoted + default, 4),
+                        rejections=int(self._rejections[b]) if b is not None else 0, default=round(default, 4))
+
+    def _keys(self) -> list[str]:
+        return [] if self._knn is None else list(dict.fromkeys([*self._index.keys, *self._default]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def positive(self) -> list[str]:
+        """The capabilities the examples vouch for on this question (a positive contribution), found from the
+        arrays: only those with a positive nearest-neighbour score or a learned default can have one."""
+        if self._knn is None:
+            return []
+        maybe = {self._index.keys[g] for g in np.nonzero(self._knn > 0)[0]} | set(self._default)
+        return [key for key in maybe if self[key].contribution > 0]

@@ -1,0 +1,155 @@
+"""Labelled examples of which capability answers which question, and the store that keeps them.
+
+    store = ExampleStore(f"{settings.state_dir}/feedback.sqlite", cap=200)
+    store.add([Example(backend="clock", kind="tool", name="now", label=1, question="time in Tokyo?",
+                       vector=vec, source="feedback", confidence=0.4, top_confidence=0.4)])
+
+An example says "this capability was right (+1) / wrong (-1) for this question", with the question's
+vector and how sure retrieval was when it was given. What routing draws from them is in
+`router.evidence`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from router.security.identity import is_loopback
+from router.settings import RouterSettings
+from router.values import capability_key
+
+Source = Literal["feedback", "chat", "routed"]
+FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
+
+
+def accepts_feedback(settings: RouterSettings) -> bool:
+    """Whether this deployment takes examples at all: the config switch, and unset, only on a loopback
+    address. (Each caller's own right is its policy's `feedback`, checked where the caller is known.)"""
+    accept = settings.learning.accept_feedback
+    if accept is None:
+        return is_loopback(settings.server.host)
+    return accept
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Example:
+    backend: str
+    kind: str
+    name: str
+    label: int  # +1 the capability was right for the question, -1 it was wrong
+    question: str
+    vector: np.ndarray = field(repr=False)  # float32, the question's embedding
+    source: Source = "feedback"
+    principal: str | None = None
+    created: float = field(default_factory=time.time)
+    document: str = ""  # the capability's text as the retriever sees it (for training)
+    # How sure retrieval was when the example was given (None: not recorded): its confidence in this
+    # capability (0 when it was not a candidate), and in its own first candidate.
+    confidence: float | None = None
+    top_confidence: float | None = None
+    id: int | None = None
+
+    @property
+    def key(self) -> str:
+        return capability_key(self.backend, self.kind, self.name)
+
+    def info(self) -> dict[str, Any]:
+        """What an operator sees (no vector)."""
+        return {"id": self.id, "backend": self.backend, "kind": self.kind, "name": self.name, "label": self.label,
+                "question": self.question, "source": self.source, "principal": self.principal,
+                "created": self.created, "confidence": self.confidence, "top_confidence": self.top_confidence}
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS examples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    backend TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+    label INTEGER NOT NULL CHECK (label IN (-1, 1)),
+    question TEXT NOT NULL, vector BLOB NOT NULL, source TEXT NOT NULL,
+    principal TEXT, created REAL NOT NULL, document TEXT NOT NULL DEFAULT '',
+    confidence REAL, top_confidence REAL
+);
+CREATE INDEX IF NOT EXISTS examples_capability ON examples (backend, kind, name, id);
+"""
+# Columns added since the first version of the file; a file without them gets them (as NULL) on opening.
+_ADDED = {"confidence": "REAL", "top_confidence": "REAL"}
+_COLUMNS = ("id, backend, kind, name, label, question, vector, source, principal, created, document, confidence, "
+            "top_confidence")
+
+
+class ExampleStore:
+    """Examples in one SQLite file, capped per capability (the oldest go first). Every write bumps
+    `version`, so a reader can tell whether its copy is current."""
+
+    def __init__(self, path: str | Path, cap: int) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.cap = cap
+        self._lock = threading.Lock()  # one connection, used from whichever thread the owner runs on
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(examples)")}
+        for column, kind in _ADDED.items():
+            if column not in have:
+                self._db.execute(f"ALTER TABLE examples ADD COLUMN {column} {kind}")
+        self.version = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM examples").fetchone()[0]
+
+    def add(self, examples: Iterable[Example]) -> list[Example]:
+        """Store examples; returns them with their ids."""
+        stored = []
+        with self._lock:
+            self._db.execute("BEGIN")
+            for e in examples:
+                vector = np.asarray(e.vector, dtype=np.float32).ravel()
+                cur = self._db.execute(
+                    f"INSERT INTO examples ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (e.backend, e.kind, e.name, int(e.label), e.question, vector.tobytes(), e.source, e.principal,
+                     e.created, e.document, e.confidence, e.top_confidence))
+                self._db.execute(
+                    "DELETE FROM examples WHERE backend = ? AND kind = ? AND name = ? AND id NOT IN ("
+                    "SELECT id FROM examples WHERE backend = ? AND kind = ? AND name = ? ORDER BY id DESC LIMIT ?)",
+                    (e.backend, e.kind, e.name, e.backend, e.kind, e.name, self.cap))
+                stored.append(_with_id(e, vector, cur.lastrowid))
+            self._db.execute("COMMIT")
+            self.version += 1
+        return stored
+
+    def all(self) -> list[Example]:
+        return self._select("", ())
+
+    def for_backend(self, backend: str) -> list[Example]:
+        return self._select("WHERE backend = ?", (backend,))
+
+    def delete_backend(self, backend: str) -> int:
+        with self._lock:
+            deleted = self._db.execute("DELETE FROM examples WHERE backend = ?", (backend,)).rowcount
+            self.version += 1
+        return int(deleted)
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM examples").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _select(self, where: str, params: tuple[Any, ...]) -> list[Example]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM examples {where} ORDER BY id", params).fetchall()
+        return [Example(id=r[0], backend=r[1], kind=r[2], name=r[3], label=r[4], question=r[5],
+                        vector=np.frombuffer(r[6], dtype=np.float32), source=r[7], principal=r[8], created=r[9],
+                        document=r[10], confidence=r[11], top_confidence=r[12]) for r in rows]
+
+
+def _with_id(e: Example, vector: np.ndarray, row_id: int | None) -> Example:
+    return dataclasses.replace(e, id=row_id, vector=vector)

@@ -1,0 +1,128 @@
+"""Passive outlier detection for one backend: eject after failures, then let one probe decide.
+
+    detector = OutlierDetector(settings.resilience.ejection)
+    admission = detector.admit(force=False)                           # before a call
+    detector.record(ok, admission.probe, admission.forced_in)         # after it
+
+States: *closed* (calls flow), *ejected* (calls are refused until `ejected_until`), *half-open*
+(the first call after the ejection is the probe; others are refused until it returns). A backend
+is ejected after `consecutive_failures` failures in a row, or when at least `min_requests` calls in
+the last `window_s` seconds failed at `failure_rate` or more. Each ejection lasts
+``base_ejection_s * 2 ** (ejections - 1)``, capped at `max_ejection_s`; the count of ejections
+decays after a healthy period as long as the longest ejection. `force` admits a call regardless:
+the router uses it when every candidate is ejected and the least bad one must still be tried; a
+forced call that succeeds ends the ejection, since the backend has just shown it answers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+from router.settings import EjectionSettings
+
+
+class Admission(NamedTuple):
+    allowed: bool
+    probe: bool
+    forced_in: int | None = None  # the ejection (`epoch`) during which only `force` let the call in
+
+
+class OutlierDetector:
+    def __init__(self, settings: EjectionSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self._clock = clock
+        self.state = "closed"
+        self.consecutive_failures = 0
+        self.ejections = 0
+        self.epoch = 0  # counts every ejection (unlike `ejections`, never decays)
+        self.ejected_until: float | None = None
+        self.last_failures = 0  # the failures that caused the latest ejection (for its message)
+        self._probe_in_flight = False
+        self._window: deque[tuple[float, bool]] = deque()
+        self._healthy_since = clock()
+
+    @property
+    def ejected(self) -> bool:
+        return self.state == "ejected" and self.ejected_until is not None and self._clock() < self.ejected_until
+
+    def admit(self, force: bool = False) -> Admission:
+        """Whether a call about to be made may go, and whether it is the probe."""
+        now = self._clock()
+        if self.state == "ejected" and self.ejected_until is not None and now >= self.ejected_until:
+            self.state = "half_open"
+            self._probe_in_flight = False
+        if self.state == "closed":
+            return Admission(True, False)
+        if self.state == "half_open" and not self._probe_in_flight:
+            self._probe_in_flight = True
+            return Admission(True, True)
+        return Admission(True, False, self.epoch) if force else Admission(False, False)
+
+    def record(self, ok: bool, probe: bool = False, forced_in: int | None = None) -> bool:
+        """Count an outcome; True when this outcome ejected the backend. `forced_in` is the admission's:
+        a forced success ends only the ejection it was admitted in, not a later one, and a call already
+        in flight when the backend was ejected ends none."""
+        now = self._clock()
+        self._window.append((now, ok))
+        cutoff = now - self.settings.window_s
+        while self._window and self._window[0][0] < cutoff:
+            self._window.popleft()
+        if ok:
+            self.consecutive_failures = 0
+            if (self.state == "half_open" and (probe or not self._probe_in_flight)) or (
+                    forced_in == self.epoch and self.state == "ejected"):
+                self._close(now)
+            if self.state == "closed" and now - self._healthy_since > self.settings.max_ejection_s:
+                self.ejections = 0
+            return False
+        self.consecutive_failures += 1
+        if self.state == "half_open":
+            if probe or not self._probe_in_flight:
+                self._eject(now)
+                return True
+            return False
+        if self.state == "closed" and self._should_eject():
+            self._eject(now)
+            return True
+        return False
+
+    def abandon(self, probe: bool) -> None:
+        """A call that says nothing of the backend (cancelled: it lost a parallel or hedged race; cut short
+        by the caller's own deadline) counts for nothing, and if it was the half-open probe the next call
+        probes instead."""
+        if probe and self.state == "half_open":
+            self._probe_in_flight = False
+
+    def _should_eject(self) -> bool:
+        s = self.settings
+        if self.consecutive_failures >= s.consecutive_failures:
+            return True
+        if len(self._window) >= s.min_requests:
+            failures = sum(1 for _, ok in self._window if not ok)
+            return failures / len(self._window) >= s.failure_rate
+        return False
+
+    def _eject(self, now: float) -> None:
+        self.last_failures = max(self.consecutive_failures, sum(1 for _, ok in self._window if not ok))
+        self.ejections += 1
+        self.epoch += 1
+        duration = min(self.settings.base_ejection_s * 2 ** (self.ejections - 1), self.settings.max_ejection_s)
+        self.state = "ejected"
+        self.ejected_until = now + duration
+        self._probe_in_flight = False
+        self._window.clear()
+
+    def _close(self, now: float) -> None:
+        self.state = "closed"
+        self.ejected_until = None
+        self._probe_in_flight = False
+        self.consecutive_failures = 0
+        self._healthy_since = now
+
+    def remaining_s(self) -> float:
+        if self.ejected_until is None:
+            return 0.0
+        return max(0.0, self.ejected_until - self._clock())

@@ -1,0 +1,260 @@
+"""Embedders: the local all-MiniLM-L6-v2 models (ONNX, offline) and any OpenAI-compatible endpoint.
+
+    embedder = build_embedder(settings.embeddings)          # LocalMiniLM or OpenAIEmbedder
+    tuned = LocalMiniLM(model="all-MiniLM-L6-v2-tool-retrieval")  # the default: trained for tool retrieval
+    base = LocalMiniLM()                                    # the untrained model (the RAG server's)
+    cached = CachedEmbedder(embedder, EmbeddingCache(dir))  # vectors survive restarts
+    vectors = await cached.embed(["get current time in a timezone", ...])   # (n, dim), L2-normalised
+
+Every local model is an ONNX file with int8 weights and the model's `tokenizer.json`, both shipped in
+`models/<name>/` (the base model and its fine-tunes, exported the same way by
+`benchmarks/train_retriever.py`); nothing touches the network. onnxruntime instead of
+sentence-transformers + torch: a tenth of the install size and a fraction of the per-query latency
+(docs/design.md, "Embeddings"). `embeddings.model` chooses one by name; each has its own model id
+(from its weights), so cached vectors never mix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from router.errors import ConfigError
+from router.settings import EmbeddingSettings
+
+BASE_MODEL = "all-MiniLM-L6-v2"
+# Models up to this size run inside each router replica; larger ones in their own deployment.
+REPLICA_MODEL_MAX_BYTES = 200 * 2**20
+_MAX_TOKENS = 256
+
+
+class Embedder(Protocol):
+    model_id: str
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, one row per text."""
+        ...
+
+
+def normalize(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.maximum(norms, 1e-12)
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 (or a shipped fine-tune of it) on onnxruntime: mean pooling over the tokens,
+    then L2 normalisation."""
+
+    def __init__(self, threads: int = 1, model: str = BASE_MODEL) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - installation problem
+            raise ConfigError(f"the local embedding model needs onnxruntime and tokenizers: {exc}") from exc
+        onnx_file, tokenizer_file = _model_files(model)
+        # The id follows the weights and how texts are run, so a retrained model under the same name
+        # never reuses old vectors, nor this one the vectors of padded batches.
+        digest = hashlib.blake2b(onnx_file.read_bytes() + b"one text per run", digest_size=6).hexdigest()
+        self.model_id = f"{model}-onnx-{digest}"
+        self.model = model
+        self._tok = Tokenizer.from_file(str(tokenizer_file))
+        self._tok.enable_truncation(max_length=_MAX_TOKENS)
+        self._tok.no_padding()  # the file pads to 128 tokens; each text runs alone, unpadded
+        opts = ort.SessionOptions()
+        # One intra-op thread: on a small machine a second thread fights the neighbours (FACTS).
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(onnx_file), opts,
+                                             providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+        self.dim = 384
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Synchronous CPU work; `embed` runs it off the event loop.
+
+        Each text runs through the model alone, unpadded. On CPU, padding a batch to its longest text
+        costs more than batching saves (one thread: 527 tool documents in 4.2 s alone against 26 s in
+        batches of 64), and alone a text's vector never depends on what else is embedded with it, so
+        a question gets the same decision however many others arrive with it."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        encodings = self._tok.encode_batch([t if t.strip() else "." for t in texts])
+        for row, enc in enumerate(encodings):
+            ids = np.array([enc.ids], dtype=np.int64)
+            with self._lock:  # per text, so that questions interleave with a long catalog
+                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                  "token_type_ids": np.zeros_like(ids)})[0]
+            out[row] = hidden[0].mean(axis=0)
+        return normalize(out)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.encode, list(texts))
+
+
+def placement(settings: EmbeddingSettings) -> str:
+    """`replica` or `deployment`: the configured one, else by model size (remote endpoints: replica)."""
+    if settings.placement is not None:
+        return settings.placement
+    if settings.provider != "local":
+        return "replica"
+    onnx_file = _model_files(settings.model)[0]
+    return "replica" if onnx_file.stat().st_size <= REPLICA_MODEL_MAX_BYTES else "deployment"
+
+
+def _model_files(name: str) -> tuple[Path, Path]:
+    """(ONNX file, tokenizer file) of a model shipped in models/."""
+    from mcp_router.models import model_dir
+
+    try:
+        folder = model_dir(name)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"embeddings.model: {exc}") from exc
+    files = folder / "model.onnx", folder / "tokenizer.json"
+    for f in files:
+        if not f.is_file():
+            raise ConfigError(f"embeddings.model {name!r}: {f.name} missing in {folder}")
+    return files
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /v1/embeddings endpoint (OpenAI, vLLM, Ollama, TEI)."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        from openai import AsyncOpenAI
+
+        api_key = os.environ.get(settings.api_key_env) or "unused"
+        self._client = AsyncOpenAI(base_url=settings.base_url, api_key=api_key, timeout=settings.timeout_s,
+                                   max_retries=2)
+        self._model = settings.model
+        self._batch = settings.batch_size
+        self.model_id = f"openai:{settings.base_url or 'default'}:{settings.model}"
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch):
+            chunk = list(texts[start:start + self._batch])
+            resp = await self._client.embeddings.create(model=self._model, input=chunk)
+            rows.extend(item.embedding for item in sorted(resp.data, key=lambda d: d.index))
+        if not rows:
+            return np.zeros((0, 1), dtype=np.float32)
+        return normalize(np.array(rows, dtype=np.float32))
+
+
+class MicroBatcher:
+    """Concurrent questions share embedding calls: while one call runs (in a thread), the questions
+    that arrive queue up, and all of them go in the next call (one request to an endpoint; one hop to
+    the local model's thread, which runs each text alone). A lone question goes at once; lists of
+    texts (catalogs) bypass the queue."""
+
+    def __init__(self, inner: Embedder, max_batch: int = 64) -> None:
+        self._inner = inner
+        self._max = max_batch
+        self.model_id = inner.model_id
+        self._queue: list[tuple[str, asyncio.Future[np.ndarray]]] = []
+        self._worker: asyncio.Task[None] | None = None
+        self.batch_sizes: list[int] = []  # the last batches' sizes, for tests and benchmarks
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) != 1:
+            return await self._inner.embed(texts)
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._queue.append((texts[0], future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        return np.asarray([await future])
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue[: self._max], self._queue[self._max:]
+            batch = [(t, f) for t, f in batch if not f.cancelled()]
+            if not batch:
+                continue
+            self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
+            try:
+                vectors = await self._inner.embed([t for t, _ in batch])
+            except Exception as exc:  # every waiting question sees the model's failure
+                for _, f in batch:
+                    if not f.done():
+                        f.set_exception(exc)
+                continue
+            for (_, f), v in zip(batch, vectors, strict=True):
+                if not f.done():
+                    f.set_result(v)
+
+
+def build_embedder(settings: EmbeddingSettings) -> Embedder:
+    if settings.provider == "openai":
+        return OpenAIEmbedder(settings)
+    return LocalMiniLM(threads=settings.threads, model=settings.model)
+
+
+class EmbeddingCache:
+    """Vectors on disk keyed by model id and text hash (SQLite: safe across processes)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        path = Path(directory).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path / "embeddings.sqlite3", check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, vec BLOB, "
+                         "PRIMARY KEY (model, hash))")
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get_many(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        keys = list({self.key(t) for t in texts})
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({marks})",
+                    [model, *part]).fetchall()
+                for h, blob in rows:
+                    found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                                 [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()])
+
+
+class CachedEmbedder:
+    """Wraps an embedder so each distinct text is embedded once per model, across restarts."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache | None, model_id: str | None = None) -> None:
+        self._inner = inner
+        self._cache = cache
+        self.model_id = model_id or inner.model_id
+        self.computed = 0  # texts embedded by the model (not served from the cache)
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if self._cache is None:
+            self.computed += len(texts)
+            return await self._inner.embed(texts)
+        known = self._cache.get_many(self.model_id, texts)
+        missing = list(dict.fromkeys(t for t in texts if EmbeddingCache.key(t) not in known))
+        if missing:
+            fresh = await self._inner.embed(missing)
+            self.computed += len(missing)
+            new = {EmbeddingCache.key(t): fresh[i] for i, t in enumerate(missing)}
+            self._cache.put_many(self.model_id, new)
+            known.update(new)
+        return np.stack([known[EmbeddingCache.key(t)] for t in texts]).astype(np.float32)

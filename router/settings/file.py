@@ -1,0 +1,223 @@
+"""Reading a config file into `RouterSettings`: YAML or JSON, `mcpServers`, `${VAR}`, `ROUTER_` overrides.
+
+    settings = load_settings("examples/router.yaml")
+    settings = load_settings("~/.cursor/mcp.json")   # mcpServers: command -> stdio, url -> HTTP
+
+Sources, later ones winning: the file, then environment variables with the prefix ``ROUTER_`` and
+``__`` between nesting levels (``ROUTER_ROUTING__ALPHA=0.6``), then explicit overrides. A file that names
+no `state_dir` keeps its state in a per-user folder (`user_state_dir`); ``${MCP_ROUTER_STATE_DIR}`` in a
+file is that folder (e.g. a launched server's store).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from router.errors import ConfigError
+from router.settings.router import RouterSettings
+
+STATE_DIR_VAR = "MCP_ROUTER_STATE_DIR"
+_STATE_MARK = "\x00state_dir\x00"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> RouterSettings:
+    """Read, expand and validate a config file; a bad file raises `ConfigError` naming file and field."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    where = "<defaults>"
+    if path is not None:
+        file = Path(path).expanduser()
+        where = str(file)
+        # ${MCP_ROUTER_STATE_DIR} names the state folder, known only once every file is read.
+        data = _load_file(file, {STATE_DIR_VAR: _STATE_MARK, **env})
+        data.setdefault("state_dir", str(user_state_dir(file, env)))
+        _substitute(data, _STATE_MARK, data["state_dir"])
+    _overlay_environment(data, env)
+    if overrides:
+        _deep_merge(data, dict(overrides))
+    try:
+        return RouterSettings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_describe(exc)}", file=where) from None
+
+
+def _load_file(file: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """One file, expanded and with its paths resolved; `extends: other.yaml` starts from that file's
+    settings and merges this one's over them (lists such as `backends` are replaced, not appended)."""
+    where = str(file)
+    data = _from_mcp_servers(_expand_env(_read_file(file), env, where), where)
+    _resolve_relative_paths(data, file.parent.resolve())
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{where}: extends must be a path to another config file", file=where)
+    parent = (file.parent / base).resolve()
+    if parent in seen or parent == file.resolve():
+        raise ConfigError(f"{where}: extends {base} forms a cycle", file=where)
+    merged = _load_file(parent, env, (*seen, file.resolve()))
+    _deep_merge(merged, data)
+    return merged
+
+
+def _read_file(file: Path) -> dict[str, Any]:
+    if not file.is_file():
+        raise ConfigError(f"{file}: no such config file", file=str(file))
+    text = file.read_text(encoding="utf-8")
+    try:
+        loaded = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{file}: not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {exc}",
+                          file=str(file)) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{file}: the top level must be a mapping, got {type(loaded).__name__}",
+                          file=str(file))
+    return loaded
+
+
+def _expand_env(value: Any, env: Mapping[str, str], where: str) -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in strings, so secrets can stay out of the file."""
+    if isinstance(value, str):
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where}: environment variable {name} is not set (referenced as ${{{name}}})",
+                              file=where)
+        return _ENV_REF.sub(sub, value)
+    if isinstance(value, list):
+        return [_expand_env(v, env, where) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand_env(v, env, where) for k, v in value.items()}
+    return value
+
+
+def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str, Any]:
+    """Turn Claude Desktop / Cursor ``mcpServers`` entries into backend specs."""
+    servers = data.pop("mcpServers", None)
+    if servers is None:
+        return data
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{where}: mcpServers must be a mapping of server name to its launch settings",
+                          file=where)
+    backends = list(data.get("backends") or [])
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: mcpServers.{name}: expected a mapping, got {type(entry).__name__}",
+                              file=where)
+        entry = dict(entry)
+        entry.pop("type", None)
+        entry.pop("transport", None)
+        spec: dict[str, Any] = {"name": name}
+        if "command" in entry:
+            spec["kind"] = "mcp_stdio"
+        elif "url" in entry:
+            spec["kind"] = "mcp_http"
+        else:
+            raise ConfigError(f"{where}: mcpServers.{name}: needs either 'command' (stdio) or 'url' (HTTP)",
+                              file=where)
+        # Cursor and Claude Desktop use `disabled`; the router calls it `enabled`.
+        if "disabled" in entry:
+            spec["enabled"] = not entry.pop("disabled")
+        spec.update(entry)
+        backends.append(spec)
+    data["backends"] = backends
+    return data
+
+
+def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
+    for spec in data.get("backends") or []:
+        for holder in (spec, spec.get("launch") if isinstance(spec, dict) else None):
+            if isinstance(holder, dict) and isinstance(holder.get("cwd"), str) and not os.path.isabs(holder["cwd"]):
+                holder["cwd"] = str((base / holder["cwd"]).resolve())
+    auth = (data.get("server") or {}).get("auth") if isinstance(data.get("server"), dict) else None
+    jwt = auth.get("jwt") if isinstance(auth, dict) else None
+    audit = data.get("audit")
+    for holder, key in ((jwt, "jwks_file"), (audit, "path")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), str) and not os.path.isabs(holder[key]):
+            holder[key] = str((base / holder[key]).resolve())
+    state = data.get("state_dir")
+    if isinstance(state, str) and not os.path.isabs(os.path.expanduser(state)):
+        data["state_dir"] = str((base / state).resolve())
+    security = data.get("security")
+    security = security if isinstance(security, dict) else {}
+    lock = security.get("lock_file", "mcp-router.lock.json")
+    if isinstance(lock, str) and not os.path.isabs(os.path.expanduser(lock)):
+        data["security"] = {**security, "lock_file": str((base / lock).resolve())}
+
+
+def user_state_dir(config: Path, env: Mapping[str, str]) -> Path:
+    """Where a configuration that names no `state_dir` keeps its state: a folder of the user's
+    (`$XDG_STATE_HOME`, else `~/.local/state`) per configuration file, never the file's own folder, which
+    may be an installed package."""
+    root = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "mcp-router"
+    digest = hashlib.sha256(str(config.resolve()).encode()).hexdigest()[:8]
+    return root / f"{config.stem}-{digest}"
+
+
+def _substitute(value: Any, mark: str, text: str) -> Any:
+    """Replace `mark` in every string of a nested value, in place."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            value[k] = _substitute(v, mark, text)
+    elif isinstance(value, list):
+        value[:] = [_substitute(v, mark, text) for v in value]
+    elif isinstance(value, str):
+        return value.replace(mark, text)
+    return value
+
+
+def _overlay_environment(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for key, raw in env.items():
+        if not key.startswith("ROUTER_") or key.startswith("ROUTER_BACKEND"):
+            continue
+        path = [part.lower() for part in key[len("ROUTER_"):].split("__") if part]
+        if not path:
+            continue
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[path[-1]] = _parse_scalar(raw)
+
+
+def _parse_scalar(raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def _deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<top level>"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")

@@ -1,0 +1,49 @@
+"""Settings of learning from use (`learning`): which examples are taken and how they weigh in routing."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from router.settings.base import Strict
+
+
+class LearningSettings(Strict):
+    """Learning from use: labelled examples (feedback, chat tool calls, routed calls) pull a capability up or
+    push it down for similar questions (router/evidence.py): by nearest neighbours over the examples' question
+    vectors, by patterns of rejections, and by a default learned for the questions retrieval is unsure of."""
+
+    accept_feedback: bool | None = Field(default=None, description=(
+        "Whether examples are taken at all (feedback, chat, routed calls). Unset: only while the router listens "
+        "on a loopback address (`server.host`), where every caller is local."))
+    weight: float = Field(default=0.25, ge=0, le=2, description=(
+        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`. 0.1 to 0.5 did equally well in "
+        "benchmarks/feedback_curve.py on ToolAlpaca; 1.0 made a server without feedback worse in one replay order "
+        "(docs/benchmarks.md)."))
+    neighbours: int = Field(default=5, ge=1, le=100, description=(
+        "Nearest examples of a capability that make its score."))
+    min_similarity: float = Field(default=0.6, ge=0, lt=1, description=(
+        "Question cosine below which an example says nothing about a question (0.6: lower ones pulled questions "
+        "of servers that never had feedback towards those that had)."))
+    reject_after: int = Field(default=3, ge=1, le=1000, description=(
+        "Times a backend must have been wrong (more than right) for questions within `reject_similarity` of a "
+        "new one before it is pushed down for it: one complaint is an anecdote, several are a pattern."))
+    reject_similarity: float = Field(default=0.4, ge=0, lt=1, description=(
+        "Question cosine within which rejections of a backend count towards `reject_after`."))
+    reject_weight: float = Field(default=0.3, ge=0, le=2, description=(
+        "The most a pattern of rejections takes off `match` (n rejections take weight * n / (n + 1))."))
+    default_after: int = Field(default=2, ge=1, le=1000, description=(
+        "Times a capability must have been right where retrieval was unsure (below `routing.min_confidence`) "
+        "before it becomes a learned default for such questions."))
+    default_weight: float = Field(default=2.0, ge=0, le=10, description=(
+        "Weight of a learned default: its share of the right answers where retrieval was unsure, times this, "
+        "times how far below `routing.min_confidence` retrieval is for the question (0 at it). 0 turns it off."))
+    max_examples_per_capability: int = Field(default=200, ge=1, le=100_000, description=(
+        "Examples kept per capability; the oldest are dropped beyond it."))
+    learn_from_chat: bool = Field(default=True, description=(
+        "The tools an LLM called successfully in `/v1/chat` become positive examples."))
+    learn_from_routed: bool = Field(default=False, description=(
+        "Every routed call that succeeded becomes a positive example (it reinforces the router's own choices)."))
+    decision_ttl_s: float = Field(default=3600.0, gt=0, description=(
+        "How long a query's `request_id` can be given feedback on."))
+    refresh_s: float = Field(default=2.0, gt=0, description=(
+        "How often a replica reads the examples other replicas added."))

@@ -1,0 +1,309 @@
+"""Deriving a tool's arguments from the question, without an LLM, and never silently.
+
+    args, source = derive_arguments(capability, question, given=None)
+    # ({"query": "..."}, "question")  or  ({"timezone": "Asia/Tokyo"}, "extracted: timezone")
+
+The rules, in order: the caller's arguments win; a tool with no required parameters gets none; a
+tool whose one required parameter is free text (query, question, text, prompt, ...) gets the
+question; otherwise each required parameter is extracted from the question by its JSON-schema
+shape (an enum value named in the question, an IANA time zone from a city name, a time of day,
+numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
+naming the tool and its schema. Whatever the router derived is then validated against the tool's
+input schema (JSON Schema, the draft the schema names), so a value that does not fit is an
+`ArgumentsInvalid` (422) naming the field, never a malformed call; the caller's own arguments go to the
+backend as given. The source of every argument set is reported in the routing metadata.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, SchemaError, ValidationError
+from jsonschema.exceptions import UnknownType
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
+
+from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
+from router.retrieval.catalog import is_server_level
+from router.values import Capability
+
+FREE_TEXT_NAMES = frozenset({
+    "query", "question", "q", "text", "prompt", "input", "message", "content", "search", "search_query",
+    "topic", "request", "instruction", "task", "input_value", "msg", "keywords", "term", "sentence", "ask",
+})
+_FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- ]text|search terms?)\b", re.I)
+# "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
+_THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
+_NUMBER = re.compile(rf"(?<![\w.])(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\b", re.I)
+_WORD_START = re.compile(r"(?<![A-Za-z_/+\-])[A-Za-z]")
+_ZONE_WORDS = re.compile(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}")
+
+
+def _required(schema: dict[str, Any]) -> list[str]:
+    req = schema.get("required") if isinstance(schema, dict) else None
+    return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+
+def _properties(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return {k: v for k, v in props.items() if isinstance(v, dict)} if isinstance(props, dict) else {}
+
+
+def _type_of(spec: dict[str, Any]) -> str | None:
+    t = spec.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), None)
+    return t if isinstance(t, str) else None
+
+
+def is_free_text(name: str, spec: dict[str, Any]) -> bool:
+    if _type_of(spec) not in (None, "string") or "enum" in spec:
+        return False
+    return name.lower() in FREE_TEXT_NAMES or bool(_FREE_TEXT_HINT.search(str(spec.get("description", ""))))
+
+
+def free_text_parameter(cap: Capability) -> str | None:
+    """The parameter that takes the question as it is, if the tool has exactly one such slot."""
+    props = _properties(cap.input_schema)
+    required = _required(cap.input_schema)
+    if len(required) == 1:
+        name = required[0]
+        spec = props.get(name, {})
+        if _type_of(spec) in (None, "string") and is_free_text(name, spec):
+            return name
+        return None
+    if not required:
+        texts = [n for n, s in props.items() if is_free_text(n, s)]
+        if len(texts) == 1:
+            return texts[0]
+    return None
+
+
+# --- extractors: (question, parameter name, spec, already-consumed spans) -> value or None -------
+
+Extractor = Callable[[str, str, dict[str, Any], list[tuple[int, int]]], Any]
+
+
+def _free(span: tuple[int, int], used: list[tuple[int, int]]) -> bool:
+    return all(span[1] <= a or span[0] >= b for a, b in used)
+
+
+def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    values = spec.get("enum")
+    if not isinstance(values, list):
+        return None
+    found = []
+    for value in values:
+        if not isinstance(value, str) or not value:
+            continue
+        pattern = re.escape(value).replace("_", "[ _]").replace(r"\-", "[ -]")
+        for m in re.finditer(rf"(?<!\w){pattern}(?:e?s)?(?!\w)", question, re.I):
+            if _free(m.span(), used):
+                found.append((m.start(), m.span(), value))
+                break
+    if not found:
+        return None
+    found.sort()
+    _, span, value = found[0]
+    used.append(span)
+    return value
+
+
+@lru_cache(maxsize=1)
+def _zones() -> dict[str, str]:
+    from zoneinfo import available_timezones
+
+    out: dict[str, str] = {}
+    for zone in sorted(available_timezones()):
+        if zone.startswith(("Etc/", "SystemV/", "posix/", "right/")):
+            continue
+        city = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
+        out.setdefault(city, zone)
+        out.setdefault(zone.lower(), zone)
+    for alias in ("UTC", "GMT"):
+        out[alias.lower()] = alias
+    return out
+
+
+def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    hint = f"{name} {spec.get('description', '')}".lower()
+    if "timezone" not in hint and "time zone" not in hint and name.lower() not in ("tz", "zone"):
+        return None
+    zones = _zones()
+    best: tuple[int, tuple[int, int], str] | None = None
+    # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo".
+    for word in _WORD_START.finditer(question):
+        m = _ZONE_WORDS.match(question, word.start())
+        if m is None:
+            continue
+        text = m.group(0)
+        words = text.split()
+        # Longest prefix first: "New York City" -> "new york".
+        for n in range(len(words), 0, -1):
+            cand = " ".join(words[:n]).lower()
+            if cand in zones:
+                end = m.start() + len(" ".join(words[:n]))
+                span = (m.start(), end)
+                if _free(span, used) and (best is None or m.start() < best[0]):
+                    best = (m.start(), span, zones[cand])
+                break
+    if best is None:
+        return None
+    used.append(best[1])
+    return best[2]
+
+
+def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    hint = f"{name} {spec.get('description', '')}".lower()
+    if name.lower() != "time" and "hh:mm" not in hint:
+        return None
+    for m in _TIME.finditer(question):
+        hour, minute, meridiem = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
+        if not m.group(2) and not meridiem:
+            continue  # a bare number is not a time
+        if meridiem == "pm" and hour < 12:
+            hour += 12
+        if meridiem == "am" and hour == 12:
+            hour = 0
+        if hour < 24 and minute < 60 and _free(m.span(), used):
+            used.append(m.span())
+            return f"{hour:02d}:{minute:02d}"
+    return None
+
+
+def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    kind = _type_of(spec)
+    if kind not in ("number", "integer"):
+        return None
+    for m in _NUMBER.finditer(question):
+        if not _free(m.span(), used):
+            continue
+        raw = m.group(0)
+        raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
+        value = float(raw)
+        if kind == "integer":
+            if not value.is_integer():
+                continue
+            value = int(value)
+        used.append(m.span())
+        return value
+    return None
+
+
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)
+
+
+def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | None = None
+                     ) -> tuple[dict[str, Any], str] | ArgumentsRequired:
+    """Arguments for `cap` and where they came from, or the `ArgumentsRequired` (422) naming what is
+    missing: a candidate that cannot take the question is an expected outcome, not an exception."""
+    if given is not None:
+        lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
+                                                                 if n not in given]
+        if lacking:
+            # A call the tool would refuse is never made: the caller hears which argument is missing.
+            return ArgumentsRequired(
+                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
+                f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
+                input_schema=cap.input_schema)
+        return dict(given), "caller"
+    if is_server_level(cap) and cap.target is None:
+        return BackendNotCallable(
+            f"backend {cap.backend!r} was chosen by its description, but it lists no tools, so there is nothing to "
+            "call on it yet; it becomes callable once it lists its tools (or name another backend)",
+            backend=cap.backend)
+    if cap.kind in ("resource", "flow"):
+        return {}, "none needed"
+    derived = _derive(cap, question)
+    if isinstance(derived, ArgumentsRequired):
+        return derived
+    invalid = schema_violation(cap, derived[0])
+    return invalid if invalid is not None else derived
+
+
+def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInvalid | None:
+    """The first way `arguments` break the tool's input schema, as a 422 naming the field; None when they
+    fit. A schema that is itself invalid cannot judge anything: the backend will."""
+    schema = cap.input_schema
+    validator = _validator(schema) if isinstance(schema, dict) and schema else None
+    if validator is None:
+        return None
+    try:
+        error: ValidationError | None = next(iter(sorted(validator.iter_errors(arguments), key=_error_order)), None)
+    except (Unresolvable, UnknownType, re.error):  # a reference to nowhere, a bad pattern: the schema's fault
+        return None
+    if error is None:
+        return None
+    field = _field_of(error)
+    return ArgumentsInvalid(
+        f"tool {cap.name!r} of backend {cap.backend!r}: the argument {field!r} derived from the question does not "
+        f"fit its schema ({error.message[:200]}); pass `arguments` explicitly",
+        backend=cap.backend, tool=cap.name, field=field, input_schema=schema,
+    )
+
+
+# Validators by schema object (a catalog's schemas live as long as the catalog); the schema is kept with
+# its validator so that a recycled id is never mistaken for it.
+_VALIDATORS: dict[int, tuple[dict[str, Any], Validator | None]] = {}
+_MAX_VALIDATORS = 4096
+
+
+def _validator(schema: dict[str, Any]) -> Validator | None:
+    """A validator for the draft the schema names (2020-12 when it names none); None for a schema that
+    does not itself validate against its draft's metaschema (the backend judges those)."""
+    hit = _VALIDATORS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    cls = validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+        validator: Validator | None = cls(schema)
+    except SchemaError:
+        validator = None
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def _error_order(error: ValidationError) -> tuple[int, str]:
+    return len(error.absolute_path), str(list(error.absolute_path))
+
+
+def _field_of(error: ValidationError) -> str:
+    if error.absolute_path:
+        return ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [r for r in error.validator_value if r not in error.instance]
+        if missing:
+            return str(missing[0])
+    return "arguments"
+
+
+def _derive(cap: Capability, question: str) -> tuple[dict[str, Any], str] | ArgumentsRequired:
+    free = free_text_parameter(cap)
+    if free is not None:
+        return {free: question}, f"question as {free!r}"
+    props = _properties(cap.input_schema)
+    required = _required(cap.input_schema)
+    if not required:
+        return {}, "none needed"
+    used: list[tuple[int, int]] = []
+    out: dict[str, Any] = {}
+    # Schema order: for two parameters of one kind (source and target zone) the first mention goes first.
+    for name in [n for n in props if n in required] + [n for n in required if n not in props]:
+        spec = props.get(name, {})
+        value = next((v for ex in EXTRACTORS if (v := ex(question, name, spec, used)) is not None), None)
+        if value is None:
+            return ArgumentsRequired(
+                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
+                f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
+                backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
+            )
+        out[name] = value
+    return out, "extracted: " + ", ".join(sorted(out))

@@ -1,0 +1,169 @@
+"""The composite score: ``w_match * match + w_health * health + w_perf * perf`` per candidate.
+
+- match: the retrieval score (the capability's fused dense + BM25 score, blended with its server
+  document's by `server_weight`), plus `intent_bonus` when the backend (or the capability)
+  declares the request's intent, plus what labelled examples say about this question
+  (`router.evidence`: the capability's nearest examples, a pattern of rejections of its backend, a
+  learned default where retrieval is unsure);
+- health: 1 healthy, 0.5 degraded or starting, 0 down or ejected;
+- perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
+  0.5 with no history. History is per (backend, intent), falling back to the backend's overall
+  history when this intent has none.
+
+Each candidate also gets a confidence (router/confidence.py): the probability that its backend is
+the right one, from its retrieval evidence alone; and a tool confidence: given that, the probability
+that it is the right one of the backend's tools. Candidates at or above `routing.min_confidence`,
+whose retrieval score is also at least `min_relative_match` of the best one's, and whose tool
+confidence reaches `min_tool_confidence`, are relevant, i.e. worth calling, and so are those whose
+labelled examples vouch for them on the question; health and performance only order them. A
+candidate whose backend is likely but whose tool is not clearly told from its backend's others is
+marked `unclear_tool`: the decision then asks which tool was meant rather than calling one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from router.learning.evidence import Evidence
+from router.models import ScoreBreakdown
+from router.retrieval.catalog import Ranked
+from router.settings import RoutingSettings
+from router.stages.confidence import ConfidenceModel, candidate_features, tool_features
+from router.values import BackendStatus, Candidate
+
+ANY_INTENT = "*"
+_HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerfSnapshot:
+    """Recent performance of one backend for one intent (or all intents: ``intent == "*"``)."""
+
+    backend: str
+    intent: str
+    count: int
+    success_rate_10: float
+    mean_latency_ms_10: float
+    success_rate: float
+    mean_latency_ms: float
+    p95_latency_ms: float
+    p95_latency_ms_10: float
+    p50_latency_ms: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return perf_score(self)
+
+
+def perf_score(snapshot: PerfSnapshot | None) -> float:
+    if snapshot is None or snapshot.count == 0:
+        return 0.5
+    return 0.7 * snapshot.success_rate_10 + 0.3 * (1 - min(snapshot.mean_latency_ms_10 / 5000.0, 1.0))
+
+
+def health_score(status: BackendStatus | None) -> float:
+    return 0.5 if status is None else _HEALTH.get(status.health, 0.0)
+
+
+def lookup_perf(perf: Mapping[tuple[str, str], PerfSnapshot], backend: str, intent: str) -> PerfSnapshot | None:
+    snap = perf.get((backend, intent))
+    if snap is not None and snap.count:
+        return snap
+    return perf.get((backend, ANY_INTENT))
+
+
+def score_candidates(
+    ranked: Sequence[Ranked],
+    intent: str,
+    statuses: Mapping[str, BackendStatus],
+    perf: Mapping[tuple[str, str], PerfSnapshot],
+    settings: RoutingSettings,
+    backend_intents: Mapping[str, tuple[str, ...]] | None = None,
+    confidence: ConfidenceModel | None = None,
+    server_sizes: Mapping[str, int] | None = None,
+    dense: bool = True,
+    evidence: Mapping[str, Evidence] | None = None,
+    tool_confidence: ConfidenceModel | None = None,
+    tool_chosen: bool = False,
+) -> list[Candidate]:
+    """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
+    confidence clears `settings.min_confidence`, or whose labelled examples vouch for them on this
+    question. `confidence`: the model (default: the shipped one); `server_sizes`: capabilities per
+    backend in the whole catalog (its features are scaled by them).
+    `dense`: whether the ranking had embeddings. The model was fitted with them; without (the embedding
+    model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
+    the question, and its confidence is still reported. `evidence`: what each capability's labelled
+    examples say about the question, by capability key. `tool_confidence`: the tool-level model
+    (default: the shipped one); `tool_chosen`: the caller named the tool, so which tool is not in doubt."""
+    if not ranked:
+        return []
+    w = settings.weights
+    parts: list[dict[str, Any]] = []
+    raws = []
+    vouched = []
+    for r in ranked:
+        cap = r.capability
+        declared = intent in cap.intents or intent in (backend_intents or {}).get(cap.backend, ())
+        bonus = settings.intent_bonus if declared else 0.0
+        ev = (evidence or {}).get(cap.key)
+        learned = ev.contribution if ev is not None else 0.0
+        match = r.score + bonus + learned
+        health = health_score(statuses.get(cap.backend))
+        perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
+        composite = w.match * match + w.health * health + w.perf * perf_value
+        h = r.hit
+        parts.append(dict(
+            dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
+            bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
+            intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
+            rejections=ev.rejections if ev else 0, learned_default=ev.default if ev else 0.0, learned=learned,
+            match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
+        ))
+        # The features use raw values: rounding would move a candidate's confidence. They describe the
+        # retrieval evidence the model was fitted on, so without what examples added.
+        raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
+        vouched.append(learned > 0)
+    # The same capability offered by several backends (replicas of one server) is one capability to
+    # the confidence model: its copies do not compete with each other, and each copy gets the
+    # confidence of the best-ranked one, so falling back to a replica stays possible.
+    first: dict[tuple[str, str, str], int] = {}
+    group = [first.setdefault((r.capability.kind, r.capability.name, r.capability.description), len(first))
+             for r in ranked]
+    rep_rows = [group.index(g) for g in range(len(first))]  # each group's best-ranked copy
+    features = candidate_features([raws[i] for i in rep_rows], [ranked[i].capability.backend for i in rep_rows],
+                                  server_sizes)
+    rep_probs = (confidence or ConfidenceModel.shipped()).predict(features)
+    probs = [rep_probs[g] for g in group]
+    backends = [r.capability.backend for r in ranked]
+    sizes = server_sizes or {}
+    predicted = (tool_confidence or ConfidenceModel.shipped_tool()).predict(tool_features(raws, backends, sizes))
+    # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
+    tool_probs = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
+                  for b, p in zip(backends, predicted, strict=True)]
+    best = max(r.score for r in ranked)
+
+    def likely(r: Ranked, p: float) -> bool:
+        fits = p >= settings.min_confidence if dense else r.hit.bm25 > 0
+        return fits and (best <= 0 or r.score >= settings.min_relative_match * best)
+
+    out = []
+    for r, kw, p, tp, v in zip(ranked, parts, probs, tool_probs, vouched, strict=True):
+        backend_fits = likely(r, float(p))
+        # Without embeddings the tool model, fitted with them, does not apply.
+        clear = tp >= settings.min_tool_confidence or not dense
+        scores = ScoreBreakdown(**kw, confidence=round(float(p), 4), tool_confidence=round(tp, 4))
+        # Examples that vouch for a capability on questions like this one make it worth calling.
+        out.append(Candidate(r.capability, scores, relevant=v or (backend_fits and clear),
+                             unclear_tool=not v and backend_fits and not clear))
+    out.sort(key=lambda c: -c.scores.composite)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    dense: float
+    bm25: float
+    match: float
+    intent_bonus: float
