@@ -1,10 +1,10 @@
 """The configuration reference (docs/configuration.md), generated from the pydantic settings.
 
-The settings classes in `router.config` are the one source of truth for names, types, defaults,
+The settings classes in `router.settings` are the one source of truth for names, types, defaults,
 constraints and descriptions; this module walks them and renders markdown, so the reference cannot
 drift from the code (tests/unit/test_config_reference.py compares the file with a fresh rendering):
 
-    python -m router.config_reference > docs/configuration.md
+    python -m mcp_router.cli.config_reference > docs/configuration.md
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pydantic_core import PydanticUndefined
 
 from router.settings import RouterSettings
 
-REGENERATE = "python -m router.config_reference > docs/configuration.md"
+REGENERATE = "python -m mcp_router.cli.config_reference > docs/configuration.md"
 
 _HEADER = f"""# Configuration reference
 
-<!-- Generated from router/config.py; do not edit by hand. Regenerate with:
+<!-- Generated from router/settings/; do not edit by hand. Regenerate with:
      {REGENERATE} -->
 
 One YAML file configures the router (`mcp-router serve --config FILE`; the bundled example is

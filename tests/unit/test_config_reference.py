@@ -16,7 +16,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 def test_docs_configuration_is_the_generated_reference() -> None:
     assert DOC.is_file(), f"docs/configuration.md is missing; create it with `{REGENERATE}`"
     assert DOC.read_text(encoding="utf-8") == render(), (
-        f"docs/configuration.md is out of date with router/config.py; regenerate it with `{REGENERATE}`")
+        f"docs/configuration.md is out of date with router/settings/; regenerate it with `{REGENERATE}`")
 
 
 def _settings_classes(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
@@ -31,7 +31,7 @@ def _settings_classes(model: type[BaseModel], seen: set[type[BaseModel]]) -> set
 def test_every_setting_has_a_description() -> None:
     missing = [f"{model.__name__}.{name}" for model in _settings_classes(RouterSettings, set())
                for name, field in model.model_fields.items() if not field.description]
-    assert not missing, f"settings without description= in router/config.py: {sorted(missing)}"
+    assert not missing, f"settings without description= in router/settings/: {sorted(missing)}"
 
 
 def test_every_setting_of_every_backend_kind_is_in_the_reference() -> None:
