@@ -29,7 +29,7 @@ import ray
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
 from router.errors import ErrorKind, RouterError
-from router.models import HealthState
+from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
 from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
 from router.trust.review import CatalogGuard, CatalogReview

@@ -49,6 +49,7 @@ from benchmarks.tool_confidence import (
     tool_curve,
     tool_summary,
 )
+from router.request import Request
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.settings import EmbeddingSettings, RouterSettings
@@ -63,7 +64,7 @@ from router.stages.confidence import (
     expected_calibration_error,
     fit_calibrated,
 )
-from router.stages.decide import Decider
+from router.stages.decide import Decider, Live, View
 from router.values import Analysis, Catalog, Decision
 
 
@@ -104,7 +105,7 @@ class Bench:
     def case(self, decider: Decider, q: Query, vector: np.ndarray, servers: frozenset[str]) -> Case:
         analysis = Analysis(question=q.text, vector=vector, intent="general", intent_source="default")
         index = self.index(servers)
-        d = decider.decide(analysis, index, {}, statuses={}, perf={})
+        d = decider.decide(analysis, View(index, {}), Live(), Request(question=q.text))
         return Case(d, frozenset(q.gold_servers & servers),
                     {c.backend: len(c.capabilities) for c in index.texts.catalogs})
 

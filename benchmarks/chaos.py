@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mcp_router.cli.local import free_port, processes_mentioning, start_local, stop_local, wait_until_healthy  # noqa: E402
-
 from router.settings import RouterSettings  # noqa: E402
 
 SERVER = str(ROOT / "examples" / "servers" / "faulty.py")

@@ -42,10 +42,11 @@ from benchmarks.routing_accuracy import Query, build, load
 from router.learning.decisions import RecentDecision, example
 from router.learning.evidence import ExampleIndex
 from router.learning.examples import Example
+from router.request import Request
 from router.retrieval.catalog import CatalogIndex
 from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.settings import EmbeddingSettings, LearningSettings, RouterSettings
-from router.stages.decide import Decider
+from router.stages.decide import Decider, Live, View
 from router.values import Analysis, Decision
 
 TARGET_R1 = 0.90
@@ -65,7 +66,7 @@ class Replay:
     def decide(self, i: int, examples: ExampleIndex | None) -> Decision:
         q = self.queries[i]
         analysis = Analysis(question=q.text, vector=self.vectors[i], intent="general", intent_source="default")
-        return self.decider.decide(analysis, self.index, {}, statuses={}, perf={}, examples=examples)
+        return self.decider.decide(analysis, View(self.index, {}), Live(examples=examples), Request(question=q.text))
 
     def top(self, i: int, examples: ExampleIndex | None) -> tuple[str, str, str] | None:
         d = self.decide(i, examples)

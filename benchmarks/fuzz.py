@@ -294,7 +294,6 @@ def start_example(api_key: str | None, keys: dict[str, str] | None = None) -> tu
     """The bundled example; with a key, its secured variant (examples/secure.yaml) accepting that key, and
     with `keys`, also the second principal's (`SECOND_POLICY`) and an operator's."""
     from mcp_router.cli.local import free_port, start_local, wait_until_healthy
-
     from router.security.identity import key_hash
     from router.settings.file import load_settings
 

@@ -150,10 +150,10 @@ def throughput(url: str, concurrency: int, seconds: float, new_questions: bool =
 
 def with_authentication(settings: RouterSettings, url: str, n: int) -> list[float]:
     """Redeploy with an API key whose policy denies one tool, then the repeated question with that key."""
-    from mcp_router.cli.local import wait_until_serving
     from ray import serve
 
     from deployments.app import build_application
+    from mcp_router.cli.local import wait_until_serving
     from router.security.identity import key_hash, new_api_key
 
     key = new_api_key()
@@ -196,8 +196,9 @@ def main() -> None:
 
     import ray
     from fastapi import FastAPI
-    from mcp_router.cli.local import free_port, start_local, stop_local
     from ray import serve
+
+    from mcp_router.cli.local import free_port, start_local, stop_local
 
     direct = asyncio.run(direct_mcp(args.requests))
     model = model_alone(args.requests)

@@ -28,7 +28,6 @@ sys.path.insert(0, str(ROOT))
 from mcp_router.servers.knowledge_base.engine import EngineSettings, RagEngine  # noqa: E402
 from mcp_router.servers.knowledge_base.ingest import Chunking  # noqa: E402
 from mcp_router.servers.knowledge_base.store import ChunkStore  # noqa: E402
-
 from router.retrieval.embeddings import LocalMiniLM  # noqa: E402
 
 

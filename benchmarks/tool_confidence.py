@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from benchmarks.routing_accuracy import Query
+from router.request import Request
 from router.stages.confidence import (
     TOOL_EVIDENCE,
     TOOL_FEATURES,
@@ -28,7 +29,7 @@ from router.stages.confidence import (
     fit_calibrated,
     tool_features,
 )
-from router.stages.decide import Decider
+from router.stages.decide import Decider, Live, View
 from router.values import Analysis
 
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.0, 1.0001, 0.01))  # every 0.01
@@ -64,7 +65,7 @@ def tool_cases(bench, decider: Decider, queries: Sequence[Query], vectors: dict,
             index = bench.index(servers)
             analysis = Analysis(question=q.text, vector=vectors[q.text], intent="general", intent_source="default")
             # The router's own best first: the decision's candidates are the ranked list the router scores.
-            ranked = decider.decide(analysis, index, {}, statuses={}, perf={}, k=k).candidates[:k]
+            ranked = decider.decide(analysis, View(index, {}), Live(), Request(question=q.text, k=k)).candidates[:k]
             if not ranked or ranked[0].capability.backend not in q.gold_servers:
                 continue
             sizes = {c.backend: len(c.capabilities) for c in index.texts.catalogs}

@@ -23,8 +23,8 @@ import time
 from typing import Any
 
 import httpx
-from mcp_router import examples
 
+from mcp_router import examples
 from router.errors import ConfigError
 from router.security.identity import check_bind, key_hash, new_api_key
 from router.settings.file import load_settings

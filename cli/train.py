@@ -26,7 +26,6 @@ from pathlib import Path
 import mcp_router.models
 from mcp_router import examples
 from mcp_router.models import model_dir
-
 from router.errors import ConfigError
 from router.learning.examples import FEEDBACK_FILE, Example, ExampleStore
 from router.retrieval.embeddings import BASE_MODEL

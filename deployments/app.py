@@ -16,13 +16,13 @@ import os
 import time
 from pathlib import Path
 
-from mcp_router import examples
 from ray import serve
 from ray.serve import Application
 
 from actors.pool import BackendPool
 from deployments.embedder import Embedder
 from deployments.ingress import RouterIngress
+from mcp_router import examples
 from router.retrieval.embeddings import placement
 from router.security.identity import check_bind
 from router.settings import RouterSettings

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from router.errors import RouterError
-from router.models import QueryRequest, QueryResponse
+from router.models import QueryResponse
+from router.request import Request
 from router.strategies import Executor
 from router.values import BackendStatus, CallContext, CallOutcome, Capability
 
@@ -53,9 +54,9 @@ class RouterMetrics:
         self.health = Gauge("mcp_router_backend_health", "1 healthy, 0.5 degraded, 0 down or ejected",
                             tag_keys=("backend",))
 
-    async def track_query(self, request: QueryRequest, work: Awaitable[QueryResponse]) -> QueryResponse:
+    async def track_query(self, request: Request, work: Awaitable[QueryResponse]) -> QueryResponse:
         started = time.perf_counter()
-        mode = request.mode or "default"
+        mode = request.mode
         try:
             response = await work
         except RouterError as exc:
@@ -68,7 +69,6 @@ class RouterMetrics:
             raise
         if self.enabled:
             meta = response.routing
-            mode = meta.mode if meta else mode
             outcome = "cached" if meta and meta.cached else "success"
             self.requests.inc(tags={"backend": response.backend, "intent": meta.intent if meta else "-",
                                     "mode": mode, "outcome": outcome})

@@ -19,3 +19,5 @@ IntentSource = Literal["classified", "override", "default"]
 
 # Texts in, one L2-normalised vector per text out (an np.ndarray of shape (n, dim)).
 EmbedFn = Callable[[list[str]], Awaitable[Any]]
+# Charges a caller for backend calls about to be sent; raises `RateLimited` when its budget is spent.
+ChargeFn = Callable[[int], Awaitable[None]]

@@ -7,16 +7,11 @@ HTTP, MCP and the Serve deployment handle all speak these same models, so a Pyth
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Outcome, Verdict
-
-if TYPE_CHECKING:
-    from router.values import BackendStatus
-
-
 
 # ---------------------------------------------------------------------------------------------
 # Requests
@@ -298,10 +293,6 @@ class BackendInfo(_Model):
     held_tools: list[HeldTool] = Field(default_factory=list)
     flagged_tools: list[FlaggedTool] = Field(default_factory=list)
 
-    @classmethod
-    def from_status(cls, status: BackendStatus) -> BackendInfo:
-        return cls(**{name: getattr(status, name) for name in cls.model_fields})
-
 
 class FeedbackRequest(_Model):
     request_id: str = Field(min_length=1, max_length=64, description=(
@@ -328,3 +319,21 @@ class BackendDetail(BackendInfo):
 class HealthResponse(_Model):
     status: Literal["ok", "degraded", "down"]
     backends: dict[str, dict[str, Any]]
+
+
+def describe_validation(errors: list[Any]) -> str:
+    """One readable sentence from pydantic/FastAPI validation errors: field path and problem."""
+    parts = []
+    for err in errors[:5]:
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        if err.get("type") == "json_invalid":
+            parts.append(f"request body is not valid JSON ({err.get('ctx', {}).get('error', 'parse error')})")
+            continue
+        where = ".".join(loc) or "body"
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "missing":
+            msg = "field required"
+        elif err.get("type") == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"{where}: {msg}")
+    return "; ".join(parts)

@@ -9,7 +9,7 @@ from typing import Any
 
 from router.errors import ErrorKind, RouterError
 from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Verdict
-from router.models import CandidateInfo, Parameters, ScoreBreakdown
+from router.models import BackendInfo, CandidateInfo, Parameters, ScoreBreakdown
 
 
 def capability_key(backend: str, kind: str, name: str) -> str:
@@ -123,6 +123,10 @@ class BackendStatus:
     sanitized: tuple[str, ...] = ()
     held_tools: tuple[dict[str, Any], ...] = ()
     flagged_tools: tuple[dict[str, Any], ...] = ()
+
+    def info(self) -> BackendInfo:
+        """The backend's state as the API shows it (whole: `Access.backend_info` narrows it per caller)."""
+        return BackendInfo(**{name: getattr(self, name) for name in BackendInfo.model_fields})
 
     @property
     def available(self) -> bool:

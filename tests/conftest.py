@@ -33,8 +33,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: floa
 def ray_local() -> Iterator[dict[str, Any]]:
     """A local Ray with 2 CPUs; the router's default ingress on a free port."""
     import ray
-    from mcp_router.cli.local import free_port, ingress_environment, serve_ports, shutdown_ray
 
+    from mcp_router.cli.local import free_port, ingress_environment, serve_ports, shutdown_ray
     from router.settings import RouterSettings
 
     port = free_port()
@@ -64,10 +64,10 @@ def stdio(name: str, script: Path, *args: str, **extra: Any) -> dict[str, Any]:
 @contextlib.contextmanager
 def running_app(settings: Any, url: str, healthy: bool = True) -> Iterator[str]:
     """The router application under Serve on the session's Ray; removed (its backends with it), port freed."""
-    from mcp_router.cli.local import wait_until_serving
     from ray import serve
 
     from deployments.app import build_application
+    from mcp_router.cli.local import wait_until_serving
 
     serve.run(build_application(settings), name=settings.server.app_name, route_prefix="/", blocking=False)
     try:

@@ -61,7 +61,7 @@ class Access:
     def backend_info(self, status: BackendStatus, catalog: Catalog | None) -> BackendInfo:
         """What this principal may see of a backend's state: counts of the capabilities it may use, and
         of the held, flagged and cleaned ones only those."""
-        info = BackendInfo.from_status(status)
+        info = status.info()
         if self.unrestricted:
             return info
         name = status.name

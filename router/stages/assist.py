@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.llm.client import LLMClient
-from router.models import QueryRequest
+from router.request import Request
 from router.stages.arguments import schema_violation
-from router.stages.plan import planned_calls
+from router.stages.plan import Arguments, planned_calls
 from router.values import BackendStatus, Candidate, Catalog, Decision, Plan, PlannedCall
 
 
@@ -59,20 +59,21 @@ async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], m
                                + f": {choice.reasoning}")
 
 
-def needs_arguments(plan: Plan, request: QueryRequest) -> bool:
+def needs_arguments(plan: Plan, request: Request) -> bool:
     """The plan was refused only for arguments the caller did not give: the model may fill them (not when
     the best match is a backend with nothing to call)."""
     return (isinstance(plan.refusal, ArgumentsRequired) and not isinstance(plan.refusal, BackendNotCallable)
             and request.arguments is None)
 
 
-async def fill_arguments(llm: LLMClient, plan: Plan, d: Decision, request: QueryRequest,
+async def fill_arguments(llm: LLMClient, plan: Plan, d: Decision, arguments: Arguments,
                          statuses: Mapping[str, BackendStatus]) -> Plan:
+    request = arguments.request
     top = next(c for c in d.candidates if c.relevant or request.backend)
     args = await llm.fill_arguments(request.question, top.capability)
     invalid = schema_violation(top.capability, args)
     if invalid is not None:  # what the model filled is checked like any derived argument: no malformed call
         return Plan(calls=(), mode=plan.mode, refusal=invalid)
     first = PlannedCall(candidate=top, arguments=args, arguments_source="llm")
-    rest, _ = planned_calls(d, request, statuses, skip=top)
+    rest, _ = planned_calls(d, arguments, statuses, skip=top)
     return Plan(calls=(first, *rest), mode=plan.mode)

@@ -14,19 +14,42 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from opentelemetry import trace
 
 from router.cache import LRU
 from router.errors import UnknownBackend, UnknownCapability
 from router.learning.evidence import Evidence, ExampleIndex, QuestionEvidence
-from router.models import DecisionKind, Verdict
+from router.literals import DecisionKind, Verdict
+from router.request import Request
 from router.retrieval.catalog import CatalogIndex, Ranked
 from router.settings import RouterSettings
 from router.stages.confidence import ConfidenceModel
 from router.stages.scoring import PerfSnapshot, score_candidates
 from router.telemetry import TRACER
 from router.values import Analysis, BackendStatus, Candidate, Catalog, Decision
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What one caller routes within: the index and catalogs its policy allows, and the backends it may
+    name (None: every configured one)."""
+
+    index: CatalogIndex | None
+    catalogs: Mapping[str, Catalog]
+    known: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Live:
+    """What a decision reads of the moment: health and performance, the labelled examples whose evidence
+    steers it (router.learning.evidence), and the backend of the request's session."""
+
+    statuses: Mapping[str, BackendStatus] = field(default_factory=dict)
+    perf: Mapping[tuple[str, str], PerfSnapshot] = field(default_factory=dict)
+    examples: ExampleIndex | None = None
+    sticky: str | None = None
 
 
 class Decider:
@@ -53,25 +76,24 @@ class Decider:
         base = "hybrid" if index is not None and index.tools.dense else "bm25"
         return f"{base}_two_level" if self.settings.routing.method == "two_level" else base
 
-    def decide(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], *,
-               statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
-               backend: str | None = None, tool: str | None = None, sticky: str | None = None,
-               fallback_on_override: bool = False, k: int | None = None, started: float | None = None,
-               known: Sequence[str] | None = None, examples: ExampleIndex | None = None) -> Decision:
-        """`started`: when the request's analysis began (perf_counter), so `decision_ms` covers it too.
-        `known`: the backends the caller may name (all configured ones by default); `examples`: the labelled
-        examples whose evidence steers the decision (router/evidence.py)."""
+    def decide(self, analysis: Analysis, view: View, live: Live, request: Request,
+               started: float | None = None) -> Decision:
+        """The ranked candidates for `request` within `view`, and the verdict. `started`: when the request's
+        analysis began (perf_counter), so `decision_ms` covers it too."""
         started = time.perf_counter() if started is None else started
-        known = self._known if known is None else known
+        index, catalogs = view.index, view.catalogs
+        backend, tool = request.backend, request.tool
+        known = self._known if view.known is None else view.known
         if backend is not None and backend not in known:
             raise UnknownBackend(f"unknown backend {backend!r}; configured: {', '.join(known)}", backend=backend)
+        examples = live.examples
         with TRACER.start_as_current_span("router.decide") as span:
-            want = max(k or self.settings.routing.candidates, self.fanout())
+            want = max(request.k or self.settings.routing.candidates, self.fanout())
 
             sizes = self._server_sizes(index)
 
             def scored(ranked: Sequence[Ranked], evidence: Mapping[str, Evidence] | None = None) -> list[Candidate]:
-                return score_candidates(ranked, analysis.intent, statuses, perf, self.settings.routing,
+                return score_candidates(ranked, analysis.intent, live.statuses, live.perf, self.settings.routing,
                                         self._backend_intents, self.confidence, sizes,
                                         dense=index is not None and index.tools.dense, evidence=evidence,
                                         tool_confidence=self.tool_confidence, tool_chosen=tool is not None)
@@ -91,12 +113,12 @@ class Decider:
 
             candidates, unsure = taught(backend)
             kind: DecisionKind = "override" if backend else "route"
-            if backend is not None and fallback_on_override:
+            if backend is not None and request.fallback_on_override:
                 # The caller's backend first, then everything routing would have tried elsewhere.
                 routed, _ = taught(None)
                 candidates = candidates[:1] + [c for c in routed if c.capability.backend != backend and c.relevant]
-            if sticky is not None and backend is None:
-                candidates, kind = _stick(candidates, sticky, statuses, kind)
+            if live.sticky is not None and backend is None:
+                candidates, kind = _stick(candidates, live.sticky, live.statuses, kind)
             verdict, message = self._verdict(candidates, backend, session=kind == "session")
             decision = Decision(analysis=analysis, method=self.method_name(index), candidates=tuple(candidates),
                                 verdict=verdict, message=message, kind=kind, retrieval_confidence=unsure,

@@ -10,24 +10,27 @@ import time
 from collections.abc import Callable, Mapping
 
 from router.literals import EmbedFn
-from router.models import QueryRequest
+from router.request import Request
 from router.settings import RouterSettings
 from router.stages.scoring import PerfSnapshot, lookup_perf
 from router.strategies import STRATEGIES, Executor, StrategyContext, StrategyResult
+from router.strategies.base import ChargedExecutor
 from router.telemetry import TRACER, record_step
 from router.values import CallContext, CallOutcome, Decision, Plan, PlannedCall
 
 RecordFn = Callable[[str, str, CallOutcome], None]
 
 
-async def execute(plan: Plan, decision: Decision, request: QueryRequest, *, settings: RouterSettings,
+async def execute(plan: Plan, decision: Decision, request: Request, *, settings: RouterSettings,
                   timeouts: Mapping[str, float], executor: Executor, perf: Mapping[tuple[str, str], PerfSnapshot],
                   record: RecordFn, embed: EmbedFn | None, started: float) -> StrategyResult:
-    """`timeouts`: each backend's `timeout_s`, derived once from the settings by the caller."""
+    """`timeouts`: each backend's `timeout_s`, derived once from the settings by the caller. Each call sent
+    is charged to the request's `charge`, when it has one."""
     res = settings.resilience
-    # The caller may lower the deadline, never raise it.
-    deadline = started + min(request.deadline_s or res.deadline_s, res.deadline_s)
+    deadline = started + request.deadline_s
     intent = decision.intent
+    if request.charge is not None:
+        executor = ChargedExecutor(executor, request.charge)
 
     def hedge_delay(backend: str) -> float:
         snap = lookup_perf(perf, backend, intent)
@@ -43,7 +46,7 @@ async def execute(plan: Plan, decision: Decision, request: QueryRequest, *, sett
 
     ctx = StrategyContext(
         executor=executor, settings=res, deadline=deadline, timeout_for=lambda b: timeouts.get(b, 30.0),
-        call=CallContext(question=request.question, intent=intent, session_id=request.session_id,
+        call=CallContext(question=request.question, intent=intent, session_id=request.session,
                          parameters=request.parameters),
         hedge_delay_ms=hedge_delay, on_outcome=on_outcome, embed=embed, on_step=record_step,
         started=time.monotonic())

@@ -17,20 +17,37 @@ import dataclasses
 from collections.abc import Mapping
 
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
-from router.models import Mode, QueryRequest
+from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import derive_arguments
 from router.stages.decide import tool_contenders
-from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
+from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
+
+Derived = tuple[dict, str] | ArgumentsRequired
 
 
-def settle_by_arguments(d: Decision, request: QueryRequest, settings: RouterSettings) -> Decision:
+class Arguments:
+    """The arguments of each candidate for one request, derived once: settling and planning both ask."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self._derived: dict[str, Derived] = {}
+
+    def of(self, capability: Capability) -> Derived:
+        hit = self._derived.get(capability.key)
+        if hit is None:
+            hit = self._derived[capability.key] = derive_arguments(capability, self.request.question,
+                                                                   self.request.arguments)
+        return hit
+
+
+def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSettings) -> Decision:
     """Which of the best backend's tools, told by the values the question gives: when the best tool is
     unclear, or clear but unable to take the question, and exactly one of that backend's close tools
     has every required argument extracted from the question by its shape (a time zone from a city, an
     enum value, numbers), that tool goes first. A free-text slot or no parameter at all fits any
     question, so it settles nothing ("Remember that ..." is not a search)."""
-    if request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
+    if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
     first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
     if first is None:
@@ -38,10 +55,9 @@ def settle_by_arguments(d: Decision, request: QueryRequest, settings: RouterSett
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend
              and (c.relevant or c.unclear_tool)
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin]
-    derived = {id(c): derive_arguments(c.capability, request.question, request.arguments) for c in close}
-    if not (first.unclear_tool or isinstance(derived[id(first)], ArgumentsRequired)):
+    if not (first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired)):
         return d
-    fitting = [c for c in close if _fed_by_question(derived[id(c)])]
+    fitting = [c for c in close if _fed_by_question(arguments.of(c.capability))]
     if len(fitting) != 1 or (fitting[0] is first and not first.unclear_tool):
         return d
     chosen = dataclasses.replace(fitting[0], relevant=True, unclear_tool=False)
@@ -51,29 +67,30 @@ def settle_by_arguments(d: Decision, request: QueryRequest, settings: RouterSett
         "values the question gives"))
 
 
-def _fed_by_question(derived: tuple[dict, str] | ArgumentsRequired) -> bool:
+def _fed_by_question(derived: Derived) -> bool:
     return not isinstance(derived, ArgumentsRequired) and derived[1].startswith("extracted")
 
 
-def plan(decision: Decision, request: QueryRequest, statuses: Mapping[str, BackendStatus],
+def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
          settings: RouterSettings) -> Plan:
-    mode: Mode = request.mode or settings.resilience.default_mode
+    request = arguments.request
     refusal = _refusal(decision, request, statuses)
     if refusal is not None:
-        return Plan(calls=(), mode=mode, refusal=refusal)
-    calls, missing = planned_calls(decision, request, statuses)
+        return Plan(calls=(), mode=request.mode, refusal=refusal)
+    calls, missing = planned_calls(decision, arguments, statuses)
     if missing is not None:
         # The best match needs arguments the question does not give. A confident runner-up that is almost
         # as relevant and can be called with what the question says is preferred; otherwise 422.
         best = next(c for c in decision.candidates if c.relevant or request.backend).scores.composite
         if not calls or calls[0].candidate.scores.composite < best - settings.routing.callable_margin:
-            return Plan(calls=tuple(calls), mode=mode, refusal=missing)
-    return Plan(calls=tuple(calls), mode=mode)
+            return Plan(calls=tuple(calls), mode=request.mode, refusal=missing)
+    return Plan(calls=tuple(calls), mode=request.mode)
 
 
-def planned_calls(decision: Decision, request: QueryRequest, statuses: Mapping[str, BackendStatus],
+def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
                   skip: Candidate | None = None) -> tuple[list[PlannedCall], ArgumentsRequired | None]:
     """The callable candidates in order, and the best one's missing arguments, if it has any."""
+    request = arguments.request
     eligible = [c for c in decision.candidates if c.relevant and c is not skip]
     if not eligible and request.backend and skip is None:
         eligible = list(decision.candidates[:1])  # the caller chose the backend: its best match, even if weak
@@ -84,7 +101,7 @@ def planned_calls(decision: Decision, request: QueryRequest, statuses: Mapping[s
     calls: list[PlannedCall] = []
     missing: ArgumentsRequired | None = None
     for i, cand in enumerate(eligible):
-        derived = derive_arguments(cand.capability, request.question, request.arguments)
+        derived = arguments.of(cand.capability)
         if isinstance(derived, ArgumentsRequired):
             if i == 0 and skip is None:
                 missing = derived
@@ -94,19 +111,22 @@ def planned_calls(decision: Decision, request: QueryRequest, statuses: Mapping[s
     return calls, missing
 
 
-def _refusal(d: Decision, request: QueryRequest, statuses: Mapping[str, BackendStatus]) -> RouterError | None:
+def _refusal(d: Decision, request: Request, statuses: Mapping[str, BackendStatus]) -> RouterError | None:
     closest = [c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])]
     if not d.candidates:
         return NoRelevantBackend("no backend offers anything to route to" if not request.backend else
                                  f"backend {request.backend!r} has nothing to call", candidates=[])
+    # A question the router declines or asks about names its request: the caller may still say what should
+    # have answered (POST /v1/feedback).
     if d.verdict == "no_match":
-        return NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest)
+        return NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest,
+                                 request_id=request.request_id)
     if d.verdict == "ambiguous":
         first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
         if first is not None and first.unclear_tool:  # which of one backend's tools
-            return AmbiguousRoute(d.message, candidates=[c.info(i + 1).model_dump() for i, c in
-                                                         enumerate(tool_contenders(first, d.candidates))])
-        return AmbiguousRoute(d.message, candidates=closest[:2])
+            return AmbiguousRoute(d.message, request_id=request.request_id, candidates=[
+                c.info(i + 1).model_dump() for i, c in enumerate(tool_contenders(first, d.candidates))])
+        return AmbiguousRoute(d.message, candidates=closest[:2], request_id=request.request_id)
     if request.backend and not request.fallback_on_override:
         status = statuses.get(request.backend)
         if status is not None and not status.available:

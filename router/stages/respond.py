@@ -24,7 +24,8 @@ from router.errors import (
     RouterError,
     ToolFailed,
 )
-from router.models import QueryRequest, QueryResponse, RoutingMetadata
+from router.models import QueryResponse, RoutingMetadata
+from router.request import Request
 from router.settings import ResilienceSettings
 from router.strategies import StrategyResult
 from router.values import BackendStatus, Decision, Plan, PlannedCall
@@ -71,29 +72,29 @@ def _chain_error(result: StrategyResult) -> RouterError:
     return AllBackendsFailed(f"every attempt failed: {names}", attempts=chain)
 
 
-def routing_metadata(d: Decision, mode: str, started: float, result: StrategyResult | None,
-                     req: QueryRequest, call: PlannedCall | None,
-                     stages: dict[str, float] | None = None) -> RoutingMetadata:
+def routing_metadata(d: Decision, started: float, result: StrategyResult | None, req: Request,
+                     call: PlannedCall | None, stages: dict[str, float] | None = None) -> RoutingMetadata:
     chosen = None
     if call is not None:
         chosen = next((c.info(i + 1) for i, c in enumerate(d.candidates) if c is call.candidate), None)
     attempts = result.attempts if result else []
     return RoutingMetadata(
         intent=d.intent, intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
-        method=d.method, mode=mode, decision=d.kind, chosen=chosen,  # type: ignore[arg-type]
+        method=d.method, mode=req.mode, decision=d.kind, chosen=chosen,
         confidence=chosen.scores.confidence if chosen else None,
         candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)], attempts=attempts,
-        fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if mode == "fallback" else 0,
+        fallbacks_used=max(0, sum(a.outcome != "cancelled" for a in attempts) - 1) if req.mode == "fallback" else 0,
         arguments=call.arguments if call else None, arguments_source=call.arguments_source if call else None,
         decision_ms=d.decision_ms,
         execution_ms=round(result.outcome.latency_ms, 2) if result and result.outcome else 0.0,
         total_ms=round((time.monotonic() - started) * 1000, 2), session_id=req.session_id,
+        request_id=req.request_id,
         agreement=result.agreement if result else None, answers=result.answers if result else None,
         disagreed=result.disagreed if result else None, stages_ms=stages or {},
     )
 
 
-def respond(result: StrategyResult, d: Decision, mode: str, started: float, req: QueryRequest,
+def respond(result: StrategyResult, d: Decision, started: float, req: Request,
             stages: dict[str, float] | None = None) -> QueryResponse | RouterError:
     """The answer of the attempt that won, with its routing metadata; the failure's error otherwise.
     `stages`: each stage's milliseconds so far; this one's own time is the request's remainder."""
@@ -102,19 +103,20 @@ def respond(result: StrategyResult, d: Decision, mode: str, started: float, req:
     o, call = result.outcome, result.call
     if stages is not None:
         stages["respond"] = max(0.0, round((time.monotonic() - started) * 1000 - sum(stages.values()), 3))
-    meta = routing_metadata(d, mode, started, result, req, call, stages)
+    meta = routing_metadata(d, started, result, req, call, stages)
+    # The caller's session as it named it; a session a flow platform started, as the platform named it.
+    session = req.session_id if o.session_id in (None, req.session) else o.session_id
     return QueryResponse(answer=o.text, backend=o.backend, capability=o.capability, kind=call.capability.kind,
-                         content=list(o.content), structured=o.structured,
-                         session_id=o.session_id or req.session_id,
+                         content=list(o.content), structured=o.structured, session_id=session,
                          routing=meta if req.include_routing_metadata else None)
 
 
-def cached_response(cached: QueryResponse, d: Decision, mode: str, started: float,
-                    req: QueryRequest) -> QueryResponse:
+def cached_response(cached: QueryResponse, d: Decision, started: float, req: Request) -> QueryResponse:
     """A cached answer served because every candidate backend is down, marked as cached."""
-    meta = routing_metadata(d, mode, started, None, req, None).model_copy(
+    meta = routing_metadata(d, started, None, req, None).model_copy(
         update={"cached": True, "chosen": cached.routing.chosen if cached.routing else None})
-    return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None})
+    return cached.model_copy(update={"routing": meta if req.include_routing_metadata else None,
+                                     "session_id": req.session_id})
 
 
 CacheKey = tuple[str, str, str, frozenset[tuple[str, str, str]]]
@@ -130,9 +132,10 @@ class ResponseCache:
                                                           ttl_s=settings.response_cache_ttl_s)
 
     @staticmethod
-    def key(principal: str, request: QueryRequest, d: Decision, plan: Plan) -> CacheKey:
+    def key(request: Request, d: Decision, plan: Plan) -> CacheKey:
         calls = frozenset((c.backend, c.capability.name, json.dumps(c.arguments, sort_keys=True, default=str))
                           for c in plan.calls)
+        principal = request.access.principal.name if request.access is not None else ""
         return (principal, " ".join(request.question.lower().split()), d.intent, calls)
 
     def lookup(self, key: CacheKey, statuses: Mapping[str, BackendStatus]) -> QueryResponse | None:

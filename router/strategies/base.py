@@ -17,6 +17,7 @@ import numpy as np
 from opentelemetry import trace
 
 from router.errors import ErrorKind, RateLimited
+from router.literals import ChargeFn
 from router.models import AttemptInfo, ConsensusAnswer
 from router.settings import ResilienceSettings
 from router.telemetry import TRACER
@@ -32,9 +33,6 @@ class Executor(Protocol):
 
         `force` asks an ejected backend to take the call anyway (every candidate is ejected)."""
         ...
-
-
-ChargeFn = Callable[[int], Awaitable[None]]
 
 
 class ChargedExecutor:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from router.models import ConsensusAnswer
-from router.strategies import fallback
 from router.strategies.base import StrategyContext, StrategyResult, attempt, fan_out
+from router.strategies.fallback import run as one_at_a_time
 from router.values import CallOutcome, PlannedCall
 
 
@@ -43,7 +43,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
     chosen = fan_out(calls, ctx.settings.consensus_k)
     if not chosen:
         ctx.step("one_at_a_time", capability=calls[0].capability.name if calls else None)
-        return await fallback.run(calls, ctx)
+        return await one_at_a_time(calls, ctx)
     ctx.step("consensus", backends=[c.backend for c in chosen])
     outcomes: list[CallOutcome] = await asyncio.gather(*(attempt(ctx, c) for c in chosen))
     ok = [(c, o) for c, o in zip(chosen, outcomes, strict=True) if o.ok]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from router.strategies import fallback
 from router.strategies.base import (
     StrategyContext,
     StrategyResult,
@@ -18,6 +17,7 @@ from router.strategies.base import (
     cancel_all,
     fan_out,
 )
+from router.strategies.fallback import run as one_at_a_time
 from router.values import PlannedCall
 
 
@@ -25,7 +25,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
     chosen = fan_out(calls, ctx.settings.parallel_k)
     if not chosen:
         ctx.step("one_at_a_time", capability=calls[0].capability.name if calls else None)
-        return await fallback.run(calls, ctx)
+        return await one_at_a_time(calls, ctx)
     ctx.step("parallel", backends=[c.backend for c in chosen])
     tasks = {asyncio.ensure_future(attempt(ctx, c)): c for c in chosen}
     pending = set(tasks)

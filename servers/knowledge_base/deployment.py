@@ -14,9 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mcp_router.servers.knowledge_base.server import BearerGuard, build_engine, build_rag_server, parse_args
 from ray import serve
 from ray.serve import Application
+
+from mcp_router.servers.knowledge_base.server import BearerGuard, build_engine, build_rag_server, parse_args
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)

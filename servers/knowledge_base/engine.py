@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from mcp_router.servers.knowledge_base.ingest import Chunking, IngestReport, index_text, ingest_folder, split_sentences
 from mcp_router.servers.knowledge_base.store import Chunk, ChunkStore, canonical_filter, compile_filter
-
 from router.retrieval.embeddings import Embedder
 from router.retrieval.hybrid import HybridIndex
 from router.retrieval.text import tokenize

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from mcp_router.servers.knowledge_base.store import Chunk, ChunkStore
 
+from mcp_router.servers.knowledge_base.store import Chunk, ChunkStore
 from router.retrieval.embeddings import Embedder
 
 DOC_TYPES = {".md": "md", ".markdown": "md", ".txt": "txt", ".jsonl": "jsonl"}

@@ -28,13 +28,13 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from mcp_router.servers.knowledge_base.engine import EngineSettings, QueryError, RagEngine
-from mcp_router.servers.knowledge_base.ingest import Chunking
-from mcp_router.servers.knowledge_base.store import ChunkStore, FilterError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_router.servers.knowledge_base.engine import EngineSettings, QueryError, RagEngine
+from mcp_router.servers.knowledge_base.ingest import Chunking
+from mcp_router.servers.knowledge_base.store import ChunkStore, FilterError
 from router.settings import EmbeddingSettings, LLMSettings
 
 log = logging.getLogger("mcp_router.knowledge_base")

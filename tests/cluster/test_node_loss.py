@@ -26,6 +26,7 @@ from router.errors import RouterError
 from router.models import QueryRequest
 from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, stdio
+from tests.unit.router_world import query
 
 WORKERS = 4
 
@@ -89,7 +90,7 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
         while not stop.is_set():
             started = time.monotonic()
             try:
-                r = await router.query(QueryRequest(question="Answer a general knowledge question: capital of Peru?",
+                r = await query(router, QueryRequest(question="Answer a general knowledge question: capital of Peru?",
                                                     deadline_s=20))
                 outcomes.append((started, True, r.backend))
             except RouterError as exc:

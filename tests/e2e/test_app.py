@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 import ray
-from mcp_router.cli.local import free_port
 from ray import serve
 
+from mcp_router.cli.local import free_port
 from router.errors import UnknownIntent
 from router.models import QueryRequest, QueryResponse
 from router.settings import RouterSettings

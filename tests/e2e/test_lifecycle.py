@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from mcp_router.cli.local import free_port, processes_mentioning
 from ray import serve
 
 from deployments.app import build_application
+from mcp_router.cli.local import free_port, processes_mentioning
 from router.models import QueryRequest
 from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for

@@ -12,9 +12,9 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_router.servers.knowledge_base.deployment import KnowledgeBase
 from ray import serve
 
+from mcp_router.servers.knowledge_base.deployment import KnowledgeBase
 from tests.conftest import EXAMPLES, wait_for
 
 TOKEN = "kb-deployment-test-token"

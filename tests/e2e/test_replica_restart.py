@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 from mcp import Client
-from mcp_router.cli.local import processes_mentioning
 
+from mcp_router.cli.local import processes_mentioning
 from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio, wait_for
 

@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_router.cli.local import free_port
 
+from mcp_router.cli.local import free_port
 from router.security.identity import key_hash, new_api_key
 from router.settings import RouterSettings
 from tests.conftest import EXAMPLES, running_app, stdio

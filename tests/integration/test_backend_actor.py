@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import ray
-from mcp_router.cli.local import free_port
 
 from actors.pool import create_backend_actor
+from mcp_router.cli.local import free_port
 from router.settings import RouterSettings
 from router.values import CallContext, Capability
 from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for

@@ -24,6 +24,7 @@ from router.retrieval.embeddings import LocalMiniLM
 from router.settings.file import load_settings
 from router.values import BackendStatus, CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
+from tests.unit.router_world import query
 from tests.unit.test_learning import LocalLearning
 
 # One set of servers and one event loop for the whole module: starting them is the slow part.
@@ -94,7 +95,7 @@ async def router() -> AsyncIterator[Router]:
 ])
 async def test_a_question_a_tool_fits_is_answered_by_it(router: Router, question: str, backend: str,
                                                         answer: str) -> None:
-    resp = await router.query(QueryRequest(question=question))
+    resp = await query(router, QueryRequest(question=question))
     assert resp.backend == backend and answer in resp.answer
     assert resp.routing is not None and resp.routing.confidence is not None
     assert resp.routing.confidence >= router.settings.routing.min_confidence
@@ -107,7 +108,7 @@ async def test_a_memory_request_names_the_memory_server_and_asks_which_of_its_to
     # The memory server is configured for exactly this, but nothing in the question tells its nine
     # knowledge-graph tools apart: no tool is called (reading the graph would answer something else).
     with pytest.raises(AmbiguousRoute) as info:
-        await router.query(QueryRequest(question=question))
+        await query(router, QueryRequest(question=question))
     listed = info.value.details["candidates"]
     assert listed and {c["backend"] for c in listed} == {"memory"}
     assert "backend 'memory' fits" in info.value.message
@@ -120,7 +121,7 @@ async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its
     router.learning = learning
     try:
         with pytest.raises(AmbiguousRoute) as asked:
-            await router.query(QueryRequest(question="Remember that my favourite colour is blue"))
+            await query(router, QueryRequest(question="Remember that my favourite colour is blue"))
         request_id = asked.value.details["request_id"]
         learning.learn(feedback_examples(learning.decisions[request_id], FeedbackRequest(
             request_id=request_id, correct=False, backend="memory", tool="create_entities"), router.catalogs, None))
@@ -128,7 +129,7 @@ async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its
         for question in ("Remember that my favourite colour is blue",
                          "Please remember that my favourite colour is green"):
             with pytest.raises(ArgumentsRequired) as taught:
-                await router.query(QueryRequest(question=question))
+                await query(router, QueryRequest(question=question))
             assert (taught.value.details["backend"], taught.value.details["tool"]) == ("memory", "create_entities")
     finally:
         router.learning = None
@@ -136,14 +137,14 @@ async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its
 
 async def test_a_time_question_without_a_time_zone_is_a_422_naming_the_tool(router: Router) -> None:
     with pytest.raises(ArgumentsRequired) as info:
-        await router.query(QueryRequest(question="What time is it?"))
+        await query(router, QueryRequest(question="What time is it?"))
     assert (info.value.details["backend"], info.value.details["tool"]) == ("time", "get_current_time")
     assert "timezone" in info.value.details["input_schema"]["properties"]
 
 
 async def test_a_question_nothing_fits_is_declined(router: Router) -> None:
     with pytest.raises(NoRelevantBackend) as info:
-        await router.query(QueryRequest(question="Bake a sourdough bread recipe"))
+        await query(router, QueryRequest(question="Bake a sourdough bread recipe"))
     assert info.value.details["candidates"]
 
 
@@ -151,7 +152,7 @@ async def test_a_currency_conversion_is_never_answered_with_a_calculation(router
     # The unit converter is tried (it converts quantities) and says it has no such conversion; the
     # arithmetic tool, a weak match, is never called to answer "100 = 100".
     try:
-        resp = await router.query(QueryRequest(question="Convert 100 USD to EUR"))
+        resp = await query(router, QueryRequest(question="Convert 100 USD to EUR"))
     except RouterError:
         return
     assert resp.capability != "calculate"

@@ -2,13 +2,12 @@
 
 The fake router answers /v1/query by question, so the tallies are exact however the requests
 interleave: each of the six questions below is asked 10 times in a run of 60. `--protocol mcp` runs
-against the router's own MCP endpoint (deployments.mcp_endpoint) in front of a stub router.
+against the router's own MCP adapter (deployments.mcp), behind its guard, in front of a stub service.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,19 +15,21 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from mcp_router.cli.loadtest import run_loadtest, summarize
-from mcp_router.cli.local import free_port
-from mcp_router.cli.main import build_parser, main
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from deployments.mcp_endpoint import McpEndpoint
+from deployments.asgi import build_asgi_app
+from deployments.caller import Caller
+from mcp_router.cli.loadtest import run_loadtest, summarize
+from mcp_router.cli.local import free_port
+from mcp_router.cli.main import build_parser, main
 from router.errors import NoHealthyBackend
 from router.models import QueryRequest, QueryResponse
-from router.settings import RouterSettings
+from router.security.audit import AuditLog
+from router.security.limits import Limiter
+from router.settings import AuditSettings, RouterSettings
 from tests.fakes import serve_app
 
 QUESTIONS = [
@@ -75,12 +76,13 @@ def build_fake_router() -> Starlette:
     return Starlette(routes=[Route("/v1/query", query, methods=["POST"])])
 
 
-class StubIngress:
-    """What the router's own MCP endpoint needs from the ingress: settings and `query`."""
+class StubService:
+    """What the router's own MCP adapter needs from the service: `query`."""
 
     settings = RouterSettings()
+    limiter = Limiter(1)
 
-    async def query(self, request: QueryRequest) -> QueryResponse:
+    async def query(self, request: QueryRequest, caller: Caller) -> QueryResponse:
         MODES_SEEN.append(request.mode)
         status, body = _answer(request.question)
         if status != 200:
@@ -88,18 +90,9 @@ class StubIngress:
         return QueryResponse.model_validate(body)
 
 
-def build_router_mcp_app() -> FastAPI:
-    """deployments.mcp_endpoint as the ingress mounts it, in front of a stub router."""
-    endpoint = McpEndpoint(StubIngress())  # type: ignore[arg-type]
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> Any:
-        async with endpoint.lifespan():
-            yield
-
-    app = FastAPI(lifespan=lifespan)
-    endpoint.mount(app)
-    return app
+def build_router_mcp_app() -> Any:
+    """The router's own app as the replica builds it (deployments.asgi), in front of a stub service."""
+    return build_asgi_app(StubService(), AuditLog(AuditSettings(enabled=False)))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+
 from mcp_router.cli.local import free_port
 from mcp_router.servers.knowledge_base.engine import EXTRACTIVE_LABEL, NO_EVIDENCE, RagEngine
 from mcp_router.servers.knowledge_base.ingest import Chunking
 from mcp_router.servers.knowledge_base.server import build_rag_server
 from mcp_router.servers.knowledge_base.store import ChunkStore, FilterError
-
 from router.retrieval.embeddings import LocalMiniLM
 from router.settings import LLMSettings
 from tests.conftest import stop_process, wait_for

@@ -118,7 +118,6 @@ async def test_pins_survive_a_restart_so_a_change_made_while_down_is_held(tmp_pa
 
 async def test_the_committed_lock_file_is_the_reference_and_the_cli_approves_a_change(tmp_path: Path) -> None:
     from mcp_router.cli.main import main
-
     from router.settings.file import load_settings
 
     config = tmp_path / "router.yaml"

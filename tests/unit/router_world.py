@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 
 from router.core import Router
+from router.literals import ChargeFn
+from router.models import QueryRequest, QueryResponse, RouteRequest, RouteResponse
+from router.request import Request
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.security.policy import Access
 from router.settings import RouterSettings
 from router.stages.scoring import PerfSnapshot
 from router.values import BackendStatus, CallOutcome, Catalog
@@ -98,3 +102,13 @@ def world(
         CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), s.routing),
     )
     return World(router, executor, stats, embedded)
+
+
+async def query(router: Router, q: QueryRequest, access: Access | None = None,
+                charge: ChargeFn | None = None) -> QueryResponse:
+    """Ask the router as the edge does: the query resolved with the router's own defaults."""
+    return await router.query(Request.of(q, router.settings.resilience, access=access, charge=charge))
+
+
+async def route(router: Router, r: RouteRequest, access: Access | None = None) -> RouteResponse:
+    return await router.route(Request.dry_run(r, access=access))

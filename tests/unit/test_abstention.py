@@ -9,9 +9,10 @@ import pytest
 
 from router.errors import ArgumentsRequired, NoRelevantBackend, RouterError
 from router.models import QueryRequest, RouteRequest
+from router.request import Request
 from router.stages.confidence import FEATURES, ConfidenceModel
 from tests.unit.fake_executor import fail
-from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, World, answers, world
+from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, World, answers, query, route, world
 from tests.unit.test_core import server_clock_catalogs
 
 
@@ -37,12 +38,12 @@ def with_model(w: World, m: ConfidenceModel) -> World:
 
 async def test_the_router_abstains_when_no_candidate_is_confident_enough() -> None:
     w = with_model(world(), UNSURE)
-    route = await w.router.route(RouteRequest(question=ONLY_TIME))
-    assert route.decision == "no_match"
-    assert route.confidence < 0.01 and route.candidates  # the closest are still listed
-    assert "time/tool/get_current_time" in route.message and "routing.min_confidence" in route.message
+    dry = await route(w.router, RouteRequest(question=ONLY_TIME))
+    assert dry.decision == "no_match"
+    assert dry.confidence < 0.01 and dry.candidates  # the closest are still listed
+    assert "time/tool/get_current_time" in dry.message and "routing.min_confidence" in dry.message
     with pytest.raises(NoRelevantBackend) as info:
-        await w.router.query(QueryRequest(question=ONLY_TIME))
+        await query(w.router, QueryRequest(question=ONLY_TIME))
     assert info.value.status_code == 404
     assert info.value.details["candidates"][0]["scores"]["confidence"] < 0.01
     assert w.executor.calls == []
@@ -51,18 +52,18 @@ async def test_the_router_abstains_when_no_candidate_is_confident_enough() -> No
 async def test_the_threshold_decides_between_answering_and_abstaining() -> None:
     m = model(bias=0.0)  # exactly 0.5 for every candidate
     sure = with_model(world(settings={"routing": {"min_confidence": 0.5}}), m)
-    assert (await sure.router.route(RouteRequest(question=ONLY_TIME))).decision == "route"
+    assert (await route(sure.router, RouteRequest(question=ONLY_TIME))).decision == "route"
     strict = with_model(world(settings={"routing": {"min_confidence": 0.51}}), m)
-    assert (await strict.router.route(RouteRequest(question=ONLY_TIME))).decision == "no_match"
+    assert (await route(strict.router, RouteRequest(question=ONLY_TIME))).decision == "no_match"
 
 
 async def test_the_confidence_shows_in_the_route_and_the_routing_metadata() -> None:
     w = with_model(world(), ONLY_THE_LEADER)
-    route = await w.router.route(RouteRequest(question=ONLY_TIME))
-    assert route.decision == "route" and route.confidence > 0.99
-    assert route.candidates[0].scores.confidence == route.confidence
-    assert all(c.scores.confidence < 0.01 for c in route.candidates[1:])
-    resp = await w.router.query(QueryRequest(question=ONLY_TIME))
+    dry = await route(w.router, RouteRequest(question=ONLY_TIME))
+    assert dry.decision == "route" and dry.confidence > 0.99
+    assert dry.candidates[0].scores.confidence == dry.confidence
+    assert all(c.scores.confidence < 0.01 for c in dry.candidates[1:])
+    resp = await query(w.router, QueryRequest(question=ONLY_TIME))
     assert resp.routing is not None and resp.routing.chosen is not None
     assert resp.routing.confidence == resp.routing.chosen.scores.confidence > 0.99
 
@@ -70,13 +71,13 @@ async def test_the_confidence_shows_in_the_route_and_the_routing_metadata() -> N
 async def test_a_runner_up_below_the_threshold_is_not_tried_when_the_best_fails() -> None:
     w = with_model(world(answers(time=fail("tool_failed", "bad zone"))), ONLY_THE_LEADER)
     with pytest.raises(RouterError):
-        await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+        await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert [c.backend for c in w.executor.calls] == ["time"]
 
 
 async def test_a_confident_runner_up_is_still_the_fallback_when_the_best_fails() -> None:
     w = with_model(world(answers(time=fail("tool_failed", "bad zone"))), SURE)
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert resp.backend == "clock"
     assert [c.backend for c in w.executor.calls] == ["time", "clock"]
 
@@ -84,7 +85,7 @@ async def test_a_confident_runner_up_is_still_the_fallback_when_the_best_fails()
 async def test_a_backend_that_is_down_still_falls_back_to_a_confident_runner_up() -> None:
     w = with_model(world(), SURE)
     w.stats.health["time"] = "down"
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert resp.backend == "clock"
 
 
@@ -93,10 +94,10 @@ async def test_a_clear_best_match_without_its_arguments_is_a_422_not_a_weaker_to
     # and is within any margin, but the router is not confident that it is what was asked for.
     w = with_model(world(settings={"routing": {"callable_margin": 1.0}}, catalogs=server_clock_catalogs()),
                    ONLY_THE_LEADER)
-    decision = await w.router.decide("What time is it")
+    decision = await w.router.decide(Request(question="What time is it"))
     assert [c.capability.name for c in decision.candidates[:2]] == ["get_current_time", "server_time"]
     with pytest.raises(ArgumentsRequired) as info:
-        await w.router.query(QueryRequest(question="What time is it"))
+        await query(w.router, QueryRequest(question="What time is it"))
     assert info.value.status_code == 422
     assert info.value.details["tool"] == "get_current_time" and info.value.details["missing"] == "timezone"
     assert info.value.details["input_schema"]["required"] == ["timezone"]
@@ -105,11 +106,11 @@ async def test_a_clear_best_match_without_its_arguments_is_a_422_not_a_weaker_to
 
 async def test_a_confident_close_runner_up_is_called_when_the_best_needs_arguments() -> None:
     w = with_model(world(settings={"routing": {"callable_margin": 1.0}}, catalogs=server_clock_catalogs()), SURE)
-    resp = await w.router.query(QueryRequest(question="What time is it"))
+    resp = await query(w.router, QueryRequest(question="What time is it"))
     assert (resp.backend, resp.capability) == ("clock", "server_time")
 
 
 async def test_a_backend_named_by_the_caller_is_called_whatever_the_confidence() -> None:
     w = with_model(world(), UNSURE)
-    resp = await w.router.query(QueryRequest(question=ONLY_TIME, backend="time"))
+    resp = await query(w.router, QueryRequest(question=ONLY_TIME, backend="time"))
     assert resp.backend == "time"

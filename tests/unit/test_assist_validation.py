@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from router.errors import ArgumentsInvalid, BackendNotCallable
-from router.models import QueryRequest
+from router.request import Request
 from router.stages import assist
-from router.stages.plan import plan
+from router.stages.plan import Arguments, plan
 from router.values import Capability
 from tests.unit.test_descriptions_only import AGENTS, described, router_for
 
@@ -29,31 +29,31 @@ class FillingModel:
         return self.args
 
 
-async def planned(question: str) -> tuple[Any, Any, QueryRequest]:
+async def planned(question: str) -> tuple[Any, Any, Arguments]:
     from tests.unit.helpers import catalog
 
     router, _ = router_for([catalog("speaker", "Speaker control: volume and playback.", VOLUME)])
-    request = QueryRequest(question=question)
-    decision = await router.decide(question)
-    return router, decision, request
+    request = Request(question=question)
+    decision = await router.decide(request)
+    return router, decision, Arguments(request)
 
 
 async def test_arguments_a_model_fills_that_break_the_schema_are_refused_naming_the_field() -> None:
-    router, d, request = await planned("turn the speaker volume up a lot")
-    p = plan(d, request, {}, router.settings)
-    assert assist.needs_arguments(p, request)
+    router, d, arguments = await planned("turn the speaker volume up a lot")
+    p = plan(d, arguments, {}, router.settings)
+    assert assist.needs_arguments(p, arguments.request)
     model = FillingModel({"level": 400})
-    filled = await assist.fill_arguments(model, p, d, request, {})  # type: ignore[arg-type]
+    filled = await assist.fill_arguments(model, p, d, arguments, {})  # type: ignore[arg-type]
     assert model.asked == ["set_volume"]
     assert isinstance(filled.refusal, ArgumentsInvalid) and filled.refusal.details["field"] == "level"
     assert filled.calls == ()
-    fits = await assist.fill_arguments(FillingModel({"level": 80}), p, d, request, {})  # type: ignore[arg-type]
+    fits = await assist.fill_arguments(FillingModel({"level": 80}), p, d, arguments, {})  # type: ignore[arg-type]
     assert fits.refusal is None and fits.calls[0].arguments == {"level": 80}
 
 
 async def test_a_backend_with_nothing_to_call_is_not_handed_to_the_model_for_arguments() -> None:
     router, _ = router_for([described("weather-agent", AGENTS["weather-agent"])])
-    request = QueryRequest(question="will it rain in Paris tomorrow")
-    p = plan(await router.decide(request.question), request, {}, router.settings)
+    request = Request(question="will it rain in Paris tomorrow")
+    p = plan(await router.decide(request), Arguments(request), {}, router.settings)
     assert isinstance(p.refusal, BackendNotCallable)
     assert not assist.needs_arguments(p, request)

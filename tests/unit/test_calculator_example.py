@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mcp_router.examples.servers.calculator import evaluate
 
 

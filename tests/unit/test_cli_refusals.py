@@ -7,19 +7,19 @@ import json
 from typing import Any
 
 import httpx
-import mcp_router.cli.main as cli_main
 import pytest
 
+import mcp_router.cli.main as cli_main
 from router.errors import RouterError
 from router.models import QueryRequest
-from tests.unit.router_world import UNRELATED, world
+from tests.unit.router_world import UNRELATED, query, world
 
 
 async def refusal(question: str, **settings: Any) -> dict[str, Any]:
     """The error body the router gives for a question (as the ingress sends it)."""
     w = world(settings=settings or None)
     with pytest.raises(RouterError) as info:
-        await w.router.query(QueryRequest(question=question))
+        await query(w.router, QueryRequest(question=question))
     return {"status": info.value.status_code, "body": info.value.payload()}
 
 

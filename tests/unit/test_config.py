@@ -312,7 +312,8 @@ def test_relative_cwd_and_state_dir_are_resolved_against_the_config_file(tmp_pat
 def test_state_dir_is_relative_to_the_config_file_or_a_per_user_folder(tmp_path: Path) -> None:
     named = load_settings(write(tmp_path, "state_dir: here\n"), environ=NO_ENV)
     assert named.state_dir == str((tmp_path / "here").resolve())
-    unnamed = load_settings(write(tmp_path, "routing: {alpha: 0.5}\n"), environ={"XDG_STATE_HOME": str(tmp_path / "xdg")})
+    xdg = {"XDG_STATE_HOME": str(tmp_path / "xdg")}
+    unnamed = load_settings(write(tmp_path, "routing: {alpha: 0.5}\n"), environ=xdg)
     assert Path(unnamed.state_dir).parent == tmp_path / "xdg" / "mcp-router"
 
 

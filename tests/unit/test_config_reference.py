@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from mcp_router.cli.config_reference import REGENERATE, _nested_models, render
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_router.cli.config_reference import REGENERATE, _nested_models, render
 from router.settings import RouterSettings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

@@ -19,18 +19,19 @@ from router.errors import (
     UnknownCapability,
 )
 from router.models import QueryRequest, RouteRequest
+from router.request import Request
 from router.stages.scoring import PerfSnapshot
 from router.values import Capability, Catalog
 from tests.unit.fake_executor import fail, ok, timeout
 from tests.unit.helpers import catalog, small_catalogs
-from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, UNRELATED, answers, world
+from tests.unit.router_world import BOTH_CLOCKS, ONLY_TIME, UNRELATED, answers, query, route, world
 
 # --- /query: decision and execution -----------------------------------------------------------
 
 
 async def test_query_calls_the_best_backend_with_derived_arguments() -> None:
     w = world()
-    resp = await w.router.query(QueryRequest(question=ONLY_TIME))
+    resp = await query(w.router, QueryRequest(question=ONLY_TIME))
     assert (resp.answer, resp.backend, resp.capability, resp.kind) == (
         "answer from time",
         "time",
@@ -48,14 +49,14 @@ async def test_query_calls_the_best_backend_with_derived_arguments() -> None:
 
 
 async def test_routing_metadata_can_be_left_out() -> None:
-    resp = await world().router.query(QueryRequest(question=ONLY_TIME, include_routing_metadata=False))
+    resp = await query(world().router, QueryRequest(question=ONLY_TIME, include_routing_metadata=False))
     assert resp.routing is None and resp.answer == "answer from time"
 
 
 async def test_no_relevant_match_raises_listing_the_closest_candidates() -> None:
     w = world()
     with pytest.raises(NoRelevantBackend) as info:
-        await w.router.query(QueryRequest(question=UNRELATED))
+        await query(w.router, QueryRequest(question=UNRELATED))
     closest = info.value.details["candidates"]
     assert 1 <= len(closest) <= 3
     assert {"backend", "capability", "scores"} <= set(closest[0])
@@ -65,7 +66,7 @@ async def test_no_relevant_match_raises_listing_the_closest_candidates() -> None
 
 async def test_fallback_takes_the_second_backend_when_the_first_times_out() -> None:
     w = world(answers(time=timeout()))
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert resp.backend == "clock"
     assert resp.routing is not None
     assert [(a.backend, a.outcome) for a in resp.routing.attempts] == [
@@ -79,7 +80,7 @@ async def test_fallback_takes_the_second_backend_when_the_first_times_out() -> N
 async def test_all_backends_failing_raises_with_the_attempt_chain() -> None:
     w = world(answers(time=fail("tool_failed", "bad zone"), clock=timeout()))
     with pytest.raises(AllBackendsFailed) as info:
-        await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+        await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     err = info.value
     assert err.status_code == 502
     chain = [(a["backend"], a["capability"], a["outcome"]) for a in err.details["attempts"]]
@@ -90,7 +91,7 @@ async def test_all_backends_failing_raises_with_the_attempt_chain() -> None:
 async def test_a_single_timeout_raises_backend_timeout_naming_backend_and_tool() -> None:
     w = world(answers(calc=timeout()))
     with pytest.raises(BackendTimeout) as info:
-        await w.router.query(QueryRequest(question="add 3 and 4"))
+        await query(w.router, QueryRequest(question="add 3 and 4"))
     err = info.value
     assert err.status_code == 504
     assert (err.details["backend"], err.details["tool"]) == ("calc", "add")
@@ -101,27 +102,27 @@ async def test_a_single_timeout_raises_backend_timeout_naming_backend_and_tool()
 async def test_a_single_tool_error_raises_tool_failed() -> None:
     w = world(answers(calc=fail("tool_failed", "division by zero")))
     with pytest.raises(ToolFailed, match="division by zero"):
-        await w.router.query(QueryRequest(question="add 3 and 4"))
+        await query(w.router, QueryRequest(question="add 3 and 4"))
 
 
 async def test_arguments_that_cannot_be_derived_raise_for_the_top_candidate() -> None:
     w = world()
     with pytest.raises(ArgumentsRequired) as info:
-        await w.router.query(QueryRequest(question="What time is it"))
+        await query(w.router, QueryRequest(question="What time is it"))
     assert info.value.details["tool"] == "get_current_time"
     assert w.executor.calls == []
 
 
 async def test_caller_arguments_are_passed_through() -> None:
     w = world()
-    resp = await w.router.query(QueryRequest(question="What time is it", arguments={"timezone": "UTC"}))
+    resp = await query(w.router, QueryRequest(question="What time is it", arguments={"timezone": "UTC"}))
     assert w.executor.calls[0].arguments == {"timezone": "UTC"}
     assert resp.routing is not None and resp.routing.arguments_source == "caller"
 
 
 async def test_explicit_backend_override_is_used_even_when_it_ranks_lower() -> None:
     w = world()
-    resp = await w.router.query(QueryRequest(question=ONLY_TIME, backend="clock"))
+    resp = await query(w.router, QueryRequest(question=ONLY_TIME, backend="clock"))
     assert resp.backend == "clock"
     assert w.executor.called == ["clock"]
     assert resp.routing is not None and resp.routing.decision == "override"
@@ -129,7 +130,7 @@ async def test_explicit_backend_override_is_used_even_when_it_ranks_lower() -> N
 
 async def test_explicit_backend_and_tool_pick_that_tool() -> None:
     w = world()
-    resp = await w.router.query(QueryRequest(question="add 2 and 3", backend="calc", tool="multiply"))
+    resp = await query(w.router, QueryRequest(question="add 2 and 3", backend="calc", tool="multiply"))
     assert (resp.backend, resp.capability) == ("calc", "multiply")
     assert w.executor.calls[0].arguments == {"a": 2.0, "b": 3.0}
 
@@ -137,10 +138,10 @@ async def test_explicit_backend_and_tool_pick_that_tool() -> None:
 async def test_unknown_backend_or_tool_override_is_rejected() -> None:
     w = world()
     with pytest.raises(UnknownBackend) as info:
-        await w.router.query(QueryRequest(question=ONLY_TIME, backend="sundial"))
+        await query(w.router, QueryRequest(question=ONLY_TIME, backend="sundial"))
     assert info.value.status_code == 404
     with pytest.raises(UnknownCapability):
-        await w.router.query(QueryRequest(question=ONLY_TIME, backend="calc", tool="divide"))
+        await query(w.router, QueryRequest(question=ONLY_TIME, backend="calc", tool="divide"))
     assert w.executor.calls == []
 
 
@@ -148,7 +149,7 @@ async def test_override_of_a_down_backend_raises_backend_unavailable() -> None:
     w = world()
     w.stats.health["clock"] = "down"
     with pytest.raises(BackendUnavailable) as info:
-        await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="clock"))
+        await query(w.router, QueryRequest(question=BOTH_CLOCKS, backend="clock"))
     err = info.value
     assert err.status_code == 503
     assert err.details["backend"] == "clock"
@@ -163,7 +164,7 @@ async def test_override_of_a_down_backend_raises_backend_unavailable() -> None:
 async def test_override_of_a_down_backend_falls_back_when_allowed() -> None:
     w = world()
     w.stats.health["clock"] = "down"
-    resp = await w.router.query(
+    resp = await query(w.router,
         QueryRequest(question=BOTH_CLOCKS, backend="clock", fallback_on_override=True)
     )
     assert resp.backend == "time"
@@ -176,14 +177,14 @@ async def test_fallback_on_override_only_falls_back_to_relevant_candidates() -> 
     w = world(answers(time=fail("tool_failed")))
     w.stats.health["calc"] = "down"
     with pytest.raises(ToolFailed):
-        await w.router.query(QueryRequest(question=ONLY_TIME, backend="calc", fallback_on_override=True))
+        await query(w.router, QueryRequest(question=ONLY_TIME, backend="calc", fallback_on_override=True))
     assert w.executor.called == ["time"]
 
 
 async def test_down_backends_are_skipped_while_another_candidate_is_up() -> None:
     w = world()
     w.stats.health["time"] = "down"
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert resp.backend == "clock"
     assert w.executor.called == ["clock"]
     assert w.executor.calls[0].force is False
@@ -192,23 +193,23 @@ async def test_down_backends_are_skipped_while_another_candidate_is_up() -> None
 async def test_when_every_candidate_is_down_they_are_still_tried_with_force() -> None:
     w = world()
     w.stats.health.update(time="ejected", clock="down")
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert resp.backend == "time"
     assert [(c.backend, c.force) for c in w.executor.calls] == [("time", True)]
 
 
 async def test_cached_response_is_served_only_when_every_candidate_backend_is_unavailable() -> None:
     w = world()
-    first = await w.router.query(QueryRequest(question=ONLY_TIME))
+    first = await query(w.router, QueryRequest(question=ONLY_TIME))
     assert first.routing is not None and first.routing.cached is False
     # Still healthy: the backend is called again (and its failure is reported, not masked by the cache).
     w.executor.script["time"] = fail("tool_failed", "temporarily broken")
     with pytest.raises(ToolFailed):
-        await w.router.query(QueryRequest(question=ONLY_TIME))
+        await query(w.router, QueryRequest(question=ONLY_TIME))
     assert w.executor.called == ["time", "time"]
     # Down: the cached answer is served, marked as cached, and nothing is called.
     w.stats.health["time"] = "down"
-    again = await w.router.query(QueryRequest(question="  what TIME is it in tokyo?  "))
+    again = await query(w.router, QueryRequest(question="  what TIME is it in tokyo?  "))
     assert again.answer == first.answer and again.backend == "time"
     assert again.routing is not None and again.routing.cached is True
     assert again.routing.chosen is not None and again.routing.chosen.backend == "time"
@@ -220,11 +221,11 @@ async def test_the_answer_of_a_capability_that_may_act_is_never_served_from_the_
     acting = [replace(c, capabilities=tuple(replace(x, read_only=False) for x in c.capabilities))
               for c in small_catalogs()]
     w = world(catalogs=acting)
-    await w.router.query(QueryRequest(question=ONLY_TIME))
+    await query(w.router, QueryRequest(question=ONLY_TIME))
     w.stats.health["time"] = "down"
     w.executor.script["time"] = fail("backend_unavailable", "connection refused")
     with pytest.raises(BackendUnavailable):  # tried, not answered with "done" for what was not done now
-        await w.router.query(QueryRequest(question=ONLY_TIME))
+        await query(w.router, QueryRequest(question=ONLY_TIME))
     assert w.executor.called == ["time", "time"]
 
 
@@ -232,58 +233,58 @@ async def test_without_a_cached_response_a_down_backend_is_still_tried() -> None
     w = world(answers(time=fail("backend_unavailable", "connection refused")))
     w.stats.health["time"] = "down"
     with pytest.raises(BackendUnavailable):
-        await w.router.query(QueryRequest(question=ONLY_TIME))
+        await query(w.router, QueryRequest(question=ONLY_TIME))
     assert [(c.backend, c.force) for c in w.executor.calls] == [("time", True)]
 
 
 async def test_a_session_sticks_to_the_backend_that_served_it() -> None:
     w = world()
-    await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="clock", session_id="s1"))
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS, session_id="s1"))
+    await query(w.router, QueryRequest(question=BOTH_CLOCKS, backend="clock", session_id="s1"))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS, session_id="s1"))
     assert resp.backend == "clock"
     assert resp.routing is not None and resp.routing.decision == "session"
-    other = await w.router.query(QueryRequest(question=BOTH_CLOCKS, session_id="s2"))
+    other = await query(w.router, QueryRequest(question=BOTH_CLOCKS, session_id="s2"))
     assert other.backend == "time"
 
 
 async def test_a_session_does_not_stick_to_a_down_backend() -> None:
     w = world()
-    await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="clock", session_id="s1"))
+    await query(w.router, QueryRequest(question=BOTH_CLOCKS, backend="clock", session_id="s1"))
     w.stats.health["clock"] = "down"
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS, session_id="s1"))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS, session_id="s1"))
     assert resp.backend == "time"
 
 
 async def test_the_caller_may_lower_the_deadline_but_not_raise_it() -> None:
     w = world(settings={"resilience": {"deadline_s": 20.0}}, backend_options={"time": {"timeout_s": 120.0}})
-    await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=500.0))
+    await query(w.router, QueryRequest(question=ONLY_TIME, deadline_s=500.0))
     assert 19.0 < w.executor.calls[-1].timeout_s <= 20.0
-    await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=2.0))
+    await query(w.router, QueryRequest(question=ONLY_TIME, deadline_s=2.0))
     assert 1.0 < w.executor.calls[-1].timeout_s <= 2.0
 
 
 async def test_a_deadline_that_passes_before_any_call_is_a_504_not_a_backend_failure() -> None:
     w = world()
     with pytest.raises(DeadlineExceeded) as info:
-        await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=5e-324))
+        await query(w.router, QueryRequest(question=ONLY_TIME, deadline_s=5e-324))
     assert info.value.status_code == 504 and "deadline_s" in info.value.message
     assert w.executor.calls == [] and info.value.details["attempts"] == []
     # Consensus starts its attempts at once: each is recorded as cut short by the deadline.
     with pytest.raises(DeadlineExceeded) as info:
-        await w.router.query(QueryRequest(question=ONLY_TIME, deadline_s=5e-324, mode="consensus"))
+        await query(w.router, QueryRequest(question=ONLY_TIME, deadline_s=5e-324, mode="consensus"))
     assert info.value.details["backend"] == "time" and "time/get_current_time" in info.value.message
     assert [a["error_type"] for a in info.value.details["attempts"]] == ["deadline_exceeded"]
 
 
 async def test_the_backend_timeout_applies_when_shorter_than_the_deadline() -> None:
     w = world(backend_options={"time": {"timeout_s": 4.0}})
-    await w.router.query(QueryRequest(question=ONLY_TIME))
+    await query(w.router, QueryRequest(question=ONLY_TIME))
     assert w.executor.calls[0].timeout_s == 4.0
 
 
 async def test_the_request_mode_selects_the_strategy() -> None:
     w = world(answers(time=ok("12:00"), clock=ok("12:00")))
-    resp = await w.router.query(QueryRequest(question=BOTH_CLOCKS, mode="consensus"))
+    resp = await query(w.router, QueryRequest(question=BOTH_CLOCKS, mode="consensus"))
     assert resp.routing is not None
     assert resp.routing.mode == "consensus"
     assert resp.routing.agreement == 1.0
@@ -293,11 +294,11 @@ async def test_the_request_mode_selects_the_strategy() -> None:
 async def test_a_close_call_between_two_tools_is_ambiguous() -> None:
     w = world(settings={"routing": {"ambiguity_margin": 0.5}})
     with pytest.raises(AmbiguousRoute) as info:
-        await w.router.query(QueryRequest(question=BOTH_CLOCKS))
+        await query(w.router, QueryRequest(question=BOTH_CLOCKS))
     assert info.value.status_code == 409
     assert [c["backend"] for c in info.value.details["candidates"]] == ["time", "clock"]
     assert w.executor.calls == []
-    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS))
+    resp = await route(w.router, RouteRequest(question=BOTH_CLOCKS))
     assert resp.decision == "ambiguous"
 
 
@@ -316,7 +317,7 @@ async def test_recent_failures_demote_a_backend_below_an_equally_relevant_one() 
     )
     w.stats.snapshots[("time", "*")] = bad
     w.stats.health["time"] = "degraded"
-    resp = await w.router.route(RouteRequest(question=BOTH_CLOCKS))
+    resp = await route(w.router, RouteRequest(question=BOTH_CLOCKS))
     # time still matches better, but its health and performance push it below clock
     assert [c.backend for c in resp.candidates[:2]] == ["clock", "time"]
     assert resp.candidates[1].scores.match > resp.candidates[0].scores.match
@@ -337,11 +338,11 @@ def server_clock_catalogs() -> list[Catalog]:
 async def test_a_close_callable_runner_up_is_called_when_the_best_match_needs_arguments() -> None:
     # "What time is it" names no time zone: get_current_time cannot be called, server_time can.
     w = world(settings={"routing": {"callable_margin": 0.2}}, catalogs=server_clock_catalogs())
-    decision = await w.router.decide("What time is it")
+    decision = await w.router.decide(Request(question="What time is it"))
     gap = decision.candidates[0].scores.composite - decision.candidates[1].scores.composite
     assert [c.capability.name for c in decision.candidates[:2]] == ["get_current_time", "server_time"]
     assert 0.1 < gap < 0.2
-    resp = await w.router.query(QueryRequest(question="What time is it"))
+    resp = await query(w.router, QueryRequest(question="What time is it"))
     assert (resp.backend, resp.capability) == ("clock", "server_time")
     assert w.executor.calls[0].arguments == {}
 
@@ -349,6 +350,6 @@ async def test_a_close_callable_runner_up_is_called_when_the_best_match_needs_ar
 async def test_a_distant_runner_up_is_not_called_in_place_of_the_best_match() -> None:
     w = world(settings={"routing": {"callable_margin": 0.1}}, catalogs=server_clock_catalogs())
     with pytest.raises(ArgumentsRequired) as info:
-        await w.router.query(QueryRequest(question="What time is it"))
+        await query(w.router, QueryRequest(question="What time is it"))
     assert info.value.details["tool"] == "get_current_time"
     assert w.executor.calls == []

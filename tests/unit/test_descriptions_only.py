@@ -8,12 +8,13 @@ import pytest
 from router.core import Router
 from router.errors import BackendNotCallable
 from router.models import QueryRequest, RouteRequest
+from router.request import Request
 from router.retrieval.catalog import CatalogIndex, CatalogTexts, server_level_capability
 from router.settings import RouterSettings, RoutingSettings
 from router.values import Catalog
 from tests.unit.fake_executor import ScriptedExecutor, ok
 from tests.unit.helpers import catalog, embed_texts, small_catalogs
-from tests.unit.router_world import Stats
+from tests.unit.router_world import Stats, query, route
 
 AGENTS = {
     "weather-agent": "Forecasts and current weather conditions: rain, temperature and wind for any city.",
@@ -92,10 +93,10 @@ def router_for(catalogs: list[Catalog], flow_targets: dict[str, str] | None = No
 
 async def test_a_chosen_mcp_server_without_tools_is_refused_by_name_and_nothing_is_called() -> None:
     router, executor = router_for(agents())
-    route = await router.route(RouteRequest(question="will it rain in Paris tomorrow"))
-    assert route.decision == "route" and route.candidates[0].backend == "weather-agent"
+    dry = await route(router, RouteRequest(question="will it rain in Paris tomorrow"))
+    assert dry.decision == "route" and dry.candidates[0].backend == "weather-agent"
     with pytest.raises(BackendNotCallable) as raised:
-        await router.query(QueryRequest(question="will it rain in Paris tomorrow"))
+        await query(router, QueryRequest(question="will it rain in Paris tomorrow"))
     assert "weather-agent" in raised.value.message and raised.value.status_code == 503
     assert raised.value.details["backend"] == "weather-agent"
     assert executor.calls == []
@@ -108,9 +109,9 @@ async def test_a_chosen_flow_backend_without_listed_flows_runs_its_configured_fl
                 *({"name": n, "kind": "mcp_stdio", "command": "srv"} for n in AGENTS)]
     router, executor = router_for(cats, {"flows": "abc-123"}, backends)
     question = "how do I get a refund for my order"
-    top = (await router.decide(question)).candidates[0].capability
+    top = (await router.decide(Request(question=question))).candidates[0].capability
     assert (top.backend, top.kind, top.target) == ("flows", "flow", "abc-123")
-    answer = await router.query(QueryRequest(question=question))
+    answer = await query(router, QueryRequest(question=question))
     assert answer.backend == "flows" and answer.answer == "answer from flows"
     call = executor.calls[0]
     assert call.backend == "flows" and call.context.question == question
@@ -121,9 +122,9 @@ async def test_a_callable_runner_up_is_preferred_to_a_described_server_that_cann
                    *small_catalogs()[-1].capabilities)
     cats = [described("weather-agent", AGENTS["weather-agent"]), echo]
     router, _ = router_for(cats)
-    d = await router.decide("echo the weather forecast message")
+    d = await router.decide(Request(question="echo the weather forecast message"))
     assert {c.capability.backend for c in d.candidates} == {"weather-agent", "echo"}
-    answer = await router.query(QueryRequest(question="echo the weather forecast message"))
+    answer = await query(router, QueryRequest(question="echo the weather forecast message"))
     assert answer.backend == "echo"
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from deployments.guard import Guard
+from deployments.caller import Caller
 from deployments.http import build_http_app
+from deployments.middleware import Guard
 from router.errors import NoRelevantBackend
 from router.models import QueryRequest
 from router.security.audit import AuditLog
@@ -21,15 +21,13 @@ from router.security.limits import Limiter
 from router.settings import AuditSettings, RouterSettings
 
 
-class StubIngress:
+class StubService:
     settings = RouterSettings()
 
-    async def query(self, request: QueryRequest) -> Any:
+    async def query(self, request: QueryRequest, caller: Caller) -> Any:
         if request.question == "nothing fits":
             raise NoRelevantBackend("nothing in the catalog is relevant enough", candidates=[])
         raise RuntimeError("db password=hunter2 leaked in an exception")
-
-    def extend_http(self, app: FastAPI) -> None: ...
 
 
 @pytest.fixture
@@ -41,7 +39,7 @@ def audit(tmp_path: Path) -> Path:
 def client(audit: Path) -> TestClient:
     """The HTTP app behind the edge every request passes (authentication off: loopback)."""
     settings = RouterSettings()
-    app = Guard(build_http_app(StubIngress()), settings.server.auth, max_header_bytes=16384,  # type: ignore[arg-type]
+    app = Guard(build_http_app(StubService()), settings.server.auth, max_header_bytes=16384,  # type: ignore[arg-type]
                 max_in_flight=8, audit=AuditLog(AuditSettings(path=str(audit))), limiter=Limiter(1))
     return TestClient(app, raise_server_exceptions=False)
 

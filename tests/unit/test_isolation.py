@@ -23,7 +23,7 @@ from router.strategies.base import ChargedExecutor
 from router.values import BackendStatus, CallOutcome, Capability, Catalog
 from tests.unit.fake_executor import ScriptedExecutor, fail, ok
 from tests.unit.helpers import embed_texts, fake_embed, small_catalogs
-from tests.unit.router_world import ONLY_TIME, answers, world
+from tests.unit.router_world import ONLY_TIME, answers, query, world
 from tests.unit.test_strategies import harness, plan
 from tests.unit.test_tools import SMALL, catalogs, index
 
@@ -58,11 +58,11 @@ async def test_an_allow_list_that_leaves_out_a_description_only_backend_still_ro
                         capabilities=())
     w = world(catalogs=[*small_catalogs(), described])
     only_time = access({"allow": ["time/*"]})
-    response = await w.router.query(QueryRequest(question=ONLY_TIME), only_time)
+    response = await query(w.router, QueryRequest(question=ONLY_TIME), only_time)
     assert response.backend == "time"
-    view, catalogs_seen = w.router.view(only_time)
-    assert view is not None and "flows" not in catalogs_seen
-    assert {c.backend for c in view.texts.capabilities} == {"time"}
+    view = w.router.view(only_time)
+    assert view.index is not None and "flows" not in view.catalogs
+    assert {c.backend for c in view.index.texts.capabilities} == {"time"}
 
 
 async def test_a_flow_stand_in_keeps_its_flow_in_a_principals_view() -> None:
@@ -98,12 +98,12 @@ def test_the_performance_history_keeps_what_an_outcome_says_of_the_backend_itsel
 async def test_a_cached_answer_never_stands_in_for_other_arguments() -> None:
     w = world()
     asked = QueryRequest(question=ONLY_TIME, arguments={"timezone": "Asia/Tokyo"})
-    first = await w.router.query(asked)
+    first = await query(w.router, asked)
     w.stats.health["time"] = "down"
-    again = await w.router.query(asked)
+    again = await query(w.router, asked)
     assert again.routing is not None and again.routing.cached and again.answer == first.answer
     calls = len(w.executor.calls)
-    other = await w.router.query(asked.model_copy(update={"arguments": {"timezone": "Europe/Paris"}}))
+    other = await query(w.router, asked.model_copy(update={"arguments": {"timezone": "Europe/Paris"}}))
     assert other.routing is not None and not other.routing.cached  # sent to a backend, not the cache
     assert w.executor.calls[calls].arguments == {"timezone": "Europe/Paris"}
 
@@ -173,7 +173,7 @@ async def test_a_request_that_can_send_nothing_is_a_429() -> None:
     w = world(answers(time=fail("backend_failed")))
     budget = Budget(0)
     with pytest.raises(RateLimited) as over:
-        await w.router.query(QueryRequest(question=ONLY_TIME), charge=budget.charge)
+        await query(w.router, QueryRequest(question=ONLY_TIME), charge=budget.charge)
     assert over.value.status_code == 429 and w.executor.called == []
 
 

@@ -22,7 +22,7 @@ from router.learning.examples import Example, ExampleStore
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
 from router.settings import LearningSettings, RouterSettings
 from tests.unit.helpers import embed_texts, small_catalogs
-from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, world
+from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, query, route, world
 
 
 class LocalLearning:
@@ -59,7 +59,7 @@ async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_
     w = world()
     learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=1.0, min_similarity=0.3))
     w.router.learning = learning
-    first = await w.router.query(QueryRequest(question=ONLY_TIME))
+    first = await query(w.router, QueryRequest(question=ONLY_TIME))
     assert first.backend == "time" and first.routing is not None and first.routing.request_id
     remembered = learning.decisions[first.routing.request_id]
     assert remembered.chosen == ("time", "tool", "get_current_time")
@@ -68,11 +68,11 @@ async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_
     learning.learn(examples)
     assert [(e.backend, e.label, e.source) for e in examples] == [("time", -1, "feedback"), ("clock", 1, "feedback")]
     assert "world clock" in examples[1].document.lower()
-    again = await w.router.query(QueryRequest(question="What time is it in Tokyo now?"))
+    again = await query(w.router, QueryRequest(question="What time is it in Tokyo now?"))
     assert again.backend == "clock"
     assert again.routing is not None and again.routing.chosen is not None
     assert again.routing.chosen.scores.examples == 1 and again.routing.chosen.scores.learned > 0
-    unrelated = await w.router.query(QueryRequest(question="add 2 and 40"))
+    unrelated = await query(w.router, QueryRequest(question="add 2 and 40"))
     assert unrelated.backend == "calc"
 
 
@@ -81,7 +81,7 @@ async def test_routed_calls_become_examples_only_when_switched_on(tmp_path: Path
         w = world(settings={"learning": {"learn_from_routed": on}})
         learning = LocalLearning(tmp_path / f"{on}.sqlite", LearningSettings())
         w.router.learning = learning
-        await w.router.query(QueryRequest(question=ONLY_TIME))
+        await query(w.router, QueryRequest(question=ONLY_TIME))
         stored = learning.store.all()
         assert [(e.backend, e.source) for e in stored] == ([("time", "routed")] if on else [])
 
@@ -146,7 +146,7 @@ async def test_a_capability_retrieval_ranks_below_the_cut_competes_when_examples
               "resilience": {"max_attempts": 1, "parallel_k": 1, "consensus_k": 1}}  # retrieval keeps 2
     w = world(settings=narrow)
     question = "add 2 and 40"
-    plain = await w.router.route(RouteRequest(question=question, k=1))
+    plain = await route(w.router, RouteRequest(question=question, k=1))
     assert plain.candidates[0].backend == "calc"
     ranked = w.router.index.search(question, embed_texts([question])[0], 2) if w.router.index else []
     assert "echo" not in {r.capability.backend for r in ranked}
@@ -158,7 +158,7 @@ async def test_a_capability_retrieval_ranks_below_the_cut_competes_when_examples
                     Example(backend="echo", kind="tool", name="echo", label=1, question=question,
                             vector=embed_texts([question])[0])])
     w.router.learning = learning
-    learned = await w.router.route(RouteRequest(question=question, k=1))
+    learned = await route(w.router, RouteRequest(question=question, k=1))
     top = learned.candidates[0]
     assert (top.backend, top.capability) == ("echo", "echo") and top.scores.learned == pytest.approx(2.0)
     # It enters at the cut's retrieval score: only its examples lift it.
@@ -171,7 +171,7 @@ async def test_a_declined_question_carries_a_request_id_and_feedback_names_what_
     learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings())
     w.router.learning = learning
     with pytest.raises(NoRelevantBackend) as info:
-        await w.router.query(QueryRequest(question=UNRELATED))
+        await query(w.router, QueryRequest(question=UNRELATED))
     request_id = info.value.details["request_id"]
     remembered = learning.decisions[request_id]
     assert remembered.chosen is None and remembered.candidates
@@ -191,7 +191,7 @@ async def test_examples_record_how_sure_retrieval_was_when_they_were_given(tmp_p
     w = world()
     learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings())
     w.router.learning = learning
-    answer = await w.router.query(QueryRequest(question=ONLY_TIME))
+    answer = await query(w.router, QueryRequest(question=ONLY_TIME))
     assert answer.routing is not None and answer.routing.request_id and answer.routing.chosen is not None
     remembered = learning.decisions[answer.routing.request_id]
     [confirmed] = feedback_examples(remembered, FeedbackRequest(request_id=answer.routing.request_id, correct=True),
@@ -204,15 +204,15 @@ async def test_a_backend_nobody_judged_keeps_its_questions_from_one_taught_for_s
     w = world()
     learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=1.0, min_similarity=0.3))
     w.router.learning = learning
-    assert (await w.router.route(RouteRequest(question=ONLY_TIME))).candidates[0].backend == "time"
+    assert (await route(w.router, RouteRequest(question=ONLY_TIME))).candidates[0].backend == "time"
     # The world clock was confirmed for a similar question; the time server was never judged.
     learning.learn([Example(backend="clock", kind="tool", name="world_clock", label=1, question="local time Tokyo",
                             vector=embed_texts(["What is the local time in Tokyo now?"])[0])])
-    route = await w.router.route(RouteRequest(question=ONLY_TIME))
-    clock = next(c for c in route.candidates if c.backend == "clock")
-    assert route.candidates[0].backend == "time" and clock.scores.learned > 0
-    assert clock.scores.match > route.candidates[0].scores.match  # the examples alone would have swapped them
+    dry = await route(w.router, RouteRequest(question=ONLY_TIME))
+    clock = next(c for c in dry.candidates if c.backend == "clock")
+    assert dry.candidates[0].backend == "time" and clock.scores.learned > 0
+    assert clock.scores.match > dry.candidates[0].scores.match  # the examples alone would have swapped them
     # Once the time server is judged wrong for such a question, the examples decide.
     learning.learn([Example(backend="time", kind="tool", name="get_current_time", label=-1, question=ONLY_TIME,
                             vector=embed_texts([ONLY_TIME])[0])])
-    assert (await w.router.route(RouteRequest(question=ONLY_TIME))).candidates[0].backend == "clock"
+    assert (await route(w.router, RouteRequest(question=ONLY_TIME))).candidates[0].backend == "clock"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mcp_router.models import model_dir
 
+from mcp_router.models import model_dir
 from router.errors import ConfigError
 from router.retrieval.embeddings import BASE_MODEL, LocalMiniLM, build_embedder
 from router.settings import EmbeddingSettings

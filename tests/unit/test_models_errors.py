@@ -16,7 +16,7 @@ from router.errors import (
     ToolFailed,
     UnknownIntent,
 )
-from router.models import BackendInfo, QueryRequest, RouteRequest
+from router.models import QueryRequest, RouteRequest
 from router.values import BackendStatus, Capability
 
 
@@ -95,7 +95,7 @@ def test_backend_info_copies_the_public_fields_of_a_status() -> None:
         tool_count=3,
         inflight=7,
     )
-    info = BackendInfo.from_status(status)
+    info = status.info()
     assert (info.name, info.health, info.last_error, info.tool_count) == ("a", "down", "refused", 3)
     assert "inflight" not in info.model_dump()
 

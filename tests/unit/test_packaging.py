@@ -11,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from mcp_router import examples
 
+from mcp_router import examples
 from router.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from router.security.limits import InFlight, Limiter, SharedBuckets, TokenBucket
 from router.security.policy import Access
 from router.settings import AuditSettings, AuthSettings, Policy, RateLimit
 from router.settings.file import load_settings
-from tests.unit.router_world import ONLY_TIME, world
+from tests.unit.router_world import ONLY_TIME, query, route, world
 
 KEY = new_api_key()
 
@@ -196,20 +196,20 @@ def test_requests_beyond_the_policy_are_403_naming_it() -> None:
 
 async def test_routing_happens_inside_the_allowed_set() -> None:
     w = world()
-    everything = await w.router.route(RouteRequest(question=ONLY_TIME))
+    everything = await route(w.router, RouteRequest(question=ONLY_TIME))
     assert everything.candidates[0].backend == "time"
     no_time = access({"deny": ["time/*"]})
-    limited = await w.router.route(RouteRequest(question=ONLY_TIME, k=10), no_time)
+    limited = await route(w.router, RouteRequest(question=ONLY_TIME, k=10), no_time)
     assert limited.candidates and all(c.backend != "time" for c in limited.candidates)
     assert "time" not in w.router.visible_backends(no_time)
     with pytest.raises(UnknownBackend) as err:
-        await w.router.route(RouteRequest(question=ONLY_TIME, backend="time"), no_time)
+        await route(w.router, RouteRequest(question=ONLY_TIME, backend="time"), no_time)
     assert "time" not in err.value.message.replace("'time'", "")  # the list of known backends leaves it out
     only_add = access({"allow": ["calc/add"]})
-    index, catalogs = w.router.view(only_add)
-    assert index is not None and [c.name for c in index.texts.capabilities] == ["add"]
-    assert list(catalogs) == ["calc"] and w.router.view(only_add)[0] is index  # built once per policy
-    response = await w.router.query(QueryRequest(question="add 3 and 4"), only_add)
+    view = w.router.view(only_add)
+    assert view.index is not None and [c.name for c in view.index.texts.capabilities] == ["add"]
+    assert list(view.catalogs) == ["calc"] and w.router.view(only_add) is view  # built once per policy
+    response = await query(w.router, QueryRequest(question="add 3 and 4"), only_add)
     assert response.capability == "add"
     assert all(c.capability == "add" for c in response.routing.candidates)  # type: ignore[union-attr]
 
@@ -217,12 +217,12 @@ async def test_routing_happens_inside_the_allowed_set() -> None:
 async def test_cached_answers_never_cross_principals() -> None:
     w = world()
     alice, bob = (Access(Principal(n, "default", "api_key"), Policy()) for n in ("alice", "bob"))
-    first = await w.router.query(QueryRequest(question=ONLY_TIME), alice)
+    first = await query(w.router, QueryRequest(question=ONLY_TIME), alice)
     w.stats.health["time"] = "down"
-    again = await w.router.query(QueryRequest(question=ONLY_TIME), alice)
+    again = await query(w.router, QueryRequest(question=ONLY_TIME), alice)
     assert again.routing is not None and again.routing.cached and again.answer == first.answer
     calls = len(w.executor.called)
-    other = await w.router.query(QueryRequest(question=ONLY_TIME), bob)
+    other = await query(w.router, QueryRequest(question=ONLY_TIME), bob)
     assert other.routing is not None and not other.routing.cached  # bob's request goes to a backend
     assert len(w.executor.called) > calls
 

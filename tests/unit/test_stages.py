@@ -9,15 +9,16 @@ import pytest
 
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, ToolFailed, UnknownIntent
 from router.models import AttemptInfo, QueryRequest
+from router.request import Request
 from router.retrieval.intent import IntentClassifier
 from router.stages.analyse import Analyser
-from router.stages.decide import Decider
-from router.stages.plan import plan
+from router.stages.decide import Decider, Live, View
+from router.stages.plan import Arguments, plan
 from router.stages.respond import respond
 from router.strategies import StrategyResult
 from router.values import Analysis, CallOutcome, Decision
 from tests.unit.helpers import embed_texts, fake_embed
-from tests.unit.router_world import ONLY_TIME, UNRELATED, Stats, world
+from tests.unit.router_world import ONLY_TIME, UNRELATED, Stats, query, world
 
 
 async def analysis_of(question: str) -> Analysis:
@@ -54,16 +55,17 @@ async def test_decide_ranks_on_live_state_and_gives_a_verdict_without_calling_an
     w = world()
     decider = Decider(w.router.settings)
     stats = Stats()
-    d = decider.decide(await analysis_of(ONLY_TIME), w.router.index, w.router.catalogs,
-                       statuses=stats.statuses(), perf={})
+    view = View(w.router.index, w.router.catalogs)
+    d = decider.decide(await analysis_of(ONLY_TIME), view, Live(statuses=stats.statuses()),
+                       Request(question=ONLY_TIME))
     assert d.verdict == "route" and d.candidates[0].capability.key == "time/tool/get_current_time"
     stats.health["time"] = "down"
-    down = decider.decide(await analysis_of(ONLY_TIME), w.router.index, w.router.catalogs,
-                          statuses=stats.statuses(), perf={})
+    down = decider.decide(await analysis_of(ONLY_TIME), view, Live(statuses=stats.statuses()),
+                          Request(question=ONLY_TIME))
     assert down.candidates[0].scores.health == 0.0 < d.candidates[0].scores.health
     assert w.executor.calls == []
-    nothing = decider.decide(await analysis_of(UNRELATED), w.router.index, w.router.catalogs,
-                             statuses=stats.statuses(), perf={})
+    nothing = decider.decide(await analysis_of(UNRELATED), view, Live(statuses=stats.statuses()),
+                             Request(question=UNRELATED))
     assert nothing.verdict == "no_match"
 
 
@@ -71,43 +73,45 @@ async def test_plan_turns_verdicts_and_missing_arguments_into_refusals_without_r
     w = world()
     decider = Decider(w.router.settings)
     statuses = Stats().statuses()
-    d = decider.decide(await analysis_of(ONLY_TIME), w.router.index, w.router.catalogs, statuses=statuses, perf={})
-    ok = plan(d, QueryRequest(question=ONLY_TIME), statuses, w.router.settings)
+    d = decider.decide(await analysis_of(ONLY_TIME), View(w.router.index, w.router.catalogs), Live(statuses=statuses),
+                       Request(question=ONLY_TIME))
+    ok = plan(d, Arguments(Request(question=ONLY_TIME)), statuses, w.router.settings)
     assert ok.refusal is None and ok.calls[0].arguments == {"timezone": "Asia/Tokyo"} and ok.mode == "fallback"
 
     no_match = dataclasses.replace(d, verdict="no_match", message="nothing fits")
-    assert isinstance(plan(no_match, QueryRequest(question="x"), statuses, w.router.settings).refusal,
+    assert isinstance(plan(no_match, Arguments(Request(question="x")), statuses, w.router.settings).refusal,
                       NoRelevantBackend)
     ambiguous = dataclasses.replace(d, verdict="ambiguous", message="too close")
-    assert isinstance(plan(ambiguous, QueryRequest(question="x"), statuses, w.router.settings).refusal,
+    assert isinstance(plan(ambiguous, Arguments(Request(question="x")), statuses, w.router.settings).refusal,
                       AmbiguousRoute)
     only_time_tool = dataclasses.replace(d, candidates=d.candidates[:1])
-    missing = plan(only_time_tool, QueryRequest(question="what time is it"), statuses, w.router.settings)
+    missing = plan(only_time_tool, Arguments(Request(question="what time is it")), statuses, w.router.settings)
     assert isinstance(missing.refusal, ArgumentsRequired) and missing.refusal.details["tool"] == "get_current_time"
 
 
 async def test_respond_names_a_single_failure_and_carries_the_stage_timings_of_a_success() -> None:
     w = world()
-    d: Decision = Decider(w.router.settings).decide(await analysis_of(ONLY_TIME), w.router.index,
-                                                    w.router.catalogs, statuses=Stats().statuses(), perf={})
-    call = plan(d, QueryRequest(question=ONLY_TIME), Stats().statuses(), w.router.settings).calls[0]
+    asked = Request(question=ONLY_TIME)
+    view = View(w.router.index, w.router.catalogs)
+    d: Decision = Decider(w.router.settings).decide(await analysis_of(ONLY_TIME), view,
+                                                    Live(statuses=Stats().statuses()), asked)
+    call = plan(d, Arguments(asked), Stats().statuses(), w.router.settings).calls[0]
     failed = StrategyResult(outcome=None, call=None, attempts=[AttemptInfo(
         backend="time", capability="get_current_time", outcome="error", latency_ms=1.0, error_type="tool_failed",
         error="bad zone")])
-    error = respond(failed, d, "fallback", 0.0, QueryRequest(question=ONLY_TIME))
+    error = respond(failed, d, 0.0, asked)
     assert isinstance(error, ToolFailed) and "bad zone" in error.message
 
     outcome = CallOutcome(backend="time", capability="get_current_time", ok=True, latency_ms=2.0, text="12:00")
     stages = {"analyse": 1.0, "decide": 0.5, "plan": 0.1, "execute": 2.0}
-    response = respond(StrategyResult(outcome=outcome, call=call, attempts=[]), d, "fallback", time.monotonic(),
-                       QueryRequest(question=ONLY_TIME), stages)
+    response = respond(StrategyResult(outcome=outcome, call=call, attempts=[]), d, time.monotonic(), asked, stages)
     assert not isinstance(response, Exception) and response.routing is not None
     assert list(response.routing.stages_ms) == ["analyse", "decide", "plan", "execute", "respond"]
     assert response.answer == "12:00" and response.routing.arguments == {"timezone": "Asia/Tokyo"}
 
 
 async def test_a_query_reports_every_stage_once() -> None:
-    response = await world().router.query(QueryRequest(question=ONLY_TIME))
+    response = await query(world().router, QueryRequest(question=ONLY_TIME))
     assert response.routing is not None
     assert set(response.routing.stages_ms) == {"analyse", "decide", "plan", "execute", "respond"}
     assert response.routing.decision_ms >= response.routing.stages_ms["decide"]

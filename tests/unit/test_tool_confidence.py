@@ -17,7 +17,7 @@ from router.stages.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceMode
 from router.values import Capability
 from tests.unit.fake_executor import ok
 from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
-from tests.unit.router_world import World, answers, world
+from tests.unit.router_world import World, answers, query, route, world
 from tests.unit.test_abstention import SURE, UNSURE, with_model
 from tests.unit.test_confidence import S
 
@@ -105,11 +105,11 @@ def test_the_shipped_tool_model_is_surer_the_further_a_tool_leads_its_backends_o
 
 async def test_a_likely_backend_whose_tools_are_not_told_apart_is_a_409_listing_them() -> None:
     w = notes_world(TOOL_UNSURE)
-    route = await w.router.route(RouteRequest(question=QUESTION))
-    assert route.decision == "ambiguous" and "backend 'notes' fits" in route.message
-    assert "routing.min_tool_confidence" in route.message
+    dry = await route(w.router, RouteRequest(question=QUESTION))
+    assert dry.decision == "ambiguous" and "backend 'notes' fits" in dry.message
+    assert "routing.min_tool_confidence" in dry.message
     with pytest.raises(AmbiguousRoute) as info:
-        await w.router.query(QueryRequest(question=QUESTION))
+        await query(w.router, QueryRequest(question=QUESTION))
     listed = info.value.details["candidates"]
     assert info.value.status_code == 409
     assert {c["backend"] for c in listed} == {"notes"} and len(listed) == 3
@@ -119,7 +119,7 @@ async def test_a_likely_backend_whose_tools_are_not_told_apart_is_a_409_listing_
 
 async def test_a_clear_tool_of_a_likely_backend_is_called() -> None:
     w = notes_world(TOOL_SURE)
-    resp = await w.router.query(QueryRequest(question=QUESTION))
+    resp = await query(w.router, QueryRequest(question=QUESTION))
     assert resp.backend == "notes"
     assert resp.routing is not None and resp.routing.chosen is not None
     assert resp.routing.chosen.scores.tool_confidence > 0.99
@@ -127,23 +127,23 @@ async def test_a_clear_tool_of_a_likely_backend_is_called() -> None:
 
 async def test_a_named_tool_is_not_in_doubt() -> None:
     w = notes_world(TOOL_UNSURE)
-    resp = await w.router.query(QueryRequest(question=QUESTION, tool="count_notes"))
+    resp = await query(w.router, QueryRequest(question=QUESTION, tool="count_notes"))
     assert (resp.backend, resp.capability) == ("notes", "count_notes")
 
 
 async def test_a_backend_with_one_capability_leaves_no_doubt_which() -> None:
     w = with_model(world(), SURE)
     w.router.decider.tool_confidence = TOOL_UNSURE
-    route = await w.router.route(RouteRequest(question="What time is it in Tokyo?"))
-    assert route.decision == "route" and route.candidates[0].backend in ("time", "clock")
-    assert route.candidates[0].scores.tool_confidence == 1.0
+    dry = await route(w.router, RouteRequest(question="What time is it in Tokyo?"))
+    assert dry.decision == "route" and dry.candidates[0].backend in ("time", "clock")
+    assert dry.candidates[0].scores.tool_confidence == 1.0
 
 
 async def test_the_threshold_decides_between_calling_and_asking_which_tool() -> None:
     half = tool_model(0.0)  # exactly 0.5 for every tool
-    assert (await notes_world(half, routing={"min_tool_confidence": 0.5}).router.route(
+    assert (await route(notes_world(half, routing={"min_tool_confidence": 0.5}).router,
         RouteRequest(question=QUESTION))).decision == "route"
-    assert (await notes_world(half, routing={"min_tool_confidence": 0.51}).router.route(
+    assert (await route(notes_world(half, routing={"min_tool_confidence": 0.51}).router,
         RouteRequest(question=QUESTION))).decision == "ambiguous"
 
 
@@ -160,14 +160,14 @@ ZONES = catalog("zones", "time zones: the current time anywhere, and converting 
 async def test_of_a_backends_unclear_tools_the_one_the_questions_values_fit_is_called() -> None:
     w = with_model(world(answers(zones=ok("11:00 in Tokyo")), catalogs=[ZONES, *small_catalogs()[2:]]), SURE)
     w.router.decider.tool_confidence = TOOL_UNSURE
-    assert (await w.router.route(RouteRequest(question="What time is it in Tokyo?"))).decision == "ambiguous"
-    resp = await w.router.query(QueryRequest(question="What time is it in Tokyo?"))
+    assert (await route(w.router, RouteRequest(question="What time is it in Tokyo?"))).decision == "ambiguous"
+    resp = await query(w.router, QueryRequest(question="What time is it in Tokyo?"))
     assert (resp.backend, resp.capability) == ("zones", "current_time")
     assert w.executor.calls[0].arguments == {"timezone": "Asia/Tokyo"}
     assert resp.routing is not None and resp.routing.arguments_source == "extracted: timezone"
     # Without a city neither tool takes the question: still a question of which tool.
     with pytest.raises(AmbiguousRoute):
-        await w.router.query(QueryRequest(question="What time is it?"))
+        await query(w.router, QueryRequest(question="What time is it?"))
 
 
 # -- with an LLM ----------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def with_llm(w: World, choice: Choice) -> Chooser:
 async def test_the_model_picks_the_tool_retrieval_could_not_tell_and_it_is_called() -> None:
     w = notes_world(TOOL_UNSURE)
     chooser = with_llm(w, Choice("server", server="notes", tool="count_notes", reasoning="counting"))
-    resp = await w.router.query(QueryRequest(question=QUESTION))
+    resp = await query(w.router, QueryRequest(question=QUESTION))
     assert (resp.backend, resp.capability) == ("notes", "count_notes")
     assert resp.routing is not None and resp.routing.decision == "llm"
     offered = {name: tools for name, _, tools in chooser.seen[0]}
@@ -193,7 +193,7 @@ async def test_a_server_the_model_picks_without_a_tool_still_asks_which_tool() -
     w = notes_world(TOOL_UNSURE)
     with_llm(w, Choice("server", server="notes", reasoning="a notes question"))
     with pytest.raises(AmbiguousRoute) as info:
-        await w.router.query(QueryRequest(question=QUESTION))
+        await query(w.router, QueryRequest(question=QUESTION))
     assert "not one of its tools" in info.value.message
     assert {c["backend"] for c in info.value.details["candidates"]} == {"notes"}
     assert w.executor.calls == []
@@ -202,7 +202,7 @@ async def test_a_server_the_model_picks_without_a_tool_still_asks_which_tool() -
 async def test_when_nothing_is_likely_enough_the_model_may_choose_among_the_closest() -> None:
     w = notes_world(TOOL_SURE, backends=UNSURE)
     chooser = with_llm(w, Choice("server", server="notes", tool="list_notes", reasoning="notes"))
-    resp = await w.router.query(QueryRequest(question=QUESTION))
+    resp = await query(w.router, QueryRequest(question=QUESTION))
     assert (resp.backend, resp.capability) == ("notes", "list_notes")
     assert chooser.seen  # the closest candidates were offered although none reached the threshold
 
@@ -211,8 +211,8 @@ async def test_when_nothing_is_likely_enough_the_model_may_agree_or_ask() -> Non
     w = notes_world(TOOL_SURE, backends=UNSURE)
     with_llm(w, Choice("none", reasoning="nothing here bakes bread"))
     with pytest.raises(NoRelevantBackend, match="nothing here bakes bread"):
-        await w.router.query(QueryRequest(question=QUESTION))
+        await query(w.router, QueryRequest(question=QUESTION))
     with_llm(w, Choice("ambiguous", question="Your notes or the time?", reasoning="both"))
     with pytest.raises(NoRelevantBackend, match="Your notes or the time"):
-        await w.router.query(QueryRequest(question=QUESTION))
+        await query(w.router, QueryRequest(question=QUESTION))
     assert w.executor.calls == []

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from router.models import QueryRequest
 from tests.unit.fake_executor import fail
-from tests.unit.router_world import BOTH_CLOCKS, answers, world
+from tests.unit.router_world import BOTH_CLOCKS, answers, query, world
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -29,7 +29,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 async def test_a_fallback_request_produces_the_expected_span_tree(spans: InMemorySpanExporter) -> None:
     w = world(answers(time=fail("backend_failed", "boom")))
-    response = await w.router.query(QueryRequest(question=BOTH_CLOCKS, backend="time",
+    response = await query(w.router, QueryRequest(question=BOTH_CLOCKS, backend="time",
                                                  fallback_on_override=True))
     assert response.backend == "clock"
     finished = spans.get_finished_spans()

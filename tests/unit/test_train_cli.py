@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from mcp_router.cli.main import main
 from mcp_router.cli.train import export_triples
-
 from router.learning.examples import FEEDBACK_FILE, Example, ExampleStore
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from router.models import BackendInfo
 from router.settings import SecuritySettings
 from router.trust.pins import PinStore, approve
 from router.trust.poisoning import suspicious_phrases
@@ -183,6 +182,6 @@ def test_what_the_review_found_is_shown_on_the_backends_listing() -> None:
                            held_tools=({"tool": "x", "kind": "tool", "reason": "definition changed since it was "
                                         "pinned", "changed": ["description"]},),
                            flagged_tools=({"tool": "x", "kind": "tool", "rules": ["override"]},))
-    info = BackendInfo.from_status(status).model_dump()
+    info = status.info().model_dump()
     assert info["catalog_error"].endswith("too long") and info["sanitized"] == ["x: name"]
     assert info["held_tools"][0]["changed"] == ["description"] and info["flagged_tools"][0]["rules"] == ["override"]

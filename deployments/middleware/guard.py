@@ -2,26 +2,24 @@
 bound, the principal's rate limits, and the audit record.
 
 A refusal is answered here, before any route or JSON-RPC runs (the MCP authorization spec expects a
-resource server to answer 401 at the HTTP level). An admitted request runs with a `RequestScope` in a
-context variable, which the ingress reads to route within the principal's policy and fills with the
-route taken, for the audit record.
+resource server to answer 401 at the HTTP level). An admitted request runs with its `Caller` in
+`deployments.caller.CURRENT`, which the adapters hand to the service and fill with the route taken and
+how it ended, for the audit record.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deployments.caller import CURRENT, Caller
+from deployments.middleware.reply import reply
 from router.errors import HeadersTooLarge, RouterError
 from router.security.audit import AuditLog
 from router.security.identity import Authenticator, Principal
@@ -43,23 +41,6 @@ def client_request_id(headers: Mapping[str, str]) -> str | None:
     """The caller's own `x-request-id` when it is a plain token: kept beside the router's, never instead."""
     given = headers.get("x-request-id", "")
     return given if _REQUEST_ID.match(given) else None
-
-
-@dataclass
-class RequestScope:
-    access: Access
-    # Assigned by the router (the caller's `x-request-id` goes to the audit beside it): the audit record's,
-    # every error body's, and an answer's `routing.request_id` (what feedback names).
-    request_id: str
-    route: dict[str, Any] = field(default_factory=dict)  # backend, tool, mode, arguments: for the audit
-    # The error the request ended with, whichever surface answered it (an MCP tool error is an HTTP 200).
-    error: RouterError | None = None
-
-    def fail(self, error: RouterError) -> None:
-        self.error = error
-
-
-CURRENT: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar("mcp_router_request", default=None)
 
 
 class Guard:
@@ -90,7 +71,7 @@ class Guard:
         path = scope.get("path", "")
         status = {"code": 500}
         principal: Principal | None = None
-        request: RequestScope | None = None
+        request: Caller | None = None
         refusal: RouterError | None = None
         admitted = counted = False
         try:
@@ -106,7 +87,7 @@ class Guard:
             if path not in PUBLIC_PATHS:
                 await self.limiter.admit(principal.name, access.policy.rate_limit)
                 admitted = True
-            request = RequestScope(access, rid)
+            request = Caller(access, rid)
         except RouterError as err:
             status["code"] = err.status_code
             refusal = err
@@ -145,9 +126,4 @@ class Guard:
 
 
 async def _refuse(err: RouterError, rid: str, send: Send) -> None:
-    response = JSONResponse(err.payload(rid), status_code=err.status_code, headers=err.headers())
-    await response({"type": "http"}, _no_receive, send)
-
-
-async def _no_receive() -> dict[str, Any]:
-    return {"type": "http.disconnect"}
+    await reply(send, err.payload(rid), err.status_code, err.headers())
