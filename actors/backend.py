@@ -48,7 +48,7 @@ class BackendSupervisor:
     def __init__(self, spec: BackendSpec, resilience: ResilienceSettings, security: SecuritySettings | None = None,
                  state_dir: str | None = None) -> None:
         self.spec = spec
-        # What the backend lists is checked, cleaned and pinned before it is served (router.catalog_review).
+        # What the backend lists is checked, cleaned and pinned before it is served (router.trust.review).
         self.guard = CatalogGuard(spec.name, security or SecuritySettings(), state_dir=state_dir,
                                   trust_changes=spec.trust_changes)
         self._listed: Catalog | None = None
@@ -181,11 +181,11 @@ class BackendSupervisor:
                 await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
         admission = self.detector.admit(force)
         if not admission.allowed:
-            return self._refused(capability, f"backend {self.spec.name!r} is ejected for another "
-                                             f"{self.detector.remaining_s():.1f} s after "
-                                             f"{self.detector.last_failures} failures")
+            return _refused(capability, f"backend {self.spec.name!r} is ejected for another "
+                                        f"{self.detector.remaining_s():.1f} s after "
+                                        f"{self.detector.last_failures} failures")
         if self._health == "down" and not force:
-            return self._refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
+            return _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         assert self._sem is not None
         started = time.perf_counter()
         self._inflight += 1
@@ -201,14 +201,15 @@ class BackendSupervisor:
                 # The caller's deadline, shorter than the backend's own timeout, ran out: the caller's
                 # choice, which says nothing of the backend.
                 kind = ErrorKind.DEADLINE_EXCEEDED
-            outcome = self._failed(capability, kind, exc.message, started)
+            outcome = CallOutcome.failed(capability, kind, exc.message, _since(started))
             if kind is ErrorKind.BACKEND_UNAVAILABLE:
                 self._fail(_call_fault(capability, kind))
                 self._wake.set()  # reconnect now rather than at the next health check
         except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
             log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
-            outcome = self._failed(capability, ErrorKind.BACKEND_FAILED,
-                                   f"backend {self.spec.name!r}: unexpected {type(exc).__name__}", started)
+            outcome = CallOutcome.failed(capability, ErrorKind.BACKEND_FAILED,
+                                         f"backend {self.spec.name!r}: unexpected {type(exc).__name__}",
+                                         _since(started))
         finally:
             self._inflight -= 1
         self._judge(capability, outcome, admission)
@@ -231,14 +232,6 @@ class BackendSupervisor:
         if not answered:
             assert outcome.error_kind is not None
             self._last_error, self._last_error_at = _call_fault(capability, outcome.error_kind), time.time()
-
-    def _refused(self, capability: Capability, message: str) -> CallOutcome:
-        return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False, latency_ms=0.0,
-                           error_kind=ErrorKind.BACKEND_UNAVAILABLE, error=message, sent=False)
-
-    def _failed(self, capability: Capability, kind: ErrorKind, message: str, started: float) -> CallOutcome:
-        return CallOutcome(backend=self.spec.name, capability=capability.name, ok=False,
-                           latency_ms=(time.perf_counter() - started) * 1000, error_kind=kind, error=message)
 
     async def catalog(self, known_version: str | None = None) -> Catalog | None:
         """The cached catalog, or None when the caller already has this version (or there is none)."""
@@ -279,6 +272,15 @@ class BackendSupervisor:
         self._ensure_started()
         return self.status()
 
+
+
+def _since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _refused(capability: Capability, message: str) -> CallOutcome:
+    """A call the backend's state refuses before sending it: another backend may still take it."""
+    return CallOutcome.failed(capability, ErrorKind.BACKEND_UNAVAILABLE, message, sent=False)
 
 
 def _call_fault(capability: Capability, kind: ErrorKind) -> str:

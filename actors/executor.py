@@ -105,5 +105,4 @@ class RayExecutor:
 
 def _failed(capability: Capability, started: float, error: str,
             kind: ErrorKind = ErrorKind.BACKEND_UNAVAILABLE, sent: bool = True) -> CallOutcome:
-    return CallOutcome(backend=capability.backend, capability=capability.name, ok=False,
-                       latency_ms=(time.monotonic() - started) * 1000, error_kind=kind, error=error, sent=sent)
+    return CallOutcome.failed(capability, kind, error, (time.monotonic() - started) * 1000, sent=sent)

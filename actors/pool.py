@@ -102,6 +102,7 @@ class BackendPool:
             if self._feedback is None:
                 self._feedback = create_feedback_actor(state_dir, learning)
             return self._feedback
+
     def rate_limits(self) -> Any:
         """The shared rate-limit buckets of the application's replicas (created on first use)."""
         if self._rate_limits is None:
@@ -109,9 +110,6 @@ class BackendPool:
 
             self._rate_limits = RateLimitActor.remote()  # type: ignore[attr-defined]
         return self._rate_limits
-
-    def backend_count(self) -> int:
-        return len(self._backends)
 
     def _retire(self, name: str, handle: Any) -> None:
         task = asyncio.get_running_loop().create_task(_drain_and_stop(name, handle))

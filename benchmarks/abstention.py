@@ -11,7 +11,7 @@ choice is right when it belongs to one of the question's gold servers (the tool 
 the server labels are not).
 
 The questions of each set are split in two halves with a fixed seed. On the fitting halves the
-confidence model (router/confidence.py) is fitted: a logistic regression on the features of the
+confidence model (router/stages/confidence.py) is fitted: a logistic regression on the features of the
 router's choice in every case, then an isotonic map fitted on out-of-fold predictions. The default
 threshold is chosen on the fitting half of DATA_DIR (whole and small catalogs) as the highest one that
 still answers `--min-answered` (0.9) of the in-scope questions (with `--min-answered 0`, the one with
@@ -19,9 +19,9 @@ the highest in-scope answered plus out-of-scope abstained). Everything reported 
 halves, through the router's own `Decider` (CatalogIndex, score_candidates, the verdict), so it
 measures what the router does. `--toolalpaca` adds ToolAlpaca (short single-API questions, read from
 its bare git copy) to fitting and reporting; `--write-model` writes the fitted parameters to the file
-the router ships (router/confidence_model.json). The tool-level model (given the backend, which of its
+the router ships (router/stages/confidence_model.json). The tool-level model (given the backend, which of its
 tools: benchmarks/tool_confidence.py) is fitted and reported alongside, and written with it
-(router/tool_confidence_model.json).
+(router/stages/tool_confidence_model.json).
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def main() -> None:
                         "call their tool on the fitting halves (default 0.9)")
     parser.add_argument("--tool-threshold", type=float, help="report at this min_tool_confidence instead")
     parser.add_argument("--write-model", action="store_true",
-                        help="write router/confidence_model.json and router/tool_confidence_model.json")
+                        help="write router/stages/confidence_model.json and router/stages/tool_confidence_model.json")
     parser.add_argument("--model", help="local embedding model in models/ (default: embeddings.model)")
     parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
     args = parser.parse_args()

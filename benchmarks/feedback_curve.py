@@ -6,7 +6,7 @@
 DATA_DIR is in the format `benchmarks/routing_accuracy.py` reads (catalog.json + queries.jsonl),
 e.g. the ToolAlpaca evaluation set that `benchmarks/retriever_data.py` writes to heldout/toolalpaca.
 The questions are replayed in a random (seeded) order through the router's own decide stage
-(`Decider`, hybrid retrieval, composite score with the evidence of `router.evidence`). After
+(`Decider`, hybrid retrieval, composite score with the evidence of `router.learning.evidence`). After
 each question the benchmark gives the feedback a user would: right (+1 for the chosen tool), or
 wrong (-1 for it, +1 for the gold tool, as `POST /v1/feedback {correct: false, backend, tool}`).
 A seeded share of servers never gets feedback; their questions measure what learning does to

@@ -38,6 +38,12 @@ environment, and relative paths are relative to the file. Environment variables 
 set in the file only). Unknown keys and out-of-range values stop start-up with a message naming the
 file and the field.
 
+`extends: other.yaml` (relative to the file) starts from that file's settings and merges this one's
+over them: mappings merge key by key, lists such as `backends` are replaced whole
+([examples/secure.yaml](../examples/secure.yaml) extends the bundled example with keys). A file that
+names no `state_dir` keeps its state in a per-user folder (below), and `${{MCP_ROUTER_STATE_DIR}}` in
+any value is that folder (e.g. a launched server's store).
+
 Every section below is one settings class; a setting written `routing.weights` is a section of
 its own further down. Secrets (`SecretStr`) are never logged or returned by any endpoint.
 """

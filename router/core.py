@@ -23,7 +23,7 @@ from opentelemetry import trace
 
 from router.cache import LRU
 from router.errors import AmbiguousRoute, NoRelevantBackend, RouterError
-from router.learning.decisions import CapabilityId, LearningView, RecentDecision, example
+from router.learning.decisions import LearningView, RecentDecision, example
 from router.learning.examples import accepts_feedback
 from router.literals import EmbedFn
 from router.llm.client import LLMClient
@@ -42,7 +42,7 @@ from router.stages.respond import ResponseCache, cached_response, respond
 from router.stages.scoring import PerfSnapshot
 from router.strategies import Executor
 from router.telemetry import TRACER
-from router.values import BackendStatus, CallOutcome, Catalog, Decision
+from router.values import BackendStatus, CallOutcome, CapabilityId, Catalog, Decision
 
 
 class StatsView(Protocol):
@@ -190,7 +190,7 @@ class Router:
     def _learn_from(self, answer: QueryResponse, d: Decision, request: Request) -> None:
         """Remember the decision (for feedback on it), and with `learning.learn_from_routed`, take the
         successful call as a positive example."""
-        chosen = (answer.backend, answer.kind, answer.capability)
+        chosen = CapabilityId(answer.backend, answer.kind, answer.capability)
         decision = self._remember(d, chosen, request)
         if decision is None or self.learning is None:
             return

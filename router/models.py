@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Outcome, Verdict
 
@@ -35,6 +35,14 @@ SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-
 # authentication, and a request body that sets it is refused.
 PrincipalName = Annotated[str | None, Field(default=None, max_length=64, description=(
     "Deployment-handle callers only: the principal the request is made for (the handle trusts its caller)."))]
+
+
+def _auto_is_none(value: str | None) -> str | None:
+    return None if value in (None, "", "auto") else value
+
+
+# A backend the caller names; `auto` (or nothing) leaves the choice to routing.
+BackendChoice = Annotated[str | None, AfterValidator(_auto_is_none)]
 MAX_ARGUMENT_BYTES = 64 * 1024
 MAX_ARGUMENT_DEPTH = 12
 
@@ -72,7 +80,7 @@ class QueryRequest(_Model):
         default=None, description="Tool arguments; when absent they are derived from the question."
     )
     intent: str | None = Field(default=None, description="Override the classified intent.")
-    backend: str | None = Field(default=None, description="Skip routing and use this backend ('auto' routes).")
+    backend: BackendChoice = Field(default=None, description="Skip routing and use this backend ('auto' routes).")
     tool: str | None = Field(default=None, description="With `backend`: the tool, prompt or flow to call.")
     mode: Mode | None = None
     session_id: SessionId | None = None
@@ -82,16 +90,12 @@ class QueryRequest(_Model):
     include_routing_metadata: bool = True
     principal: PrincipalName = None
 
-    @field_validator("backend")
-    @classmethod
-    def _auto_is_none(cls, value: str | None) -> str | None:
-        return None if value in (None, "", "auto") else value
 
 
 class RouteRequest(_Model):
     question: Question
     intent: str | None = None
-    backend: str | None = None
+    backend: BackendChoice = Field(default=None, description="Rank only this backend's capabilities ('auto': all).")
     k: int | None = Field(default=None, ge=1, le=100)
     principal: PrincipalName = None
 
@@ -150,6 +154,10 @@ class ToolSelectResponse(_Model):
 
 
 class ScoreBreakdown(_Model):
+    """Every component of a candidate's score, frozen with it (`Candidate` is a frozen value)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     dense: float = 0.0
     bm25: float = 0.0
     dense_norm: float = 0.0
@@ -157,7 +165,7 @@ class ScoreBreakdown(_Model):
     hybrid: float = 0.0
     server: float = 0.0  # the fused score of the capability's server document, when the ranking uses it
     intent_bonus: float = 0.0
-    # Learned from labelled examples (router/evidence.py): how many the capability has, the nearest one's
+    # Learned from labelled examples (router/learning/evidence.py): how many the capability has, the nearest one's
     # cosine to the question, its backend's rejections (net of acceptances) for questions like this one,
     # what a learned default added (retrieval unsure), and all they added to `match` (negative: pushed down).
     examples: int = 0
@@ -170,7 +178,7 @@ class ScoreBreakdown(_Model):
     perf: float = 0.0
     composite: float = 0.0
     # The estimated probability that this candidate's backend is the right one, and given that, that it
-    # is the right one of the backend's tools (router/confidence.py).
+    # is the right one of the backend's tools (router/stages/confidence.py).
     confidence: float = 0.0
     tool_confidence: float = 1.0
 

@@ -5,16 +5,29 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.errors import ErrorKind, RouterError
 from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Verdict
 from router.models import BackendInfo, CandidateInfo, Parameters, ScoreBreakdown
 
 
-def capability_key(backend: str, kind: str, name: str) -> str:
-    """How a capability is named across the router: examples, evidence and candidates share it."""
-    return f"{backend}/{kind}/{name}"
+class CapabilityId(NamedTuple):
+    """How a capability is named across the router: examples, evidence, decisions and candidates share it,
+    as a value or as its `key` string (``backend/kind/name``)."""
+
+    backend: str
+    kind: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.backend}/{self.kind}/{self.name}"
+
+    @classmethod
+    def parse(cls, key: str) -> CapabilityId:
+        backend, kind, name = key.split("/", 2)
+        return cls(backend, kind, name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,8 +54,12 @@ class Capability:
     idempotent: bool = False  # calling it again with the same arguments changes nothing more
 
     @property
+    def id(self) -> CapabilityId:
+        return CapabilityId(self.backend, self.kind, self.name)
+
+    @property
     def key(self) -> str:
-        return capability_key(self.backend, self.kind, self.name)
+        return self.id.key
 
     @property
     def repeatable(self) -> bool:
@@ -78,6 +95,14 @@ class CallOutcome:
     session_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     sent: bool = True  # False: refused before the request left (an ejected or down backend, no actor)
+
+    @classmethod
+    def failed(cls, capability: Capability, kind: ErrorKind, error: str, latency_ms: float = 0.0,
+               sent: bool = True) -> CallOutcome:
+        """A call that did not answer: how it failed, and whether it left (`sent=False`: refused before the
+        request left, e.g. an ejected backend or a caller over its budget)."""
+        return cls(backend=capability.backend, capability=capability.name, ok=False, latency_ms=latency_ms,
+                   error_kind=kind, error=error, sent=sent)
 
     @property
     def backend_answered(self) -> bool | None:
@@ -118,7 +143,7 @@ class BackendStatus:
     ejections: int = 0
     inflight: int = 0
     node_id: str | None = None  # the Ray node hosting the backend's actor
-    # What reviewing the listed catalog found (router.catalog_review).
+    # What reviewing the listed catalog found (router.trust.review).
     catalog_error: str | None = None
     sanitized: tuple[str, ...] = ()
     held_tools: tuple[dict[str, Any], ...] = ()

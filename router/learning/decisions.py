@@ -23,9 +23,7 @@ from router.learning.examples import Example, Source, accepts_feedback
 from router.models import ChatRequest, ChatResponse, FeedbackRequest
 from router.retrieval.catalog import capability_dense_text
 from router.settings import RouterSettings
-from router.values import Capability, Catalog, Decision
-
-CapabilityId = tuple[str, str, str]  # (backend, kind, name)
+from router.values import Capability, CapabilityId, Catalog, Decision
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,8 +42,7 @@ class RecentDecision:
            principal: str | None = None) -> RecentDecision:
         """What the router remembers of decision `d` for feedback on it."""
         return cls(request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
-                   candidates=tuple((c.capability.backend, c.capability.kind, c.capability.name)
-                                    for c in d.candidates),
+                   candidates=tuple(c.capability.id for c in d.candidates),
                    confidences=tuple(c.scores.confidence for c in d.candidates),
                    retrieval_confidence=d.retrieval_confidence, principal=principal)
 
@@ -69,7 +66,7 @@ class LearningView(Protocol):
 def example(catalogs: Mapping[str, Catalog], cap: CapabilityId, label: int, question: str, vector: Any,
             source: Source, principal: str | None, decision: RecentDecision | None = None) -> Example:
     """An example of `cap` for the question; with the `decision` it was given on, it records how sure
-    retrieval was (router/evidence.py weighs examples by that)."""
+    retrieval was (router/learning/evidence.py weighs examples by that)."""
     backend, kind, name = cap
     return Example(backend=backend, kind=kind, name=name, label=label, question=question, vector=vector,
                    source=source, principal=principal, document=document_of(catalogs, cap),
@@ -136,21 +133,21 @@ def _named(decision: RecentDecision, req: FeedbackRequest, catalogs: Mapping[str
                              backend=req.backend)
     if req.tool is not None:
         where = [catalogs[req.backend]] if req.backend else list(catalogs.values())
-        found = [(c.backend, c.kind, c.name) for cat in where for c in cat.capabilities if c.name == req.tool]
+        found = [c.id for cat in where for c in cat.capabilities if c.name == req.tool]
         if not found:
             raise UnknownCapability(f"tool: no capability named {req.tool!r}"
                                     + (f" in backend {req.backend!r}" if req.backend else ""), tool=req.tool)
         if len(found) > 1:
             raise InvalidRequest(f"tool: {req.tool!r} exists in several backends "
-                                 f"({', '.join(sorted({f[0] for f in found}))}); name the backend too")
+                                 f"({', '.join(sorted({f.backend for f in found}))}); name the backend too")
         return found[0]
     # A backend without a tool: its best-ranked capability for the question, else its only one.
-    ranked = [c for c in decision.candidates if c[0] == req.backend]
+    ranked = [c for c in decision.candidates if c.backend == req.backend]
     if ranked:
         return ranked[0]
     caps = catalogs[req.backend or ""].capabilities
     if len(caps) == 1:
-        return caps[0].backend, caps[0].kind, caps[0].name
+        return caps[0].id
     raise InvalidRequest(f"tool: backend {req.backend!r} has {len(caps)} capabilities and none was a candidate; "
                          "name the tool")
 
@@ -165,7 +162,7 @@ def chat_examples(request: ChatRequest, response: ChatResponse, vector: Any, cat
         backend, name = call.get("backend"), call.get("capability")
         if not call.get("ok") or not backend or not name or backend not in catalogs:
             continue
-        cap: CapabilityId = (backend, "tool", name)
+        cap = CapabilityId(backend, "tool", name)
         if cap not in seen:
             seen.add(cap)
             out.append(example(catalogs, cap, 1, question, vector, "chat", principal))

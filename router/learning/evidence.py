@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from router.settings import LearningSettings
+from router.values import CapabilityId
 
 if TYPE_CHECKING:
     from router.learning.examples import Example
@@ -59,8 +60,6 @@ class Evidence:
     default: float = 0.0  # what the learned default added (only when retrieval is unsure)
 
 
-def _backend_of(key: str) -> str:
-    return key.split("/", 1)[0]
 
 
 class ExampleIndex:
@@ -186,7 +185,7 @@ class QuestionEvidence(Mapping[str, Evidence]):
         if self._knn is None or self._nearest is None or self._rejections is None:
             raise KeyError(key)
         group = self._index._key_group.get(key)
-        backend = _backend_of(key)
+        backend = CapabilityId.parse(key).backend
         demoted, default = self._demoted.get(backend, 0.0), self._default.get(key, 0.0)
         if group is None and not demoted and not default:
             raise KeyError(key)

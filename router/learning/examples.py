@@ -6,7 +6,7 @@
 
 An example says "this capability was right (+1) / wrong (-1) for this question", with the question's
 vector and how sure retrieval was when it was given. What routing draws from them is in
-`router.evidence`.
+`router.learning.evidence`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from router.security.identity import is_loopback
 from router.settings import RouterSettings
-from router.values import capability_key
+from router.values import CapabilityId
 
 Source = Literal["feedback", "chat", "routed"]
 FEEDBACK_FILE = "feedback.sqlite"  # under `state_dir`
@@ -59,7 +59,7 @@ class Example:
 
     @property
     def key(self) -> str:
-        return capability_key(self.backend, self.kind, self.name)
+        return CapabilityId(self.backend, self.kind, self.name).key
 
     def info(self) -> dict[str, Any]:
         """What an operator sees (no vector)."""

@@ -293,8 +293,7 @@ async def _run_call(call: Any, name_map: Mapping[str, Capability], executor: Exe
                                          timeout_s + 1.0)
     except (TimeoutError, RouterError) as exc:
         err = exc if isinstance(exc, RouterError) else BackendTimeout(f"no answer within {timeout_s:g} s")
-        outcome = CallOutcome(backend=cap.backend, capability=cap.name, ok=False, error=err.message,
-                              latency_ms=(time.monotonic() - started) * 1000, error_kind=err.kind)
+        outcome = CallOutcome.failed(cap, err.kind, err.message, (time.monotonic() - started) * 1000)
     record = ToolCallRecord(call.id, name, cap.backend, cap.name, args, outcome.ok,
                             round(outcome.latency_ms, 2), None if outcome.ok else outcome.error)
     if outcome.ok:

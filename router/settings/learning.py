@@ -9,7 +9,7 @@ from router.settings.base import Strict
 
 class LearningSettings(Strict):
     """Learning from use: labelled examples (feedback, chat tool calls, routed calls) pull a capability up or
-    push it down for similar questions (router/evidence.py): by nearest neighbours over the examples' question
+    push it down for similar questions (router/learning/evidence.py): by nearest neighbours over the examples' question
     vectors, by patterns of rejections, and by a default learned for the questions retrieval is unsure of."""
 
     accept_feedback: bool | None = Field(default=None, description=(

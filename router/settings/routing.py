@@ -37,13 +37,13 @@ class RoutingSettings(Strict):
         "Added to the match score when the backend declares the question's intent."))
     min_confidence: float = Field(default=0.08, ge=0, le=1, description=(
         "Confidence a candidate needs to be called: the estimated probability, from its retrieval scores, "
-        "that it is the right capability (router/confidence.py). When no candidate reaches it the router "
+        "that it is the right capability (router/stages/confidence.py). When no candidate reaches it the router "
         "abstains (404 with the closest candidates); a runner-up below it is never tried. 0.08 is the highest "
         "threshold that still answered 90 % of in-scope questions on the fitting half of "
         "benchmarks/abstention.py; higher declines more (docs/routing.md has the curve)."))
     min_tool_confidence: float = Field(default=0.33, ge=0, le=1, description=(
         "Tool confidence a candidate also needs to be called: given that its backend is right, the estimated "
-        "probability that it is the right one of the backend's tools (router/confidence.py). When the best "
+        "probability that it is the right one of the backend's tools (router/stages/confidence.py). When the best "
         "backend's best tool falls short, the router asks which tool was meant (409 listing them) instead of "
         "calling one. Chosen by benchmarks/abstention.py (docs/routing.md)."))
     min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(

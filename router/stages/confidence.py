@@ -1,6 +1,6 @@
 """Confidence: the estimated probability that a candidate is the right capability for a question.
 
-    model = ConfidenceModel.shipped()                               # router/confidence_model.json
+    model = ConfidenceModel.shipped()                               # router/stages/confidence_model.json
     probs = model.predict(candidate_features(scores, servers, sizes))  # one probability per candidate
 
 The features describe a candidate among the ranked ones: its raw cosine and BM25 score (absolute

@@ -28,7 +28,7 @@ from router.settings import RouterSettings
 from router.stages.confidence import ConfidenceModel
 from router.stages.scoring import PerfSnapshot, score_candidates
 from router.telemetry import TRACER
-from router.values import Analysis, BackendStatus, Candidate, Catalog, Decision
+from router.values import Analysis, BackendStatus, Candidate, CapabilityId, Catalog, Decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +207,7 @@ def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex 
     scores over those few, and overrate them), so only their examples lift them."""
     have = {r.capability.key for r in ranked}
     wanted = set(evidence.positive()) - have
-    backends = {key.split("/", 1)[0] for key in wanted}
+    backends = {CapabilityId.parse(key).backend for key in wanted}
     if backend is not None:
         backends &= {backend}
     if index is None or not backends or not ranked:

@@ -3,14 +3,14 @@
 - match: the retrieval score (the capability's fused dense + BM25 score, blended with its server
   document's by `server_weight`), plus `intent_bonus` when the backend (or the capability)
   declares the request's intent, plus what labelled examples say about this question
-  (`router.evidence`: the capability's nearest examples, a pattern of rejections of its backend, a
+  (`router.learning.evidence`: the capability's nearest examples, a pattern of rejections of its backend, a
   learned default where retrieval is unsure);
 - health: 1 healthy, 0.5 degraded or starting, 0 down or ejected;
 - perf: ``0.7 * success rate of the last 10 calls + 0.3 * (1 - min(mean latency ms / 5000, 1))``,
   0.5 with no history. History is per (backend, intent), falling back to the backend's overall
   history when this intent has none.
 
-Each candidate also gets a confidence (router/confidence.py): the probability that its backend is
+Each candidate also gets a confidence (router/stages/confidence.py): the probability that its backend is
 the right one, from its retrieval evidence alone; and a tool confidence: given that, the probability
 that it is the right one of the backend's tools. Candidates at or above `routing.min_confidence`,
 whose retrieval score is also at least `min_relative_match` of the best one's, and whose tool

@@ -49,8 +49,7 @@ class ChargedExecutor:
         try:
             await self.charge(1)
         except RateLimited as exc:
-            return CallOutcome(backend=capability.backend, capability=capability.name, ok=False, latency_ms=0.0,
-                               error_kind=ErrorKind.RATE_LIMITED, error=exc.message, sent=False)
+            return CallOutcome.failed(capability, ErrorKind.RATE_LIMITED, exc.message, sent=False)
         return await self.inner.call(capability, arguments, timeout_s=timeout_s, context=context, force=force)
 
 
@@ -87,11 +86,6 @@ class StrategyResult:
     not_retried: str | None = None  # why no other candidate was tried after the last failure
 
 
-def _failed(call: PlannedCall, kind: ErrorKind, error: str, latency_ms: float, sent: bool = True) -> CallOutcome:
-    return CallOutcome(backend=call.backend, capability=call.capability.name, ok=False, latency_ms=latency_ms,
-                       error_kind=kind, error=error, sent=sent)
-
-
 def outcome_name(outcome: CallOutcome) -> str:
     """success, or how the failure is reported: error, timeout, unavailable, cancelled."""
     return "success" if outcome.ok else (outcome.error_kind or ErrorKind.BACKEND_FAILED).outcome
@@ -121,8 +115,8 @@ async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
     started = time.monotonic()
     remaining = ctx.deadline - started
     if remaining <= 0:
-        outcome = _failed(call, ErrorKind.DEADLINE_EXCEEDED, "the request deadline passed before this attempt", 0.0,
-                          sent=False)
+        outcome = CallOutcome.failed(call.capability, ErrorKind.DEADLINE_EXCEEDED,
+                                     "the request deadline passed before this attempt", sent=False)
         _record(ctx, call, outcome, started)
         return outcome
     timeout = min(ctx.timeout_for(call.backend), remaining)
@@ -134,11 +128,12 @@ async def _attempt(ctx: StrategyContext, call: PlannedCall) -> CallOutcome:
     except TimeoutError:
         elapsed = (time.monotonic() - started) * 1000
         kind = ErrorKind.DEADLINE_EXCEEDED if timeout < ctx.timeout_for(call.backend) else ErrorKind.BACKEND_TIMEOUT
-        outcome = _failed(call, kind, f"{call.backend}/{call.capability.name} did not answer within "
-                                      f"{timeout:.1f} s", elapsed)
+        outcome = CallOutcome.failed(call.capability, kind, f"{call.backend}/{call.capability.name} did not answer "
+                                                            f"within {timeout:.1f} s", elapsed)
     except asyncio.CancelledError:
         elapsed = (time.monotonic() - started) * 1000
-        _record(ctx, call, _failed(call, ErrorKind.CANCELLED, "cancelled: another attempt won", elapsed), started)
+        cancelled = CallOutcome.failed(call.capability, ErrorKind.CANCELLED, "cancelled: another attempt won", elapsed)
+        _record(ctx, call, cancelled, started)
         raise
     _record(ctx, call, outcome, started)
     return outcome

@@ -1,4 +1,4 @@
-"""The LLM layer (router/llm.py) and the OpenAI embedder with the real `openai` SDK, over real HTTP on
+"""The LLM layer (router/llm/client.py) and the OpenAI embedder with the real `openai` SDK, over real HTTP on
 loopback, against the fake OpenAI-compatible server in tests/fakes/openai_server.py (no Ray, no model).
 """
 

@@ -1,4 +1,4 @@
-"""The LLM tool-calling loop (router/llm.py) with the real `openai` SDK over real HTTP on loopback,
+"""The LLM tool-calling loop (router/llm/client.py) with the real `openai` SDK over real HTTP on loopback,
 against the fake OpenAI-compatible server, executing tool calls through an in-process executor.
 """
 

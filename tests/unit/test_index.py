@@ -132,7 +132,7 @@ def test_alpha_one_ranks_by_dense_similarity_alone() -> None:
 def test_per_call_alpha_overrides_the_index_alpha() -> None:
     index = _index(alpha=1.0)
     hits = index.search(QUERY, _qvec(), k=3, alpha=0.0)
-    assert all(h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
+    assert len(hits) == 3 and all(h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
 
 
 def test_without_vectors_the_index_is_bm25_only() -> None:
@@ -140,13 +140,13 @@ def test_without_vectors_the_index_is_bm25_only() -> None:
     assert index.dense is False
     assert index.alpha == 0.0
     hits = index.search(QUERY, None, k=2)
-    assert hits[0].doc == 0
+    assert len(hits) == 2 and hits[0].doc == 0
     assert all(h.dense == 0.0 and h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
 
 
 def test_without_a_query_vector_a_dense_index_falls_back_to_bm25() -> None:
     hits = _index(alpha=0.9).search(QUERY, None, k=2)
-    assert hits[0].doc == 0
+    assert len(hits) == 2 and hits[0].doc == 0
     assert all(h.hybrid == pytest.approx(h.bm25_norm) for h in hits)
 
 
@@ -211,7 +211,7 @@ def test_flat_search_without_server_weight_ranks_by_the_hybrid_score_alone() -> 
     index = _catalog_index(method="flat", server_weight=0.0)
     q = "multiply two numbers"
     ranked = index.search(q, embed_texts([q])[0], k=3)
-    assert ranked[0].capability.name == "multiply"
+    assert len(ranked) == 3 and ranked[0].capability.name == "multiply"
     assert all(r.score == r.hit.hybrid and r.server_score is None for r in ranked)
 
 
@@ -288,7 +288,7 @@ def test_two_level_is_not_used_when_the_search_is_restricted_to_backends() -> No
     index = _catalog_index(method="two_level", top_servers=1)
     q = "add numbers calculator"
     ranked = index.search(q, embed_texts([q])[0], k=5, backends={"echo", "time"})
-    assert {r.capability.backend for r in ranked} == {"echo", "time"}
+    assert ranked and {r.capability.backend for r in ranked} == {"echo", "time"}
     # the flat ranking's blend, not MCP-Zero's product
     assert all(r.score == pytest.approx(0.65 * r.hit.hybrid + 0.35 * (r.server_score or 0)) for r in ranked)
 

@@ -21,6 +21,7 @@ from router.learning.evidence import ExampleIndex
 from router.learning.examples import Example, ExampleStore
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
 from router.settings import LearningSettings, RouterSettings
+from router.values import CapabilityId
 from tests.unit.helpers import embed_texts, small_catalogs
 from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, query, route, world
 
@@ -51,8 +52,9 @@ CATALOGS = {c.backend: c for c in small_catalogs()}
 
 def decision(**kw: Any) -> RecentDecision:
     return RecentDecision(request_id="r1", question="what time is it", vector=embed_texts(["what time is it"])[0],
-                          chosen=("time", "tool", "get_current_time"),
-                          candidates=(("time", "tool", "get_current_time"), ("clock", "tool", "world_clock")), **kw)
+                          chosen=CapabilityId("time", "tool", "get_current_time"),
+                          candidates=(CapabilityId("time", "tool", "get_current_time"),
+                                      CapabilityId("clock", "tool", "world_clock")), **kw)
 
 
 async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_question(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ servers' node_modules, state)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -41,8 +42,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     out = tmp_path_factory.mktemp("wheel")
     node_modules = ROOT / "examples" / "node_modules"
     assert node_modules.is_dir(), "the example servers' node_modules are set up (make setup)"
+    leftover = not (ROOT / "build").exists()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
                     str(ROOT)], check=True, capture_output=True, timeout=300)
+    if leftover:  # setuptools builds in the checkout's build/: leave the checkout as it was
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
     (built,) = out.glob("*.whl")
     return zipfile.ZipFile(built).namelist()
 

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import logging
+
+import pytest
+from opentelemetry import trace
+
 from router import telemetry
 
 
@@ -18,6 +23,10 @@ def test_tracing_is_not_configured_without_exporter_variables() -> None:
     assert telemetry._configured is False
 
 
-def test_steps_and_events_work_without_a_tracer_provider() -> None:
-    telemetry.record_step("fallback", {"backend": "a", "attempt": 2, "backends": ["a", "b"]})
-    telemetry.event("smart_routing_start", question="q", skipped=None)
+def test_steps_and_events_work_without_a_tracer_provider(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger=telemetry.log.name):
+        telemetry.record_step("fallback", {"backend": "a", "attempt": 2, "backends": ["a", "b"]})
+        telemetry.event("smart_routing_start", question="q", skipped=None)
+    # No provider: the span is the no-op one, and the event still reaches the log, without the None field.
+    assert not trace.get_current_span().is_recording()
+    assert [r.getMessage() for r in caplog.records] == ["smart_routing_start {'question': 'q'}"]
