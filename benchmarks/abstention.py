@@ -249,7 +249,7 @@ def report_on(ds: Dataset, decider: Decider, small: int, seed: int) -> dict:
     tools = tool_cases(ds.bench, decider, ds.test, ds.vectors, small, seed + 1)
 
     def tool(small_catalogs: bool) -> dict:
-        return tool_summary(decider.tool_confidence, [c for c in tools if c.small == small_catalogs],
+        return tool_summary(decider.scorer.tool_confidence, [c for c in tools if c.small == small_catalogs],
                             decider.settings.routing.min_tool_confidence)
 
     step = 2 if small else 1

@@ -36,7 +36,7 @@ from router.settings import Policy, RouterSettings
 from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider, Live, View
-from router.stages.execute import execute
+from router.stages.execute import Execution
 from router.stages.plan import Arguments, plan, settle_by_arguments
 from router.stages.respond import ResponseCache, cached_response, respond
 from router.stages.scoring import PerfSnapshot
@@ -64,12 +64,12 @@ class Router:
         self.executor = executor
         self.stats = stats
         self.learning = learning
-        self._embed = embed
         self.analyser = Analyser(classifier or IntentClassifier(settings.intents, {}), embed,
                                  settings.routing.query_cache_size)
         self.decider = Decider(settings)
         self.responses = ResponseCache(settings.resilience)
-        self._timeouts = {b.name: b.timeout_s for b in settings.backends}
+        self.execution = Execution(settings, executor, embed, perf=lambda: self.stats.perf(),
+                                   record=lambda backend, intent, outcome: self.stats.record(backend, intent, outcome))
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
@@ -165,9 +165,7 @@ class Router:
         if cached is not None:
             return cached_response(cached, d, started, request)
         stages["plan"], mark = _ms(mark, time.perf_counter()), time.perf_counter()
-        result = await execute(p, d, request, settings=self.settings, timeouts=self._timeouts,
-                               executor=self.executor, perf=self.stats.perf(), record=self.stats.record,
-                               embed=self._embed, started=started)
+        result = await self.execution.run(p, d, request, started)
         stages["execute"] = _ms(mark, time.perf_counter())
         answer = respond(result, d, started, request, stages)
         if isinstance(answer, RouterError):

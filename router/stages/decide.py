@@ -26,7 +26,7 @@ from router.request import Request
 from router.retrieval.catalog import CatalogIndex, Ranked
 from router.settings import RouterSettings
 from router.stages.confidence import ConfidenceModel
-from router.stages.scoring import PerfSnapshot, score_candidates
+from router.stages.scoring import PerfSnapshot, Scorer
 from router.telemetry import TRACER
 from router.values import Analysis, BackendStatus, Candidate, CapabilityId, Catalog, Decision
 
@@ -58,9 +58,8 @@ class Decider:
         """`confidence`, `tool_confidence`: the models that estimate each candidate's backend-level and
         tool-level confidence (default: the shipped ones)."""
         self.settings = settings
-        self.confidence = confidence or ConfidenceModel.shipped()
-        self.tool_confidence = tool_confidence or ConfidenceModel.shipped_tool()
-        self._backend_intents = {b.name: tuple(b.intents) for b in settings.backends}
+        self.scorer = Scorer(settings.routing, {b.name: tuple(b.intents) for b in settings.backends}, confidence,
+                             tool_confidence)
         self._known = sorted(b.name for b in settings.backends)
         self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
         # Retrieval results per (question, k, backend, index), valid for the index they were computed on
@@ -93,10 +92,9 @@ class Decider:
             sizes = self._server_sizes(index)
 
             def scored(ranked: Sequence[Ranked], evidence: Mapping[str, Evidence] | None = None) -> list[Candidate]:
-                return score_candidates(ranked, analysis.intent, live.statuses, live.perf, self.settings.routing,
-                                        self._backend_intents, self.confidence, sizes,
-                                        dense=index is not None and index.tools.dense, evidence=evidence,
-                                        tool_confidence=self.tool_confidence, tool_chosen=tool is not None)
+                return self.scorer.score(ranked, analysis.intent, live.statuses, live.perf, sizes,
+                                         dense=index is not None and index.tools.dense, evidence=evidence,
+                                         tool_chosen=tool is not None)
 
             def taught(owner: str | None) -> tuple[list[Candidate], float]:
                 """The candidates with what the examples say, and retrieval's own confidence in its first."""

@@ -21,37 +21,49 @@ from router.values import CallContext, CallOutcome, Decision, Plan, PlannedCall
 RecordFn = Callable[[str, str, CallOutcome], None]
 
 
-async def execute(plan: Plan, decision: Decision, request: Request, *, settings: RouterSettings,
-                  timeouts: Mapping[str, float], executor: Executor, perf: Mapping[tuple[str, str], PerfSnapshot],
-                  record: RecordFn, embed: EmbedFn | None, started: float) -> StrategyResult:
-    """`timeouts`: each backend's `timeout_s`, derived once from the settings by the caller. Each call sent
-    is charged to the request's `charge`, when it has one."""
-    res = settings.resilience
-    deadline = started + request.deadline_s
-    intent = decision.intent
-    if request.charge is not None:
-        executor = ChargedExecutor(executor, request.charge)
+class Execution:
+    """The execute stage, with what stays the same from one request to the next: the settings, each
+    backend's timeout, the executor the calls go through, the embedder (consensus compares answers) and
+    the performance history (read for hedge delays, written with every outcome)."""
 
-    def hedge_delay(backend: str) -> float:
-        snap = lookup_perf(perf, backend, intent)
-        if snap is None or snap.count < 5:
-            return min(res.hedge_default_delay_ms, res.hedge_max_delay_ms)
-        # The p95, but no more than three medians: when over 5% of calls are slow the p95 is the slow
-        # tail itself, and hedging only after it would never help.
-        delay = min(snap.p95_latency_ms, 3 * snap.p50_latency_ms) if snap.p50_latency_ms else snap.p95_latency_ms
-        return min(max(delay, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
+    def __init__(self, settings: RouterSettings, executor: Executor, embed: EmbedFn | None, *,
+                 perf: Callable[[], Mapping[tuple[str, str], PerfSnapshot]], record: RecordFn) -> None:
+        self.settings = settings
+        self.executor = executor
+        self.embed = embed
+        self.perf = perf
+        self.record = record
+        self.timeouts = {b.name: b.timeout_s for b in settings.backends}
 
-    def on_outcome(call: PlannedCall, outcome: CallOutcome) -> None:
-        record(call.backend, intent, outcome)
+    async def run(self, plan: Plan, decision: Decision, request: Request, started: float) -> StrategyResult:
+        """Run the plan within the request's deadline (counted from `started`, monotonic); each call sent
+        is charged to the request's `charge`, when it has one."""
+        res = self.settings.resilience
+        deadline = started + request.deadline_s
+        intent = decision.intent
+        perf = self.perf()
+        executor = self.executor if request.charge is None else ChargedExecutor(self.executor, request.charge)
 
-    ctx = StrategyContext(
-        executor=executor, settings=res, deadline=deadline, timeout_for=lambda b: timeouts.get(b, 30.0),
-        call=CallContext(question=request.question, intent=intent, session_id=request.session,
-                         parameters=request.parameters),
-        hedge_delay_ms=hedge_delay, on_outcome=on_outcome, embed=embed, on_step=record_step,
-        started=time.monotonic())
-    with TRACER.start_as_current_span(f"router.strategy.{plan.mode}") as span:
-        span.set_attribute("router.mode", plan.mode)
-        result = await STRATEGIES[plan.mode](plan.calls, ctx)
-        span.set_attribute("router.attempts", len(result.attempts))
-    return result
+        def hedge_delay(backend: str) -> float:
+            snap = lookup_perf(perf, backend, intent)
+            if snap is None or snap.count < 5:
+                return min(res.hedge_default_delay_ms, res.hedge_max_delay_ms)
+            # The p95, but no more than three medians: when over 5% of calls are slow the p95 is the slow
+            # tail itself, and hedging only after it would never help.
+            delay = min(snap.p95_latency_ms, 3 * snap.p50_latency_ms) if snap.p50_latency_ms else snap.p95_latency_ms
+            return min(max(delay, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
+
+        def on_outcome(call: PlannedCall, outcome: CallOutcome) -> None:
+            self.record(call.backend, intent, outcome)
+
+        ctx = StrategyContext(
+            executor=executor, settings=res, deadline=deadline, timeout_for=lambda b: self.timeouts.get(b, 30.0),
+            call=CallContext(question=request.question, intent=intent, session_id=request.session,
+                             parameters=request.parameters),
+            hedge_delay_ms=hedge_delay, on_outcome=on_outcome, embed=self.embed, on_step=record_step,
+            started=time.monotonic())
+        with TRACER.start_as_current_span(f"router.strategy.{plan.mode}") as span:
+            span.set_attribute("router.mode", plan.mode)
+            result = await STRATEGIES[plan.mode](plan.calls, ctx)
+            span.set_attribute("router.attempts", len(result.attempts))
+        return result

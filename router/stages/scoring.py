@@ -74,91 +74,98 @@ def lookup_perf(perf: Mapping[tuple[str, str], PerfSnapshot], backend: str, inte
     return perf.get((backend, ANY_INTENT))
 
 
-def score_candidates(
-    ranked: Sequence[Ranked],
-    intent: str,
-    statuses: Mapping[str, BackendStatus],
-    perf: Mapping[tuple[str, str], PerfSnapshot],
-    settings: RoutingSettings,
-    backend_intents: Mapping[str, tuple[str, ...]] | None = None,
-    confidence: ConfidenceModel | None = None,
-    server_sizes: Mapping[str, int] | None = None,
-    dense: bool = True,
-    evidence: Mapping[str, Evidence] | None = None,
-    tool_confidence: ConfidenceModel | None = None,
-    tool_chosen: bool = False,
-) -> list[Candidate]:
-    """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
-    confidence clears `settings.min_confidence`, or whose labelled examples vouch for them on this
-    question. `confidence`: the model (default: the shipped one); `server_sizes`: capabilities per
-    backend in the whole catalog (its features are scaled by them).
-    `dense`: whether the ranking had embeddings. The model was fitted with them; without (the embedding
-    model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
-    the question, and its confidence is still reported. `evidence`: what each capability's labelled
-    examples say about the question, by capability key. `tool_confidence`: the tool-level model
-    (default: the shipped one); `tool_chosen`: the caller named the tool, so which tool is not in doubt."""
-    if not ranked:
-        return []
-    w = settings.weights
-    parts: list[dict[str, Any]] = []
-    raws = []
-    vouched = []
-    for r in ranked:
-        cap = r.capability
-        declared = intent in cap.intents or intent in (backend_intents or {}).get(cap.backend, ())
-        bonus = settings.intent_bonus if declared else 0.0
-        ev = (evidence or {}).get(cap.key)
-        learned = ev.contribution if ev is not None else 0.0
-        match = r.score + bonus + learned
-        health = health_score(statuses.get(cap.backend))
-        perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
-        composite = w.match * match + w.health * health + w.perf * perf_value
-        h = r.hit
-        parts.append(dict(
-            dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
-            bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
-            intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
-            rejections=ev.rejections if ev else 0, learned_default=ev.default if ev else 0.0, learned=learned,
-            match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
-        ))
-        # The features use raw values: rounding would move a candidate's confidence. They describe the
-        # retrieval evidence the model was fitted on, so without what examples added.
-        raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
-        vouched.append(learned > 0)
-    # The same capability offered by several backends (replicas of one server) is one capability to
-    # the confidence model: its copies do not compete with each other, and each copy gets the
-    # confidence of the best-ranked one, so falling back to a replica stays possible.
-    first: dict[tuple[str, str, str], int] = {}
-    group = [first.setdefault((r.capability.kind, r.capability.name, r.capability.description), len(first))
-             for r in ranked]
-    rep_rows = [group.index(g) for g in range(len(first))]  # each group's best-ranked copy
-    features = candidate_features([raws[i] for i in rep_rows], [ranked[i].capability.backend for i in rep_rows],
-                                  server_sizes)
-    rep_probs = (confidence or ConfidenceModel.shipped()).predict(features)
-    probs = [rep_probs[g] for g in group]
-    backends = [r.capability.backend for r in ranked]
-    sizes = server_sizes or {}
-    predicted = (tool_confidence or ConfidenceModel.shipped_tool()).predict(tool_features(raws, backends, sizes))
-    # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
-    tool_probs = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
-                  for b, p in zip(backends, predicted, strict=True)]
-    best = max(r.score for r in ranked)
+class Scorer:
+    """Composite scores and confidences of ranked capabilities, with what stays the same from one decision
+    to the next: the routing settings, the intents each backend declares, and the two confidence models
+    (default: the shipped ones).
 
-    def likely(r: Ranked, p: float) -> bool:
-        fits = p >= settings.min_confidence if dense else r.hit.bm25 > 0
-        return fits and (best <= 0 or r.score >= settings.min_relative_match * best)
+        candidates = Scorer(settings.routing).score(ranked, "general", statuses, perf)
+    """
 
-    out = []
-    for r, kw, p, tp, v in zip(ranked, parts, probs, tool_probs, vouched, strict=True):
-        backend_fits = likely(r, float(p))
-        # Without embeddings the tool model, fitted with them, does not apply.
-        clear = tp >= settings.min_tool_confidence or not dense
-        scores = ScoreBreakdown(**kw, confidence=round(float(p), 4), tool_confidence=round(tp, 4))
-        # Examples that vouch for a capability on questions like this one make it worth calling.
-        out.append(Candidate(r.capability, scores, relevant=v or (backend_fits and clear),
-                             unclear_tool=not v and backend_fits and not clear))
-    out.sort(key=lambda c: -c.scores.composite)
-    return out
+    def __init__(self, settings: RoutingSettings, backend_intents: Mapping[str, tuple[str, ...]] | None = None,
+                 confidence: ConfidenceModel | None = None, tool_confidence: ConfidenceModel | None = None) -> None:
+        self.settings = settings
+        self.backend_intents = backend_intents or {}
+        self.confidence = confidence or ConfidenceModel.shipped()
+        self.tool_confidence = tool_confidence or ConfidenceModel.shipped_tool()
+
+    def score(self, ranked: Sequence[Ranked], intent: str, statuses: Mapping[str, BackendStatus],
+              perf: Mapping[tuple[str, str], PerfSnapshot], server_sizes: Mapping[str, int] | None = None, *,
+              dense: bool = True, evidence: Mapping[str, Evidence] | None = None,
+              tool_chosen: bool = False) -> list[Candidate]:
+        """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
+        confidence clears `min_confidence`, or whose labelled examples vouch for them on this question.
+        `server_sizes`: capabilities per backend in the whole catalog (the features are scaled by them).
+        `dense`: whether the ranking had embeddings. The model was fitted with them; without (the embedding
+        model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
+        the question, and its confidence is still reported. `evidence`: what each capability's labelled
+        examples say about the question, by capability key. `tool_chosen`: the caller named the tool, so
+        which tool is not in doubt."""
+        settings, backend_intents = self.settings, self.backend_intents
+        if not ranked:
+            return []
+        w = settings.weights
+        parts: list[dict[str, Any]] = []
+        raws = []
+        vouched = []
+        for r in ranked:
+            cap = r.capability
+            declared = intent in cap.intents or intent in backend_intents.get(cap.backend, ())
+            bonus = settings.intent_bonus if declared else 0.0
+            ev = (evidence or {}).get(cap.key)
+            learned = ev.contribution if ev is not None else 0.0
+            match = r.score + bonus + learned
+            health = health_score(statuses.get(cap.backend))
+            perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
+            composite = w.match * match + w.health * health + w.perf * perf_value
+            h = r.hit
+            parts.append(dict(
+                dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
+                bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
+                intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
+                rejections=ev.rejections if ev else 0, learned_default=ev.default if ev else 0.0, learned=learned,
+                match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
+            ))
+            # The features use raw values: rounding would move a candidate's confidence. They describe the
+            # retrieval evidence the model was fitted on, so without what examples added.
+            raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
+            vouched.append(learned > 0)
+        # The same capability offered by several backends (replicas of one server) is one capability to
+        # the confidence model: its copies do not compete with each other, and each copy gets the
+        # confidence of the best-ranked one, so falling back to a replica stays possible.
+        first: dict[tuple[str, str, str], int] = {}
+        group = [first.setdefault((r.capability.kind, r.capability.name, r.capability.description), len(first))
+                 for r in ranked]
+        rep_rows = [group.index(g) for g in range(len(first))]  # each group's best-ranked copy
+        features = candidate_features([raws[i] for i in rep_rows], [ranked[i].capability.backend for i in rep_rows],
+                                      server_sizes)
+        rep_probs = self.confidence.predict(features)
+        probs = [rep_probs[g] for g in group]
+        backends = [r.capability.backend for r in ranked]
+        sizes = server_sizes or {}
+        predicted = self.tool_confidence.predict(tool_features(raws, backends, sizes))
+        # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
+        tool_probs = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
+                      for b, p in zip(backends, predicted, strict=True)]
+        best = max(r.score for r in ranked)
+
+        def likely(r: Ranked, p: float) -> bool:
+            fits = p >= settings.min_confidence if dense else r.hit.bm25 > 0
+            return fits and (best <= 0 or r.score >= settings.min_relative_match * best)
+
+        out = []
+        for r, kw, p, tp, v in zip(ranked, parts, probs, tool_probs, vouched, strict=True):
+            backend_fits = likely(r, float(p))
+            # Without embeddings the tool model, fitted with them, does not apply.
+            clear = tp >= settings.min_tool_confidence or not dense
+            scores = ScoreBreakdown(**kw, confidence=round(float(p), 4), tool_confidence=round(tp, 4))
+            # Examples that vouch for a capability on questions like this one make it worth calling.
+            out.append(Candidate(r.capability, scores, relevant=v or (backend_fits and clear),
+                                 unclear_tool=not v and backend_fits and not clear))
+        out.sort(key=lambda c: -c.scores.composite)
+        return out
+
+
 
 
 @dataclass(frozen=True, slots=True)

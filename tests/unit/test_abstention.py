@@ -32,7 +32,7 @@ ONLY_THE_LEADER = model(lead=400.0)  # the best by retrieval ~1.0, every runner-
 
 
 def with_model(w: World, m: ConfidenceModel) -> World:
-    w.router.decider.confidence = m
+    w.router.decider.scorer.confidence = m
     return w
 
 

@@ -12,7 +12,7 @@ from router.learning.examples import Example, ExampleStore, accepts_feedback
 from router.retrieval.catalog import Ranked
 from router.retrieval.hybrid import Hit
 from router.settings import LearningSettings, RouterSettings, RoutingSettings
-from router.stages.scoring import score_candidates
+from router.stages.scoring import Scorer
 from router.values import Capability
 
 
@@ -88,9 +88,9 @@ def test_the_learned_contribution_is_added_to_match_and_shown_in_the_breakdown()
     index = ExampleIndex([ex("second", 1, unit(1, 0.1)), ex("first", -1, unit(1, -0.1))],
                          LearningSettings(weight=0.5, min_similarity=0.5))
     evidence = index.evidence(unit(1, 0))
-    plain = score_candidates([ranked("first", 0.6), ranked("second", 0.55)], "general", {}, {}, RoutingSettings())
-    learned = score_candidates([ranked("first", 0.6), ranked("second", 0.55)], "general", {}, {},
-                               RoutingSettings(), evidence=evidence)
+    scorer, both = Scorer(RoutingSettings()), [ranked("first", 0.6), ranked("second", 0.55)]
+    plain = scorer.score(both, "general", {}, {})
+    learned = scorer.score(both, "general", {}, {}, evidence=evidence)
     assert [c.capability.name for c in plain] == ["first", "second"]
     assert [c.capability.name for c in learned] == ["second", "first"]
     top = learned[0].scores

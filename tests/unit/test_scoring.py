@@ -10,10 +10,10 @@ from router.stages.confidence import FEATURES, ConfidenceModel
 from router.stages.scoring import (
     ANY_INTENT,
     PerfSnapshot,
+    Scorer,
     health_score,
     lookup_perf,
     perf_score,
-    score_candidates,
 )
 from router.values import BackendStatus, Capability
 
@@ -112,7 +112,7 @@ def test_lookup_perf_prefers_the_intent_and_falls_back_to_all_intents() -> None:
 def test_composite_uses_default_weights_half_match_three_tenths_health_one_fifth_perf() -> None:
     settings = RoutingSettings()
     perf = {("a", ANY_INTENT): snap("a", rate=0.8, mean_ms=1000.0)}
-    [c] = score_candidates([ranked("a", 0.6)], "general", {"a": status("a", "degraded")}, perf, settings)
+    [c] = Scorer(settings).score([ranked("a", 0.6)], "general", {"a": status("a", "degraded")}, perf)
     p = 0.7 * 0.8 + 0.3 * 0.8
     assert c.scores.match == pytest.approx(0.6)
     assert c.scores.health == 0.5
@@ -122,20 +122,15 @@ def test_composite_uses_default_weights_half_match_three_tenths_health_one_fifth
 
 def test_custom_weights_change_the_composite() -> None:
     settings = RoutingSettings(weights=ScoreWeights(match=1.0, health=0.0, perf=0.0))
-    [c] = score_candidates([ranked("a", 0.42)], "general", {"a": status("a", "down")}, {}, settings)
+    [c] = Scorer(settings).score([ranked("a", 0.42)], "general", {"a": status("a", "down")}, {})
     assert c.scores.composite == pytest.approx(0.42)
 
 
 def test_intent_bonus_applies_when_backend_or_capability_declares_the_intent() -> None:
     settings = RoutingSettings(intent_bonus=0.1)
-    candidates = score_candidates(
-        [ranked("a", 0.5, name="x"), ranked("b", 0.5, name="y", intents=("code-review",)), ranked("c", 0.5)],
-        "code-review",
-        {},
-        {},
-        settings,
-        backend_intents={"a": ("code-review",), "c": ("general",)},
-    )
+    scorer = Scorer(settings, backend_intents={"a": ("code-review",), "c": ("general",)})
+    candidates = scorer.score([ranked("a", 0.5, name="x"), ranked("b", 0.5, name="y", intents=("code-review",)),
+                               ranked("c", 0.5)], "code-review", {}, {})
     by_backend = {c.capability.backend: c.scores for c in candidates}
     assert by_backend["a"].intent_bonus == 0.1 and by_backend["a"].match == pytest.approx(0.6)
     assert by_backend["b"].intent_bonus == 0.1
@@ -150,22 +145,20 @@ def test_a_failing_backend_ranks_below_an_equally_relevant_healthy_one() -> None
         ("flaky", ANY_INTENT): snap("flaky", rate=0.1, mean_ms=4000.0),
         ("solid", ANY_INTENT): snap("solid", rate=1.0, mean_ms=50.0),
     }
-    out = score_candidates([ranked("flaky", 0.9), ranked("solid", 0.9)], "general", statuses, perf, settings)
+    out = Scorer(settings).score([ranked("flaky", 0.9), ranked("solid", 0.9)], "general", statuses, perf)
     assert [c.capability.backend for c in out] == ["solid", "flaky"]
 
 
 def test_a_down_backend_ranks_below_an_equally_relevant_healthy_one() -> None:
     statuses = {"down1": status("down1", "down"), "up1": status("up1", "healthy")}
-    out = score_candidates(
-        [ranked("down1", 0.9), ranked("up1", 0.9)], "general", statuses, {}, RoutingSettings()
-    )
+    out = Scorer(RoutingSettings()).score([ranked("down1", 0.9), ranked("up1", 0.9)], "general", statuses, {})
     assert [c.capability.backend for c in out] == ["up1", "down1"]
     assert out[0].scores.composite - out[1].scores.composite == pytest.approx(0.3, abs=1e-4)
 
 
 def test_score_breakdown_reports_the_retrieval_components() -> None:
     r = Ranked(Capability(backend="a", name="t"), Hit(0, 0.81234, 3.21, 0.9, 0.7, 0.82), 0.82)
-    [c] = score_candidates([r], "general", {}, {}, RoutingSettings())
+    [c] = Scorer(RoutingSettings()).score([r], "general", {}, {})
     s = c.scores
     assert (s.dense, s.bm25, s.dense_norm, s.bm25_norm, s.hybrid) == (0.8123, 3.21, 0.9, 0.7, 0.82)
     info = c.info(1)
@@ -175,16 +168,15 @@ def test_score_breakdown_reports_the_retrieval_components() -> None:
 def test_match_is_the_blended_retrieval_score_and_the_breakdown_keeps_both_parts() -> None:
     # hybrid 0.8 on a server scoring 0.4, blended 0.65 / 0.35 -> 0.66
     r = Ranked(Capability(backend="a", name="t"), Hit(0, 0.7, 2.0, 1.0, 0.6, 0.8), 0.66, 0.4)
-    [c] = score_candidates([r], "general", {}, {}, RoutingSettings())
+    [c] = Scorer(RoutingSettings()).score([r], "general", {}, {})
     assert (c.scores.hybrid, c.scores.server, c.scores.match) == (0.8, 0.4, 0.66)
 
 
 def test_relevance_is_a_confidence_at_or_above_the_threshold() -> None:
     # Confidence here grows with the cosine alone: 0.5 at 0.3.
-    out = score_candidates(
-        [ranked("sure", 0.5, dense=0.45), ranked("edge", 0.5, dense=0.3), ranked("unsure", 0.5, dense=0.1)],
-        "general", {}, {}, RoutingSettings(min_confidence=0.5), confidence=dense_model(0.3),
-    )
+    scorer = Scorer(RoutingSettings(min_confidence=0.5), confidence=dense_model(0.3))
+    out = scorer.score([ranked("sure", 0.5, dense=0.45), ranked("edge", 0.5, dense=0.3),
+                        ranked("unsure", 0.5, dense=0.1)], "general", {}, {})
     by = {c.capability.backend: c for c in out}
     assert {name: c.relevant for name, c in by.items()} == {"sure": True, "edge": True, "unsure": False}
     assert by["sure"].scores.confidence > 0.9 and by["edge"].scores.confidence == 0.5
@@ -193,21 +185,21 @@ def test_relevance_is_a_confidence_at_or_above_the_threshold() -> None:
 
 def test_health_orders_candidates_but_does_not_change_their_confidence() -> None:
     items = [ranked("up", 0.5, dense=0.4), ranked("down", 0.5, dense=0.4)]
-    out = score_candidates(items, "general", {"down": status("down", "down")}, {}, RoutingSettings(),
-                           confidence=dense_model(0.3))
+    scorer = Scorer(RoutingSettings(), confidence=dense_model(0.3))
+    out = scorer.score(items, "general", {"down": status("down", "down")}, {})
     assert [c.capability.backend for c in out] == ["up", "down"]
     assert out[0].scores.confidence == out[1].scores.confidence
 
 
 def test_the_shipped_model_gives_every_candidate_a_confidence() -> None:
-    out = score_candidates([ranked("a", 0.9, dense=0.6, bm25=9.0), ranked("b", 0.2, dense=0.1, bm25=0.0)],
-                           "general", {}, {}, RoutingSettings())
+    items = [ranked("a", 0.9, dense=0.6, bm25=9.0), ranked("b", 0.2, dense=0.1, bm25=0.0)]
+    out = Scorer(RoutingSettings()).score(items, "general", {}, {})
     a, b = out
     assert 0.0 <= b.scores.confidence < a.scores.confidence <= 1.0
 
 
 def test_no_ranked_items_gives_no_candidates() -> None:
-    assert score_candidates([], "general", {}, {}, RoutingSettings()) == []
+    assert Scorer(RoutingSettings()).score([], "general", {}, {}) == []
 
 
 def test_perf_score_uses_only_the_last_ten_calls() -> None:
@@ -228,12 +220,12 @@ def test_perf_score_uses_only_the_last_ten_calls() -> None:
 def test_copies_of_one_tool_on_several_backends_share_the_best_copys_confidence() -> None:
     items = [ranked("a", 0.9, name="answer", dense=0.6, bm25=2.0), ranked("b", 0.85, name="answer", dense=0.58),
              ranked("c", 0.3, name="other", dense=0.2, bm25=0.0)]
-    out = {c.capability.backend: c for c in score_candidates(items, "general", {}, {}, RoutingSettings())}
+    out = {c.capability.backend: c for c in Scorer(RoutingSettings()).score(items, "general", {}, {})}
     assert out["a"].scores.confidence == out["b"].scores.confidence > out["c"].scores.confidence
 
 
 def test_without_embeddings_relevance_is_a_shared_keyword() -> None:
     items = [ranked("a", 0.9, dense=0.0, bm25=2.0), ranked("b", 0.1, dense=0.0, bm25=0.0)]
-    out = {c.capability.backend: c for c in score_candidates(items, "general", {}, {},
-                                                             RoutingSettings(min_confidence=0.99), dense=False)}
+    scorer = Scorer(RoutingSettings(min_confidence=0.99))
+    out = {c.capability.backend: c for c in scorer.score(items, "general", {}, {}, dense=False)}
     assert out["a"].relevant and not out["b"].relevant

@@ -44,7 +44,7 @@ TOOL_SURE, TOOL_UNSURE = tool_model(10.0), tool_model(-10.0)
 def notes_world(tools: ConfidenceModel, backends: ConfidenceModel = SURE, **settings: object) -> World:
     w = with_model(world(answers(notes=ok("answer from notes")), catalogs=[NOTES, *small_catalogs()],
                          settings=settings), backends)
-    w.router.decider.tool_confidence = tools
+    w.router.decider.scorer.tool_confidence = tools
     return w
 
 
@@ -133,7 +133,7 @@ async def test_a_named_tool_is_not_in_doubt() -> None:
 
 async def test_a_backend_with_one_capability_leaves_no_doubt_which() -> None:
     w = with_model(world(), SURE)
-    w.router.decider.tool_confidence = TOOL_UNSURE
+    w.router.decider.scorer.tool_confidence = TOOL_UNSURE
     dry = await route(w.router, RouteRequest(question="What time is it in Tokyo?"))
     assert dry.decision == "route" and dry.candidates[0].backend in ("time", "clock")
     assert dry.candidates[0].scores.tool_confidence == 1.0
@@ -159,7 +159,7 @@ ZONES = catalog("zones", "time zones: the current time anywhere, and converting 
 
 async def test_of_a_backends_unclear_tools_the_one_the_questions_values_fit_is_called() -> None:
     w = with_model(world(answers(zones=ok("11:00 in Tokyo")), catalogs=[ZONES, *small_catalogs()[2:]]), SURE)
-    w.router.decider.tool_confidence = TOOL_UNSURE
+    w.router.decider.scorer.tool_confidence = TOOL_UNSURE
     assert (await route(w.router, RouteRequest(question="What time is it in Tokyo?"))).decision == "ambiguous"
     resp = await query(w.router, QueryRequest(question="What time is it in Tokyo?"))
     assert (resp.backend, resp.capability) == ("zones", "current_time")
