@@ -154,7 +154,8 @@ class BackendSupervisor:
         capabilities = review.capabilities
         if self.spec.read_only is not None:  # the operator's word over the server's annotations
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
-        self._catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents)
+        self._catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents,
+                                     read_only=self.spec.read_only is True)
         return self._catalog
 
     def _mark_stale(self) -> None:

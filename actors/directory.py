@@ -148,10 +148,15 @@ class BackendDirectory:
             texts = CatalogTexts.build(catalogs, self._flow_targets())
             tool_vecs, server_vecs = await self._vectors(texts)
             index = CatalogIndex(texts, tool_vecs, server_vecs, self.settings.routing)
+            if tool_vecs is not None and self.embedder is not None:
+                try:
+                    await index.tune_alpha(self.embedder.embed)
+                except Exception as exc:  # the configured alpha still routes; the next rebuild retries
+                    log.warning("tuning the fusion weight failed, keeping routing.alpha: %s", exc)
             self._on_index(catalogs, index)
             self.index_built_at = time.time()
-            log.info("index rebuilt: %d backends, %d capabilities, dense=%s", len(catalogs), len(index),
-                     tool_vecs is not None)
+            log.info("index rebuilt: %d backends, %d capabilities, dense=%s, alpha tools %.1f servers %.1f",
+                     len(catalogs), len(index), tool_vecs is not None, index.tools.alpha, index.servers.alpha)
 
     def _flow_targets(self) -> dict[str, str]:
         """A flow backend that lists no flows is run, when chosen by its description, on the first flow its

@@ -71,9 +71,11 @@ def settings(port: int = 8000) -> RouterSettings:
     backends = [{"name": name, "kind": "mcp_stdio", "command": sys.executable, "timeout_s": 10.0,
                  "args": [SERVER, "--name", name, *flags]} for name, flags in BACKENDS.items()]
     # Resilience, not relevance, is measured: the three servers' general-knowledge tool matches the
-    # question with a weak embedding similarity, below the default confidence threshold.
+    # question with a weak embedding similarity, below the default confidence thresholds (of the backend,
+    # and of which of its tools: the admin tools `stats` and `configure` score as low as `answer`).
     return load_settings(None, overrides={"backends": backends, "server": {"port": port},
-                                          "routing": {"min_confidence": 0.0}, "state_dir": str(ROOT / ".state")})
+                                          "routing": {"min_confidence": 0.0, "min_tool_confidence": 0.0},
+                                          "state_dir": str(ROOT / ".state")})
 
 
 def pct(values: list[float], q: float) -> float:
@@ -111,6 +113,7 @@ def run_mode(mode: str, n: int, num_cpus: int) -> dict[str, Any]:
         served: Counter[str] = Counter()
         outcomes: Counter[str] = Counter()
         errors: Counter[str] = Counter()
+        examples: dict[str, str] = {}  # the first message of each kind of error
         with httpx.Client(timeout=60) as client:
             for i in range(3):  # first calls pay for imports and caches in the server processes
                 client.post(f"{url}/v1/query", json={"question": QUESTIONS[i], "mode": "parallel"})
@@ -130,10 +133,17 @@ def run_mode(mode: str, n: int, num_cpus: int) -> dict[str, Any]:
                 else:
                     attempts = body["error"].get("details", {}).get("attempts", [])
                     errors[body["error"]["type"]] += 1
+                    examples.setdefault(body["error"]["type"], body["error"]["message"][:300])
                 calls += len(attempts)
                 outcomes.update(f"{a['backend']}:{a['outcome']}" for a in attempts)
             sent = server_calls(client, url) - sent_before
             backends = client.get(f"{url}/v1/stats").json()["backends"]
+            named = []  # the fastest backend named by the caller: the router's own path, no choice to make
+            for i in range(min(n, 100)):
+                started = time.perf_counter()
+                client.post(f"{url}/v1/query", json={"question": QUESTIONS[i % len(QUESTIONS)], "backend": FASTEST,
+                                                     "tool": "answer", "include_routing_metadata": False})
+                named.append((time.perf_counter() - started) * 1000)
     finally:
         stop_local(config)
     return {
@@ -143,7 +153,9 @@ def run_mode(mode: str, n: int, num_cpus: int) -> dict[str, Any]:
         # Attempts that reached a server: without those the outlier detector refused on the spot.
         "sent_per_request": round(sent / n, 3),
         "served_by": dict(served), "attempts": dict(sorted(outcomes.items())), "errors": dict(errors),
+        "error_examples": examples,
         "detectors": {name: {"state": b["health"], "ejections": b["ejections"]} for name, b in backends.items()},
+        "fastest_named_p50_ms": pct(named, 50),
     }
 
 
@@ -191,12 +203,20 @@ def report(results: dict[str, Any], n: int, res: ResilienceSettings) -> None:
         errors += "".join(f"; {name} ended {d['state']} after {d['ejections']} ejection(s)"
                           for name, d in r["detectors"].items() if d["ejections"])
         print(f"{mode:<10} served by: {served}; calls sent per request {r['sent_per_request']:.2f}{errors}")
+        for kind, message in r["error_examples"].items():
+            print(f"{'':<10} {kind}: {message}")
     fb, hd, par = results["fallback"], results["hedged"], results["parallel"]
+    # The router's own path costs the same whoever answers: the fastest backend named by the caller, through
+    # the router, is what parallel's first answer can at best match.
+    named = statistics.median(results[m]["fastest_named_p50_ms"] for m in MODES)
+    print(f"\nthe fastest backend named by the caller, through the router: p50 {named:.1f} ms")
     checks = [
-        ("fallback success >= 99.9%", fb["success_rate"] >= 0.999),
+        *((f"{m} success 100%", results[m]["success_rate"] == 1.0) for m in MODES),
         ("hedged p99 <= fallback p99 / 2", hd["p99_ms"] <= fb["p99_ms"] / 2),
         ("hedged calls/request <= 1.2", hd["calls_per_request"] <= 1.2),
-        ("parallel p50 within 10% of the fastest backend's", abs(par["p50_ms"] - fastest) <= 0.1 * fastest),
+        ("parallel p50 within 10% of the fastest backend's through the router", par["p50_ms"] <= 1.1 * named),
+        ("parallel p50 within 10% of the fastest backend's called directly",
+         abs(par["p50_ms"] - fastest) <= 0.1 * fastest),
     ]
     print()
     for name, ok in checks:

@@ -6,11 +6,12 @@
 DATA_DIR holds `catalog.json` (servers with tools) and `queries.jsonl` (questions with `gold_tools`
 and/or `gold_servers`). Servers that list no tools are ranked by their own descriptions (a catalog of
 descriptions only reports the server metrics); `--descriptions-only` drops every tool to measure that.
-Every method runs the router's own `CatalogIndex` with the local embedding model; decision latency
-includes embedding the query. A second pass replicates the catalog to about
-5,000 tools (suffixed copies) to show how latency and accuracy scale. With several `--model`s (local
-models shipped in models/) every model runs every method in the same run; the first one fills the
-top-level JSON keys, and `models` holds each model's results.
+Every method runs the router's own `CatalogIndex` with the local embedding model, its fusion weight
+self-tuned as the router does (`hybrid_fixed_alpha`: the configured alpha instead; `--no-self-tune` turns
+the tuning off for every method); decision latency includes embedding the query. A second pass
+replicates the catalog to about 5,000 tools (suffixed copies) to show how latency and accuracy scale.
+With several `--model`s (local models shipped in models/) every model runs every method in the same
+run; the first one fills the top-level JSON keys, and `models` holds each model's results.
 """
 
 from __future__ import annotations
@@ -143,7 +144,9 @@ async def build(catalogs: list[Catalog], embedder: CachedEmbedder, settings: Rou
     texts = CatalogTexts.build(catalogs)
     tool_vecs = await embedder.embed(texts.tool_dense) if texts.tool_dense else None
     server_vecs = await embedder.embed(texts.server_dense)
-    return CatalogIndex(texts, tool_vecs, server_vecs, settings)
+    index = CatalogIndex(texts, tool_vecs, server_vecs, settings)
+    await index.tune_alpha(embedder.embed)  # as the router does when it builds its index
+    return index
 
 
 def table(title: str, results: dict[str, dict[str, float]]) -> str:
@@ -163,10 +166,13 @@ async def run(args: argparse.Namespace) -> dict:
     if args.limit:
         queries = queries[: args.limit]
     overrides = {k: v for k, v in (("alpha", args.alpha), ("server_weight", args.server_weight)) if v is not None}
+    if args.no_self_tune:
+        overrides["self_tune_alpha"] = False
     settings = RoutingSettings(**overrides)  # overrides: for sweeping the defaults, not for reporting them
     models = args.model or [EmbeddingSettings().model]
     report: dict = {"data_dir": str(args.data_dir), "queries": len(queries), "defaults": {
-        "alpha": settings.alpha, "server_weight": settings.server_weight, "method": settings.method}, "models": {}}
+        "alpha": settings.alpha, "self_tune_alpha": settings.self_tune_alpha, "server_weight": settings.server_weight,
+        "method": settings.method}, "models": {}}
     for model_name in models:
         model = LocalMiniLM(model=model_name)
         embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
@@ -176,14 +182,18 @@ async def run(args: argparse.Namespace) -> dict:
             if label == "replicated" and args.no_scale:
                 continue
             index = await build(cats, embedder, settings)
-            results = {name: metrics_for(index, queries, model, m, settings) for name, m in METHODS.items()}
+            # hybrid_fixed_alpha: the configured alpha on both levels, as before self-tuning.
+            methods = dict(METHODS, hybrid_fixed_alpha={"alpha": settings.alpha, "method": "flat"})
+            results = {name: metrics_for(index, queries, model, m, settings) for name, m in methods.items()}
             key = "methods" if label == "catalog" else "replicated"
             per_model[key] = results
+            per_model[f"{key}_alpha"] = {"tools": index.tools.alpha, "servers": index.servers.alpha}
             per_model[f"{key}_tools"] = len(index)
             stand_ins = sum(c.server_level for c in index.texts.capabilities)
             print(table(f"\n{model_name}, {label}: {len(cats)} servers, {len(index) - stand_ins} tools"
                         + (f" ({stand_ins} servers by description only)" if stand_ins else "")
-                        + f", {len(queries)} queries", results))
+                        + f", {len(queries)} queries; alpha tools {index.tools.alpha:g}, servers "
+                        + f"{index.servers.alpha:g}", results))
         report["models"][model_name] = per_model
     first = report["models"][models[0]]
     report.update({k: v for k, v in first.items() if k != "model_id"})
@@ -228,6 +238,7 @@ def main() -> None:
                         "default: the configured embeddings.model)")
     parser.add_argument("--alpha", type=float, help="override routing.alpha (a sweep)")
     parser.add_argument("--server-weight", type=float, help="override routing.server_weight (a sweep)")
+    parser.add_argument("--no-self-tune", action="store_true", help="routing.self_tune_alpha off: alpha as configured")
     parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
     args = parser.parse_args()
     report = asyncio.run(run(args))

@@ -184,12 +184,16 @@ class ScoreBreakdown(_Model):
 
 
 class CandidateInfo(_Model):
-    rank: int
+    rank: int  # in the order the router decided (and would call), which the composite score alone may not give
     backend: str
     capability: str
     kind: CapabilityKind
     description: str = ""
+    read_only: bool = False  # false: a call may change something (MCP annotations, or the backend's setting)
     scores: ScoreBreakdown
+    placed: str | None = Field(default=None, description=(
+        "Why the router put it before a candidate of a higher composite score: the question's values, the "
+        "session's backend, learned examples, the model's choice, the caller's backend."))
 
 
 class AttemptInfo(_Model):

@@ -61,6 +61,12 @@ class Capability:
     def key(self) -> str:
         return self.id.key
 
+    def same_as(self, other: Capability) -> bool:
+        """A copy of this capability on another backend (a replica of one server): the same kind, name,
+        description and input schema, so either one's answer is the other's."""
+        return (self.kind, self.name, self.description, self.input_schema) == (
+            other.kind, other.name, other.description, other.input_schema)
+
     @property
     def repeatable(self) -> bool:
         """Whether calling it again is harmless, so that after a call that may have acted (timed out, lost
@@ -77,6 +83,7 @@ class Catalog:
     description: str
     capabilities: tuple[Capability, ...]
     intents: tuple[str, ...] = ()
+    read_only: bool = False  # the backend's `read_only: true`: what a stand-in for it calls only reads
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,17 +194,27 @@ class Analysis:
 class Candidate:
     """A capability with its composite score breakdown; `relevant` marks those worth calling;
     `unclear_tool` those whose backend is likely right but which are not clearly the right one of its
-    tools (their tool confidence is below `routing.min_tool_confidence`)."""
+    tools (their tool confidence is below `routing.min_tool_confidence`); `unsure_action` those that may
+    change something and are not likely enough to be right to act on (`routing.min_action_confidence`).
+    `placed`: why it stands before a candidate of a higher composite score, when it does."""
 
     capability: Capability
     scores: ScoreBreakdown
     relevant: bool
     unclear_tool: bool = False
+    unsure_action: bool = False
+    placed: str | None = None
+
+    @property
+    def contending(self) -> bool:
+        """Likely enough to be meant that it is called, or asked about (which tool, or whether to act)."""
+        return self.relevant or self.unclear_tool or self.unsure_action
 
     def info(self, rank: int) -> CandidateInfo:
         cap = self.capability
         return CandidateInfo(rank=rank, backend=cap.backend, capability=cap.name, kind=cap.kind,
-                             description=cap.description[:300], scores=self.scores)
+                             description=cap.description[:300], read_only=cap.read_only, scores=self.scores,
+                             placed=self.placed)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

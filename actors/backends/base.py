@@ -59,6 +59,7 @@ def catalog_version(description: str, capabilities: Sequence[Capability]) -> str
 
 
 def make_catalog(backend: str, description: str, capabilities: Sequence[Capability],
-                 intents: Sequence[str] = ()) -> Catalog:
-    return Catalog(backend=backend, version=catalog_version(description, capabilities), description=description,
-                   capabilities=tuple(capabilities), intents=tuple(intents))
+                 intents: Sequence[str] = (), read_only: bool = False) -> Catalog:
+    version = catalog_version(description, capabilities) + ("r" if read_only else "")
+    return Catalog(backend=backend, version=version, description=description,
+                   capabilities=tuple(capabilities), intents=tuple(intents), read_only=read_only)

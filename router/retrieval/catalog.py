@@ -8,7 +8,8 @@
 Documents: one per capability (server name and description, capability name and description,
 parameter names and descriptions) and one per server (its description and a summary of its tools).
 `flat` ranks capabilities directly; `two_level` (MCP-Zero) ranks servers first and then the
-capabilities inside the best servers, combining both scores.
+capabilities inside the best servers, combining both scores. `await index.tune_alpha(embed)` sets each
+level's fusion weight from the catalog's own pseudo-queries (`router.retrieval.hybrid.self_tuned_alpha`).
 
 A backend that lists no capabilities but has a description (a flow platform whose flows are not
 listed, an MCP server whose tools are not known yet, a catalog of agents) is ranked by its own
@@ -19,14 +20,15 @@ text; one without is refused by name (`BackendNotCallable`), since there is no t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+import re
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from router.retrieval.hybrid import Hit, HybridIndex
-from router.retrieval.text import question_tokens, split_identifier
+from router.retrieval.hybrid import Hit, HybridIndex, Probe, self_tuned_alpha
+from router.retrieval.text import question_tokens, split_identifier, tokenize
 from router.settings import RoutingSettings
 from router.values import Capability, Catalog
 
@@ -89,7 +91,7 @@ def server_level_capability(catalog: Catalog, target: str | None = None) -> Capa
         return None
     return Capability(backend=catalog.backend, name=catalog.backend, kind="flow" if target else "tool",
                       description=catalog.description, input_schema=FREE_TEXT_SCHEMA, target=target,
-                      intents=catalog.intents, server_level=True)
+                      intents=catalog.intents, server_level=True, read_only=catalog.read_only)
 
 
 def is_server_level(cap: Capability) -> bool:
@@ -129,6 +131,46 @@ class CatalogTexts:
                    tuple(server_dense_text(c) for c in catalogs), tuple(server_sparse_text(c) for c in catalogs))
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+MAX_PROBES = 200  # pseudo-queries per level: bounds the embedding work of tuning a large catalog
+
+
+def _cloze(description: str) -> tuple[str, str] | None:
+    """The first sentence of a description with some content, and the description without it."""
+    parts = [p.strip() for p in _SENTENCE.split(description or "") if p.strip()]
+    for i, part in enumerate(parts):
+        if len(tokenize(part)) >= 3:
+            return part, " ".join(parts[:i] + parts[i + 1:])
+    return None
+
+
+def pseudo_queries(texts: CatalogTexts) -> dict[str, list[tuple[int, str, str, str]]]:
+    """Per level ("tools", "servers"): (document id, pseudo-query, dense text and sparse text of the
+    document without it), at most `MAX_PROBES` spread evenly over the catalog."""
+    tools, servers = [], []
+    for i, cap in enumerate(texts.capabilities):
+        cat = texts.catalogs[texts.owner[i]]
+        if cap.server_level:  # a stand-in's documents are its server's
+            cut = _cloze(cat.description)
+            if cut:
+                rest = replace(cat, description=cut[1])
+                tools.append((i, cut[0], server_dense_text(rest), server_sparse_text(rest)))
+        elif (cut := _cloze(cap.description)) is not None:
+            rest_cap = replace(cap, description=cut[1])
+            tools.append((i, cut[0], capability_dense_text(rest_cap, cat.description),
+                          capability_sparse_text(rest_cap, cat.description)))
+    for j, cat in enumerate(texts.catalogs):
+        if (cut := _cloze(cat.description)) is not None:
+            rest = replace(cat, description=cut[1])
+            servers.append((j, cut[0], server_dense_text(rest), server_sparse_text(rest)))
+
+    def spread(items: list) -> list:
+        step = len(items) / MAX_PROBES
+        return items if len(items) <= MAX_PROBES else [items[int(k * step)] for k in range(MAX_PROBES)]
+
+    return {"tools": spread(tools), "servers": spread(servers)}
+
+
 @dataclass(frozen=True, slots=True)
 class Ranked:
     """A capability with its retrieval scores; `score` is what the ranking used."""
@@ -153,12 +195,16 @@ class CatalogIndex:
         tool_vectors: np.ndarray | None,
         server_vectors: np.ndarray | None,
         settings: RoutingSettings,
+        alphas: tuple[float, float] | None = None,
     ) -> None:
+        """`alphas`: the (tools, servers) fusion weights when already tuned (a restricted view keeps its
+        catalog's); otherwise `settings.alpha` until `tune_alpha`."""
         self.texts = texts
         self.settings = settings
-        self.tools = HybridIndex(texts.tool_sparse, tool_vectors, alpha=settings.alpha,
+        tool_alpha, server_alpha = alphas or (settings.alpha, settings.alpha)
+        self.tools = HybridIndex(texts.tool_sparse, tool_vectors, alpha=tool_alpha,
                                  dense_top_n=settings.dense_top_n)
-        self.servers = HybridIndex(texts.server_sparse, server_vectors, alpha=settings.alpha,
+        self.servers = HybridIndex(texts.server_sparse, server_vectors, alpha=server_alpha,
                                    dense_top_n=settings.dense_top_n)
         self._by_server: list[np.ndarray] = [
             np.array([i for i, o in enumerate(texts.owner) if o == ci], dtype=np.int64)
@@ -186,7 +232,30 @@ class CatalogIndex:
             tool_sparse=tuple(t.tool_sparse[i] for i in rows),
             server_dense=tuple(t.server_dense[ci] for ci in cat_ids),  # as embedded
             server_sparse=tuple(server_sparse_text(c) for c in catalogs))  # only what the principal may see
-        return CatalogIndex(texts, self.tools.vectors(rows), self.servers.vectors(cat_ids), self.settings)
+        return CatalogIndex(texts, self.tools.vectors(rows), self.servers.vectors(cat_ids), self.settings,
+                            alphas=(self.tools.alpha, self.servers.alpha))
+
+    async def tune_alpha(self, embed: Callable[[list[str]], Awaitable[np.ndarray]]) -> tuple[float, float]:
+        """Set each level's fusion weight from the catalog's own pseudo-queries (`self_tuned_alpha`, with
+        `settings.alpha` as its floor); returns (tools, servers). Without vectors nothing changes. A level
+        with too few descriptions to make pseudo-queries of keeps the floor."""
+        if not self.settings.self_tune_alpha or not self.tools.dense:
+            return self.tools.alpha, self.servers.alpha
+        levels = pseudo_queries(self.texts)
+        texts = [t for items in levels.values() for _, query, dense, _ in items for t in (query, dense)]
+        if not texts:
+            return self.tools.alpha, self.servers.alpha
+        vectors = await embed(texts)  # each pseudo-query, then its document without it
+        at = 0
+        for name, index in (("tools", self.tools), ("servers", self.servers)):
+            probes = []
+            for doc, query, _, sparse in levels[name]:
+                probes.append(Probe(doc, question_tokens(query), vectors[at], tokenize(sparse) or ["<empty>"],
+                                    vectors[at + 1]))
+                at += 2
+            if index.dense:
+                index.alpha = self_tuned_alpha(index, probes, self.settings.alpha)
+        return self.tools.alpha, self.servers.alpha
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
                alpha: float | None = None, backends: set[str] | None = None) -> list[Ranked]:

@@ -7,6 +7,8 @@
 Dense recall takes the top-N documents by cosine; BM25 (IDF from the whole corpus) scores only
 those; both are min-max normalised over the recalled set and fused:
 ``hybrid = alpha * dense_norm + (1 - alpha) * bm25_norm``. Without vectors the index is BM25-only.
+`self_tuned_alpha` raises alpha for a catalog on which BM25 does not help, judged from pseudo-queries
+made of the catalog's own descriptions (no labels).
 The vector search sits behind `VectorStore`, so an ANN index can replace the in-memory matrix.
 """
 
@@ -86,7 +88,9 @@ class BM25:
     def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75) -> None:
         self.size = len(corpus)
         lengths = np.array([len(doc) for doc in corpus], dtype=np.float64)
-        norm = k1 * (1 - b + b * lengths / max(float(lengths.mean()) if self.size else 1.0, 1e-9))
+        self.k1, self.b = k1, b
+        self.avgdl = max(float(lengths.mean()) if self.size else 1.0, 1e-9)
+        norm = k1 * (1 - b + b * lengths / self.avgdl)
         postings: dict[str, tuple[list[int], list[float]]] = {}
         for i, doc in enumerate(corpus):
             counts: dict[str, int] = {}
@@ -109,6 +113,16 @@ class BM25:
                 out[posting[0]] += posting[1]
         return out
 
+    def score_document(self, doc: Sequence[str], query_terms: Sequence[str]) -> float:
+        """The score a document outside the corpus would get, under the corpus's IDF and mean length."""
+        counts: dict[str, int] = {}
+        for term in doc:
+            counts[term] = counts.get(term, 0) + 1
+        norm = self.k1 * (1 - self.b + self.b * len(doc) / self.avgdl)
+        return sum(self.idf.get(t, 0.0) * counts[t] * (self.k1 + 1) / (counts[t] + norm)
+                   for t in query_terms if t in counts)
+
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:
@@ -130,6 +144,58 @@ def minmax(values: np.ndarray) -> np.ndarray:
     if hi - lo < 1e-12:
         return np.full(values.shape, 1.0 if hi > 0 else 0.0)
     return (values - lo) / (hi - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A pseudo-query for `self_tuned_alpha`: a sentence taken out of document `doc`'s description, and
+    that document without it (Inverse Cloze Task, Lee et al. 2019)."""
+
+    doc: int
+    tokens: list[str]  # the sentence, tokenised as a question
+    vector: np.ndarray  # the sentence, embedded
+    doc_tokens: list[str]  # the document without the sentence, tokenised for BM25
+    doc_vector: np.ndarray  # the document without the sentence, embedded
+
+
+ALPHA_GRID = tuple(i / 10 for i in range(11))
+MIN_PROBES = 5  # fewer pseudo-queries than this say nothing: the floor stands
+
+
+def self_tuned_alpha(index: HybridIndex, probes: Sequence[Probe], floor: float) -> float:
+    """The fusion weight this catalog's own pseudo-queries rank their documents best with (mean reciprocal
+    rank over `ALPHA_GRID`), never below `floor` (the configured alpha).
+
+    A pseudo-query is a sentence of a document's own description, so it shares words with its document by
+    construction (a description restates the tool's name): it overstates what BM25 adds for a real
+    question. Its alpha is therefore taken only as evidence that BM25 should weigh less, never more: on a
+    catalog of short descriptions where word overlap misleads (API descriptions, one line each), it picks
+    dense alone, while where BM25 helps it picks a low alpha and the floor stands."""
+    if index._store is None or index._bm25 is None or len(probes) < MIN_PROBES:
+        return floor
+    n = index.dense_top_n
+    grid = np.array(ALPHA_GRID)
+    reciprocal = np.zeros(grid.size)
+    for p in probes:
+        terms = index._query_terms(p.tokens)
+        # The recalled set as search() would see it, the probe's document replaced by its shortened form.
+        ids, dense = index._store.top(p.vector, n + 1)
+        others = ids != p.doc
+        ids, dense = ids[others], dense[others].astype(np.float64)
+        own = float(p.doc_vector @ p.vector)
+        if ids.size >= n and own < dense[n - 1]:
+            continue  # not recalled: no alpha can rank it (it counts as a miss for every alpha)
+        ids, dense = ids[: n - 1], np.append(dense[: n - 1], own)
+        bm25 = np.append(index._bm25.scores(terms)[ids], index._bm25.score_document(p.doc_tokens, terms))
+        dense_norm = minmax(dense)
+        bm25_norm = minmax(bm25) if bm25.max() > 0 else np.zeros(bm25.size)
+        fused = grid[:, None] * dense_norm + (1 - grid[:, None]) * bm25_norm  # one row per alpha
+        target = fused[:, -1:]
+        # Ties share the rank: a document tied with others at zero is not found.
+        rank = 1 + (fused > target).sum(axis=1) + 0.5 * ((fused == target).sum(axis=1) - 1)
+        reciprocal += 1 / rank
+    best = float(grid[int(np.argmax(reciprocal))])
+    return max(floor, best)
 
 
 class HybridIndex:

@@ -22,7 +22,13 @@ class RoutingSettings(Strict):
 
     alpha: float = Field(default=0.6, ge=0, le=1, description=(
         "Fusion weight: `alpha * dense + (1 - alpha) * bm25` (1 = embeddings only, 0 = BM25 only). "
-        "0.6 was best with the shipped model on LiveMCPBench, and beat 0.5 on MetaTool, which nothing was tuned on."))
+        "0.6 was best with the shipped model on LiveMCPBench, and beat 0.5 on MetaTool, which nothing was tuned on. "
+        "With `self_tune_alpha` it is the least weight: each catalog may raise it."))
+    self_tune_alpha: bool = Field(default=True, description=(
+        "Raise `alpha` for a catalog on which BM25 does not help, judged when the index is built from "
+        "pseudo-queries made of the catalog's own descriptions (a sentence taken out of a description must "
+        "find its document again); no labels. It turns BM25 off on catalogs of one-line descriptions, where "
+        "word overlap misleads (docs/routing.md)."))
     dense_top_n: int = Field(default=200, ge=1, description="Capabilities recalled by cosine before BM25 scores them.")
     method: Literal["flat", "two_level"] = Field(default="flat", description=(
         "flat ranks capabilities directly; two_level ranks servers first, then tools in the best servers."))
@@ -46,6 +52,12 @@ class RoutingSettings(Strict):
         "probability that it is the right one of the backend's tools (router/stages/confidence.py). When the best "
         "backend's best tool falls short, the router asks which tool was meant (409 listing them) instead of "
         "calling one. Chosen by benchmarks/abstention.py (docs/routing.md)."))
+    min_action_confidence: float = Field(default=0.5, ge=0, le=1, description=(
+        "What a capability that may change something (not read-only by its MCP annotations or the backend's "
+        "`read_only`) needs to be called without the caller naming it: the estimated probability that it is "
+        "the right one (confidence times tool confidence; with the backend named, the tool confidence) at least "
+        "this. 0.5: acting only when more likely right than wrong. Below it the router asks (409 with the "
+        "candidates); labelled examples that vouch for it, or the caller naming the tool, let it act."))
     min_relative_match: float = Field(default=0.5, ge=0, le=1, description=(
         "Retrieval score a candidate also needs, relative to the best one, to be tried: a confidence model "
         "fitted on large catalogs tells a backend's weak tools too little from its strong one."))

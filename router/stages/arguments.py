@@ -295,6 +295,7 @@ def _derive(cap: Capability, question: str) -> tuple[dict[str, Any], str] | Argu
         return {}, "none needed"
     used: list[tuple[int, int]] = []
     out: dict[str, Any] = {}
+    spans: dict[str, tuple[int, int]] = {}
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first.
     for name in [n for n in props if n in required] + [n for n in required if n not in props]:
         spec = props.get(name, {})
@@ -305,5 +306,67 @@ def _derive(cap: Capability, question: str) -> tuple[dict[str, Any], str] | Argu
                 f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
             )
-        out[name] = value
+        out[name], spans[name] = value, used[-1]
+    _source_where_the_time_is(out, spans)
     return out, "extracted: " + ", ".join(sorted(out))
+
+
+_SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")
+
+
+def _source_where_the_time_is(out: dict[str, Any], spans: dict[str, tuple[int, int]]) -> None:
+    """"What time is it in New York when it is 9am in London?": the place named next to a time of day is
+    the one that time is given in, the source, whichever place the question names first."""
+    clock = next((n for n, v in out.items() if isinstance(v, str) and re.fullmatch(r"\d\d:\d\d", v)), None)
+    source = next((n for n in out if n.lower().startswith(_SOURCE) and "zone" in n.lower()), None)
+    target = next((n for n in out if n.lower().startswith(_TARGET) and "zone" in n.lower()), None)
+    if clock is None or source is None or target is None:
+        return
+
+    def distance(name: str) -> int:
+        (a, b), (c, d) = spans[name], spans[clock]
+        return max(a - d, c - b, 0)
+
+    if distance(target) < distance(source):
+        out[source], out[target] = out[target], out[source]
+
+
+def values_taken(derived: tuple[dict[str, Any], str] | ArgumentsRequired) -> int:
+    """How many of a tool's arguments the question's own values gave (its words as free text give none)."""
+    if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
+        return 0
+    return len(derived[0])
+
+
+# Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
+# parameters) never name the kind cannot serve such a value, however close its other words are: "Convert 100
+# USD to EUR" is not a unit conversion. (An ISO code counts in capitals only: "eur" is a word's part.)
+VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    "currency": (
+        re.compile(r"(?<![A-Za-z])(?:USD|EUR|GBP|JPY|CNY|RMB|CHF|CAD|AUD|NZD|INR|KRW|BRL|MXN|SEK|NOK|DKK|PLN|HKD|"
+                   r"SGD|ZAR|TRY|RUB|BTC|ETH)(?![A-Za-z])|[$€£¥₹]\s?\d|\d\s?[$€£¥₹]|"
+                   r"(?i:\b(?:dollars?|euros?|yen|rupees?|pounds sterling|bitcoins?)\b)"),
+        re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
+                   r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
+    ),
+}
+
+
+def value_kinds(question: str) -> dict[str, list[str]]:
+    """The kinds of `VALUE_KINDS` the question carries, with the values found."""
+    found = {kind: [m.group(0).strip() for m in given.finditer(question)] for kind, (given, _) in VALUE_KINDS.items()}
+    return {kind: values for kind, values in found.items() if values}
+
+
+def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
+    """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
+    text = f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}"
+    return next((kind for kind in kinds if not VALUE_KINDS[kind][1].search(text)), None)
+
+
+def _schema_words(schema: Any) -> str:
+    if isinstance(schema, dict):
+        return " ".join(f"{k} {_schema_words(v)}" for k, v in schema.items())
+    if isinstance(schema, list):
+        return " ".join(_schema_words(v) for v in schema)
+    return schema if isinstance(schema, str) else ""

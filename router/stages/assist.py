@@ -32,7 +32,7 @@ async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], m
     chooses becomes callable whatever its confidence: the model read the question, which retrieval
     could only score. A server chosen without a tool, whose best tool is itself unclear, stays a
     question of which tool (409)."""
-    contending = [c for c in d.candidates if c.relevant or c.unclear_tool] or list(d.candidates)
+    contending = [c for c in d.candidates if c.contending] or list(d.candidates)
     servers: dict[str, list[str]] = {}
     for c in contending:
         servers.setdefault(c.capability.backend, []).append(c.capability.name)
@@ -52,8 +52,9 @@ async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], m
         marked = [dataclasses.replace(c, relevant=False, unclear_tool=True) if chosen(c) else c for c in ordered]
         return dataclasses.replace(d, candidates=tuple(marked), verdict="ambiguous", kind="llm", message=(
             f"the model chose backend {choice.server!r} but not one of its tools ({choice.reasoning}); name the tool"))
-    marked = [dataclasses.replace(c, relevant=True, unclear_tool=False) if chosen(c) and c in contending else c
-              for c in ordered]
+    chose = "the model's choice"
+    marked = [dataclasses.replace(c, relevant=True, unclear_tool=False, unsure_action=False, placed=chose)
+              if chosen(c) and c in contending else c for c in ordered]
     return dataclasses.replace(d, candidates=tuple(marked), verdict="route", kind="llm",
                                message=f"the model chose {choice.server}" + (f"/{choice.tool}" if choice.tool else "")
                                + f": {choice.reasoning}")

@@ -91,22 +91,23 @@ class Decider:
 
             sizes = self._server_sizes(index)
 
-            def scored(ranked: Sequence[Ranked], evidence: Mapping[str, Evidence] | None = None) -> list[Candidate]:
+            def scored(ranked: Sequence[Ranked], owner: str | None,
+                       evidence: Mapping[str, Evidence] | None = None) -> list[Candidate]:
                 return self.scorer.score(ranked, analysis.intent, live.statuses, live.perf, sizes,
                                          dense=index is not None and index.tools.dense, evidence=evidence,
-                                         tool_chosen=tool is not None)
+                                         tool_chosen=tool is not None, backend_chosen=owner is not None)
 
             def taught(owner: str | None) -> tuple[list[Candidate], float]:
                 """The candidates with what the examples say, and retrieval's own confidence in its first."""
                 ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool if owner == backend else None)
-                plain = scored(ranked)[:want]
+                plain = scored(ranked, owner)[:want]
                 unsure = plain[0].scores.confidence if plain else 0.0
                 if examples is None or not len(examples) or tool is not None:
                     return plain, unsure
                 evidence = examples.evidence(analysis.vector, unsure)
                 if not evidence:
                     return plain, unsure
-                learned = scored(_with_learned(ranked, analysis, index, evidence, owner), evidence)[:want]
+                learned = scored(_with_learned(ranked, analysis, index, evidence, owner), owner, evidence)[:want]
                 return _guarded(plain, learned, examples, analysis.vector, unsure), unsure
 
             candidates, unsure = taught(backend)
@@ -114,7 +115,8 @@ class Decider:
             if backend is not None and request.fallback_on_override:
                 # The caller's backend first, then everything routing would have tried elsewhere.
                 routed, _ = taught(None)
-                candidates = candidates[:1] + [c for c in routed if c.capability.backend != backend and c.relevant]
+                candidates = first_placed(candidates[:1] + [c for c in routed if c.capability.backend != backend
+                                                            and c.relevant], "the caller's backend")
             if live.sticky is not None and backend is None:
                 candidates, kind = _stick(candidates, live.sticky, live.statuses, kind)
             verdict, message = self._verdict(candidates, backend, session=kind == "session")
@@ -159,9 +161,15 @@ class Decider:
 
     def _verdict(self, candidates: Sequence[Candidate], backend: str | None, session: bool) -> tuple[Verdict, str]:
         relevant = [c for c in candidates if c.relevant]
+        first = next((c for c in candidates if c.contending), None) if backend is None else \
+            next(iter(candidates), None)
+        if first is not None and first.unsure_action and not session:
+            # The most likely capability may change something, and it is not likely enough to be meant:
+            # nothing is done on a guess, and a weaker capability is not called instead.
+            return "ambiguous", _unsure_action_message(first, self.settings.routing.min_action_confidence,
+                                                       backend is not None)
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
-        first = next((c for c in candidates if c.relevant or c.unclear_tool), None)
         if first is not None and first.unclear_tool and not session:
             # The best backend fits, but not one of its tools clearly: a weaker backend is not called
             # instead, and neither is a guess among its tools.
@@ -197,6 +205,22 @@ def _unclear_tool_message(first: Candidate, candidates: Sequence[Candidate], thr
             f"{threshold:.2f}); name the tool")
 
 
+def _unsure_action_message(first: Candidate, threshold: float, backend_named: bool) -> str:
+    s = first.scores
+    likely = s.tool_confidence if backend_named else s.confidence * s.tool_confidence
+    return (f"{first.capability.key} may change something, and it is not likely enough to be the one meant to act "
+            f"on it: estimated {likely:.2f} < routing.min_action_confidence {threshold:.2f}; name the tool (backend "
+            "and tool) to call it")
+
+
+def first_placed(candidates: Sequence[Candidate], why: str) -> list[Candidate]:
+    """The candidates with the first named as placed there for `why`, when the composite score alone would
+    have put another before it."""
+    if len(candidates) < 2 or candidates[0].scores.composite >= max(c.scores.composite for c in candidates[1:]):
+        return list(candidates)
+    return [dataclasses.replace(candidates[0], placed=why), *candidates[1:]]
+
+
 def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex | None,
                   evidence: QuestionEvidence, backend: str | None) -> list[Ranked]:
     """Capabilities that examples vouch for on questions like this one compete even when retrieval
@@ -225,7 +249,8 @@ def _guarded(plain: list[Candidate], learned: list[Candidate], examples: Example
     if new.backend == first.backend or examples.may_replace(first.backend, new.key, vector, unsure):
         return learned
     kept = next((c for c in learned if c.capability.key == first.key), plain[0])
-    return [kept, *(c for c in learned if c is not kept)][:len(learned)]
+    return first_placed([kept, *(c for c in learned if c is not kept)][:len(learned)],
+                        "retrieval's first, kept: examples may not move a question to a backend no one confirmed")
 
 
 def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, BackendStatus],
@@ -237,7 +262,7 @@ def _stick(candidates: list[Candidate], sticky: str, statuses: Mapping[str, Back
     mine = [c for c in candidates if c.capability.backend == sticky and c.relevant]
     if not mine:
         return candidates, kind
-    return mine[:1] + [c for c in candidates if c is not mine[0]], "session"
+    return first_placed(mine[:1] + [c for c in candidates if c is not mine[0]], "the session's backend"), "session"
 
 
 def _annotate(span: trace.Span, d: Decision) -> None:

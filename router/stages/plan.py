@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
 from router.request import Request
 from router.settings import RouterSettings
-from router.stages.arguments import derive_arguments
+from router.stages.arguments import derive_arguments, unserved, value_kinds, values_taken
 from router.stages.decide import tool_contenders
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
@@ -27,11 +27,16 @@ Derived = tuple[dict, str] | ArgumentsRequired
 
 
 class Arguments:
-    """The arguments of each candidate for one request, derived once: settling and planning both ask."""
+    """The arguments of each candidate for one request, derived once: settling and planning both ask; and
+    the kinds of value the question carries that only some tools take (`unserved`)."""
 
     def __init__(self, request: Request) -> None:
         self.request = request
         self._derived: dict[str, Derived] = {}
+        self.kinds = value_kinds(request.question) if request.tool is None else {}  # a named tool is the caller's
+
+    def unserved(self, capability: Capability) -> str | None:
+        return unserved(capability, self.kinds) if self.kinds else None
 
     def of(self, capability: Capability) -> Derived:
         hit = self._derived.get(capability.key)
@@ -42,33 +47,38 @@ class Arguments:
 
 
 def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSettings) -> Decision:
-    """Which of the best backend's tools, told by the values the question gives: when the best tool is
-    unclear, or clear but unable to take the question, and exactly one of that backend's close tools
-    has every required argument extracted from the question by its shape (a time zone from a city, an
-    enum value, numbers), that tool goes first. A free-text slot or no parameter at all fits any
-    question, so it settles nothing ("Remember that ..." is not a search)."""
+    """Which of the best backend's tools, told by the values the question gives. When the best tool is
+    unclear, or clear but unable to take the question, and exactly one of that backend's close tools has
+    every required argument extracted from the question by its shape (a time zone from a city, an enum
+    value, numbers, a time of day), that tool goes first. When the best tool takes the question, a close
+    tool that takes more of its values goes first ("9am in London" gives a time and a second place that
+    the current time of one place leaves unused). A free-text slot or no parameter at all fits any
+    question, so it settles nothing ("Remember that ..." is not a search). Settling says which tool, not
+    whether to act: a tool that may change something still needs its backend to be likely enough."""
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
-    first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
+    first = next((c for c in d.candidates if c.contending), None)
     if first is None:
         return d
-    close = [c for c in d.candidates if c.capability.backend == first.capability.backend
-             and (c.relevant or c.unclear_tool)
-             and c.scores.composite >= first.scores.composite - settings.routing.callable_margin]
-    if not (first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired)):
+    close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
+             and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
+             and arguments.unserved(c.capability) is None]
+    taken = {c.capability.key: values_taken(arguments.of(c.capability)) for c in close}
+    if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
+        fitting = [c for c in close if taken[c.capability.key]]
+        chosen = fitting[0] if len(fitting) == 1 and (fitting[0] is not first or first.unclear_tool) else None
+    else:
+        most = max(taken.values(), default=0)
+        best = [c for c in close if taken[c.capability.key] == most]
+        chosen = best[0] if len(best) == 1 and most > taken.get(first.capability.key, 0) else None
+    if chosen is None:
         return d
-    fitting = [c for c in close if _fed_by_question(arguments.of(c.capability))]
-    if len(fitting) != 1 or (fitting[0] is first and not first.unclear_tool):
-        return d
-    chosen = dataclasses.replace(fitting[0], relevant=True, unclear_tool=False)
-    rest = [c for c in d.candidates if c is not fitting[0]]
-    return dataclasses.replace(d, candidates=(chosen, *rest), verdict="route", message=(
-        f"routed to {chosen.capability.backend}/{chosen.capability.name}: of the backend's close tools, only it takes "
-        "values the question gives"))
-
-
-def _fed_by_question(derived: Derived) -> bool:
-    return not isinstance(derived, ArgumentsRequired) and derived[1].startswith("extracted")
+    guess = not chosen.capability.read_only and chosen.scores.confidence < settings.routing.min_action_confidence
+    placed = "the question's values: of the backend's close tools, it takes the most of them"
+    settled = dataclasses.replace(chosen, relevant=not guess, unclear_tool=False, unsure_action=guess, placed=placed)
+    rest = [c for c in d.candidates if c is not chosen]
+    return dataclasses.replace(d, candidates=(settled, *rest), verdict="ambiguous" if guess else "route",
+                               message=f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}")
 
 
 def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
@@ -78,6 +88,8 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
     if refusal is not None:
         return Plan(calls=(), mode=request.mode, refusal=refusal)
     calls, missing = planned_calls(decision, arguments, statuses)
+    if not calls and missing is None:
+        return Plan(calls=(), mode=request.mode, refusal=_unserved(decision, arguments))
     if missing is not None:
         # The best match needs arguments the question does not give. A confident runner-up that is almost
         # as relevant and can be called with what the question says is preferred; otherwise 422.
@@ -100,6 +112,8 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
         eligible = up
     calls: list[PlannedCall] = []
     missing: ArgumentsRequired | None = None
+    # A tool that cannot take the kind of value the question gives is not called, however close it is.
+    eligible = [c for c in eligible if arguments.unserved(c.capability) is None]
     for i, cand in enumerate(eligible):
         derived = arguments.of(cand.capability)
         if isinstance(derived, ArgumentsRequired):
@@ -122,7 +136,9 @@ def _refusal(d: Decision, request: Request, statuses: Mapping[str, BackendStatus
         return NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest,
                                  request_id=request.request_id)
     if d.verdict == "ambiguous":
-        first = next((c for c in d.candidates if c.relevant or c.unclear_tool), None)
+        first = next((c for c in d.candidates if c.contending), None)
+        if first is not None and first.unsure_action:  # whether to act at all
+            return AmbiguousRoute(d.message, candidates=closest, request_id=request.request_id)
         if first is not None and first.unclear_tool:  # which of one backend's tools
             return AmbiguousRoute(d.message, request_id=request.request_id, candidates=[
                 c.info(i + 1).model_dump() for i, c in enumerate(tool_contenders(first, d.candidates))])
@@ -135,3 +151,14 @@ def _refusal(d: Decision, request: Request, statuses: Mapping[str, BackendStatus
                 + (f" ({status.last_error})" if status.last_error else "")
                 + "; set fallback_on_override to let the router pick another", backend=request.backend)
     return None
+
+
+def _unserved(d: Decision, arguments: Arguments) -> RouterError:
+    """Nothing that fits takes the question's values: the router declines rather than call a tool that
+    cannot do it (a unit converter asked for currencies)."""
+    kinds = "; ".join(f"{kind} ({', '.join(values)})" for kind, values in arguments.kinds.items())
+    closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
+    near = f": the closest, {closest.capability.key}, does not say it does" if closest is not None else ""
+    return NoRelevantBackend(f"the question gives values of a kind no capability that fits it takes, {kinds}{near}",
+                             candidates=[c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])],
+                             request_id=arguments.request.request_id)

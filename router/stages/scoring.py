@@ -22,6 +22,8 @@ marked `unclear_tool`: the decision then asks which tool was meant rather than c
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +94,7 @@ class Scorer:
     def score(self, ranked: Sequence[Ranked], intent: str, statuses: Mapping[str, BackendStatus],
               perf: Mapping[tuple[str, str], PerfSnapshot], server_sizes: Mapping[str, int] | None = None, *,
               dense: bool = True, evidence: Mapping[str, Evidence] | None = None,
-              tool_chosen: bool = False) -> list[Candidate]:
+              tool_chosen: bool = False, backend_chosen: bool = False) -> list[Candidate]:
         """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
         confidence clears `min_confidence`, or whose labelled examples vouch for them on this question.
         `server_sizes`: capabilities per backend in the whole catalog (the features are scaled by them).
@@ -100,28 +102,73 @@ class Scorer:
         model failed, the router routes on BM25 alone) a candidate is relevant when it shares a keyword with
         the question, and its confidence is still reported. `evidence`: what each capability's labelled
         examples say about the question, by capability key. `tool_chosen`: the caller named the tool, so
-        which tool is not in doubt."""
-        settings, backend_intents = self.settings, self.backend_intents
+        which tool is not in doubt; `backend_chosen`: the caller named the backend, so which backend is not.
+        A capability that may change something is relevant only when it is likely enough to be the right one
+        (`min_action_confidence`): an action is never taken on a guess."""
+        settings = self.settings
         if not ranked:
             return []
-        w = settings.weights
-        parts: list[dict[str, Any]] = []
-        raws = []
-        vouched = []
-        for r in ranked:
+        # The same capability offered by several backends (replicas of one server) is one choice: its copies
+        # take the scores and confidences of the best-ranked one (their texts differ only by the backend's
+        # name), and health and performance alone decide between them.
+        group = _copies(ranked)
+        reps = [group.index(g) for g in range(max(group) + 1)]  # each group's best-ranked copy
+        parts, raws, vouched = self._parts([ranked[reps[g]] for g in group], ranked, intent, statuses, perf, evidence)
+        rep_backends = [ranked[i].capability.backend for i in reps]
+        rep_probs = self.confidence.predict(candidate_features([raws[i] for i in reps], rep_backends, server_sizes))
+        sizes = server_sizes or {}
+        predicted = self.tool_confidence.predict(tool_features([raws[i] for i in reps], rep_backends, sizes))
+        # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
+        rep_tools = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
+                     for b, p in zip(rep_backends, predicted, strict=True)]
+        best = max(r.score for r in ranked)
+
+        def likely(r: Ranked, p: float) -> bool:
+            fits = p >= settings.min_confidence if dense else r.hit.bm25 > 0
+            return fits and (best <= 0 or r.score >= settings.min_relative_match * best)
+
+        out = []
+        for r, g, kw, v in zip(ranked, group, parts, vouched, strict=True):
+            rep, p, tp = ranked[reps[g]], float(rep_probs[g]), rep_tools[g]
+            backend_fits = likely(rep, p)
+            # Without embeddings the tool model, fitted with them, does not apply.
+            clear = tp >= settings.min_tool_confidence or not dense
+            right = tp if backend_chosen else p * tp  # the estimated probability it is the one meant
             cap = r.capability
-            declared = intent in cap.intents or intent in backend_intents.get(cap.backend, ())
+            # A stand-in with nothing to call (a server known only by its description) acts on nothing.
+            acts = not (cap.read_only or tool_chosen or (cap.server_level and cap.target is None))
+            guess = acts and right < settings.min_action_confidence
+            scores = ScoreBreakdown(**kw, confidence=round(p, 4), tool_confidence=round(tp, 4))
+            fits = backend_fits and clear
+            # Examples that vouch for a capability on questions like this one make it worth calling.
+            out.append(Candidate(cap, scores, relevant=v or (fits and not guess),
+                                 unclear_tool=not v and backend_fits and not clear,
+                                 unsure_action=not v and fits and guess))
+        order = sorted(range(len(out)), key=lambda i: -out[i].scores.composite)
+        return _healthiest_copy_first([out[i] for i in order], [group[i] for i in order], statuses, perf, intent)
+
+    def _parts(self, reps: Sequence[Ranked], ranked: Sequence[Ranked], intent: str,
+               statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
+               evidence: Mapping[str, Evidence] | None) -> tuple[list[dict[str, Any]], list[_Raw], list[bool]]:
+        """Each candidate's score components: retrieval's and the examples' from its group's best copy
+        (`reps`), health and performance its own backend's."""
+        settings, w = self.settings, self.settings.weights
+        parts: list[dict[str, Any]] = []
+        raws, vouched = [], []
+        for rep, r in zip(reps, ranked, strict=True):
+            cap = r.capability
+            declared = intent in cap.intents or intent in self.backend_intents.get(cap.backend, ())
             bonus = settings.intent_bonus if declared else 0.0
             ev = (evidence or {}).get(cap.key)
             learned = ev.contribution if ev is not None else 0.0
-            match = r.score + bonus + learned
+            match = rep.score + bonus + learned
             health = health_score(statuses.get(cap.backend))
             perf_value = perf_score(lookup_perf(perf, cap.backend, intent))
             composite = w.match * match + w.health * health + w.perf * perf_value
-            h = r.hit
+            h = rep.hit
             parts.append(dict(
                 dense=round(h.dense, 4), bm25=round(h.bm25, 4), dense_norm=round(h.dense_norm, 4),
-                bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(r.server_score or 0.0, 4),
+                bm25_norm=round(h.bm25_norm, 4), hybrid=round(h.hybrid, 4), server=round(rep.server_score or 0.0, 4),
                 intent_bonus=bonus, examples=ev.examples if ev else 0, nearest_example=ev.nearest if ev else 0.0,
                 rejections=ev.rejections if ev else 0, learned_default=ev.default if ev else 0.0, learned=learned,
                 match=round(match, 4), health=health, perf=round(perf_value, 4), composite=round(composite, 4),
@@ -130,42 +177,38 @@ class Scorer:
             # retrieval evidence the model was fitted on, so without what examples added.
             raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
             vouched.append(learned > 0)
-        # The same capability offered by several backends (replicas of one server) is one capability to
-        # the confidence model: its copies do not compete with each other, and each copy gets the
-        # confidence of the best-ranked one, so falling back to a replica stays possible.
-        first: dict[tuple[str, str, str], int] = {}
-        group = [first.setdefault((r.capability.kind, r.capability.name, r.capability.description), len(first))
-                 for r in ranked]
-        rep_rows = [group.index(g) for g in range(len(first))]  # each group's best-ranked copy
-        features = candidate_features([raws[i] for i in rep_rows], [ranked[i].capability.backend for i in rep_rows],
-                                      server_sizes)
-        rep_probs = self.confidence.predict(features)
-        probs = [rep_probs[g] for g in group]
-        backends = [r.capability.backend for r in ranked]
-        sizes = server_sizes or {}
-        predicted = self.tool_confidence.predict(tool_features(raws, backends, sizes))
-        # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
-        tool_probs = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
-                      for b, p in zip(backends, predicted, strict=True)]
-        best = max(r.score for r in ranked)
-
-        def likely(r: Ranked, p: float) -> bool:
-            fits = p >= settings.min_confidence if dense else r.hit.bm25 > 0
-            return fits and (best <= 0 or r.score >= settings.min_relative_match * best)
-
-        out = []
-        for r, kw, p, tp, v in zip(ranked, parts, probs, tool_probs, vouched, strict=True):
-            backend_fits = likely(r, float(p))
-            # Without embeddings the tool model, fitted with them, does not apply.
-            clear = tp >= settings.min_tool_confidence or not dense
-            scores = ScoreBreakdown(**kw, confidence=round(float(p), 4), tool_confidence=round(tp, 4))
-            # Examples that vouch for a capability on questions like this one make it worth calling.
-            out.append(Candidate(r.capability, scores, relevant=v or (backend_fits and clear),
-                                 unclear_tool=not v and backend_fits and not clear))
-        out.sort(key=lambda c: -c.scores.composite)
-        return out
+        return parts, raws, vouched
 
 
+def _copies(ranked: Sequence[Ranked]) -> list[int]:
+    """The group of each capability: identical ones (kind, name, description, schema) on several backends
+    share one; groups are numbered in order of their best-ranked copy."""
+    first: dict[tuple[str, str, str, str], int] = {}
+    return [first.setdefault((c.kind, c.name, c.description, json.dumps(c.input_schema, sort_keys=True)), len(first))
+            for c in (r.capability for r in ranked)]
+
+
+def _healthiest_copy_first(candidates: list[Candidate], group: list[int], statuses: Mapping[str, BackendStatus],
+                           perf: Mapping[tuple[str, str], PerfSnapshot], intent: str) -> list[Candidate]:
+    """Copies of one capability keep their group's places, healthiest first, then the surest, then the
+    fastest (recent mean latency, which a slow tail raises): the copy that serves best takes the calls,
+    however little that moves a composite score built for telling different capabilities apart."""
+    def key(c: Candidate) -> tuple[float, float, float]:
+        snap = lookup_perf(perf, c.capability.backend, intent)
+        return (-health_score(statuses.get(c.capability.backend)), -(snap.success_rate_10 if snap else 1.0),
+                snap.mean_latency_ms_10 if snap else 0.0)
+
+    out = list(candidates)
+    for g in set(group):
+        slots = [i for i, x in enumerate(group) if x == g]
+        if len(slots) < 2:
+            continue
+        ranked = sorted((candidates[i] for i in slots), key=key)
+        for slot, c in zip(slots, ranked, strict=True):
+            moved = c is not candidates[slot] and c.scores.composite < candidates[slot].scores.composite
+            out[slot] = dataclasses.replace(c, placed="the healthiest, fastest copy of the same capability") \
+                if moved else c
+    return out
 
 
 @dataclass(frozen=True, slots=True)

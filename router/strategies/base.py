@@ -8,6 +8,7 @@ call becomes an `AttemptInfo` in the chain and the caller decides what the chain
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -147,7 +148,10 @@ def _record(ctx: StrategyContext, call: PlannedCall, outcome: CallOutcome, start
         error_type=outcome.error_kind.value if outcome.error_kind else None, error=outcome.error,
     ))
     if name != "cancelled":
-        ctx.on_outcome(call, outcome)
+        # The history keeps the latency as the router waits it (the hop to the backend's actor included):
+        # hedging waits on it, and it is what a caller of this backend waits.
+        waited = (time.monotonic() - started) * 1000
+        ctx.on_outcome(call, dataclasses.replace(outcome, latency_ms=max(outcome.latency_ms, waited)))
 
 
 def unknown_effect(call: PlannedCall, outcome: CallOutcome) -> str | None:

@@ -2,9 +2,10 @@
 
 The delay is the best backend's recent p95 latency (bounded); the first success wins and the other
 call is cancelled. A failure starts the next candidate at once, so hedging never does worse than
-fallback. Most requests cost one call. A call is hedged only when both it and the hedge are read-only;
-otherwise the next candidate waits for the first call's failure, as in fallback, and not even then when
-that call may have acted.
+fallback. Most requests cost one call. A call is hedged only with a copy of the same capability on another
+backend (a different tool's answer is a different answer, not the same one sooner), and only when it is
+read-only; otherwise the next candidate waits for the first call's failure, as in fallback, and not even
+then when that call may have acted.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
                 call = queue.pop(0)
                 running[asyncio.ensure_future(attempt(ctx, call))] = call
             current = next(iter(running.values()))
-            hedge = queue and current.capability.read_only and queue[0].capability.read_only
+            hedge = (queue and current.capability.read_only and queue[0].capability.read_only
+                     and queue[0].capability.same_as(current.capability))
             delay = ctx.hedge_delay_ms(current.backend) / 1000 if hedge else None
             if delay is not None:
                 delay = min(delay, max(ctx.remaining(), 0))

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from actors.backends import build_backend
 from router.core import Router
-from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, RouterError
+from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend
 from router.learning.decisions import feedback_examples
 from router.models import FeedbackRequest, QueryRequest
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
@@ -148,11 +148,35 @@ async def test_a_question_nothing_fits_is_declined(router: Router) -> None:
     assert info.value.details["candidates"]
 
 
-async def test_a_currency_conversion_is_never_answered_with_a_calculation(router: Router) -> None:
-    # The unit converter is tried (it converts quantities) and says it has no such conversion; the
-    # arithmetic tool, a weak match, is never called to answer "100 = 100".
-    try:
-        resp = await query(router, QueryRequest(question="Convert 100 USD to EUR"))
-    except RouterError:
-        return
-    assert resp.capability != "calculate"
+async def test_a_currency_conversion_is_declined_not_sent_to_the_unit_converter(router: Router) -> None:
+    # The unit converter is the closest match, but nothing in its texts says it takes currencies: no tool
+    # is called to fail (or to answer "100 = 100"), and the refusal says why.
+    with pytest.raises(NoRelevantBackend) as info:
+        await query(router, QueryRequest(question="Convert 100 USD to EUR"))
+    assert "currency (USD, EUR)" in info.value.message and "convert_units" in info.value.message
+
+
+async def test_a_tool_that_may_act_is_not_called_on_a_weak_match(router: Router) -> None:
+    # The reference server's toggle-simulated-logging starts something, and nothing in the question makes it
+    # likely enough to be meant: the router asks rather than acting.
+    with pytest.raises(AmbiguousRoute) as info:
+        await query(router, QueryRequest(question="How do I enable tracing?"))
+    assert "may change something" in info.value.message and "routing.min_action_confidence" in info.value.message
+    assert info.value.details["candidates"][0]["capability"] == "toggle-simulated-logging"
+    assert info.value.details["candidates"][0]["read_only"] is False
+    named = await query(router, QueryRequest(question="How do I enable tracing?", backend="everything",
+                                             tool="toggle-simulated-logging"))
+    assert named.capability == "toggle-simulated-logging"  # named by the caller, it is called
+
+
+async def test_the_question_s_values_choose_the_conversion_and_the_breakdown_says_so(router: Router) -> None:
+    resp = await query(router, QueryRequest(question="What time is it in New York when it is 9am in London?"))
+    assert resp.capability == "convert_time"
+    assert resp.routing is not None and resp.routing.arguments == {
+        "source_timezone": "Europe/London", "time": "09:00", "target_timezone": "America/New_York"}
+    first = resp.routing.candidates[0]
+    assert first.capability == "convert_time" and first.rank == 1 and resp.routing.chosen == first
+    # Retrieval alone scores the current time of one place higher; the breakdown names what put the other first.
+    current = next(c for c in resp.routing.candidates if c.capability == "get_current_time")
+    assert current.scores.composite > first.scores.composite and current.rank > first.rank
+    assert first.placed is not None and "values" in first.placed

@@ -253,3 +253,32 @@ def test_an_invalid_schema_does_not_block_the_call_and_the_callers_arguments_are
     assert derive_arguments(broken, "anything") == ({}, "none needed")
     strict = tool("strict", {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}})
     assert derive_arguments(strict, "q", {"n": "not a number"}) == ({"n": "not a number"}, "caller")
+
+
+ZONE = {"type": "string", "description": "IANA timezone"}
+CONVERT = Capability(backend="time", name="convert_time", description="Convert a time between time zones",
+                     input_schema={"type": "object", "required": ["source_timezone", "time", "target_timezone"],
+                                   "properties": {"source_timezone": ZONE, "target_timezone": ZONE,
+                                                  "time": {"type": "string", "description": "HH:MM"}}})
+
+
+@pytest.mark.parametrize(("question", "source", "target"), [
+    ("What time is it in New York when it is 9am in London?", "Europe/London", "America/New_York"),
+    ("Convert 3pm Tokyo time to Paris", "Asia/Tokyo", "Europe/Paris"),
+    ("In Sydney at 18:30, what time is it in Berlin?", "Australia/Sydney", "Europe/Berlin"),
+])
+def test_the_place_a_time_of_day_is_given_in_is_the_source(question: str, source: str, target: str) -> None:
+    derived = derive_arguments(CONVERT, question)
+    assert not isinstance(derived, ArgumentsRequired)
+    assert (derived[0]["source_timezone"], derived[0]["target_timezone"]) == (source, target)
+
+
+def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> None:
+    from router.stages.arguments import unserved, value_kinds
+
+    kinds = value_kinds("Convert 100 USD to EUR")
+    assert kinds == {"currency": ["USD", "EUR"]}
+    units = Capability(backend="calc", name="convert_units", description="Convert between units of length and mass")
+    money = Capability(backend="fx", name="convert", description="Convert an amount between currencies")
+    assert unserved(units, kinds) == "currency" and unserved(money, kinds) is None
+    assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}

@@ -331,6 +331,7 @@ def server_clock_catalogs() -> list[Catalog]:
         name="server_time",
         description="Current time of the server clock",
         input_schema={"type": "object", "properties": {}},
+        read_only=True,
     )
     return [time, catalog("clock", "server clock", server_time), calc, echo]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -103,9 +105,13 @@ async def test_a_chosen_mcp_server_without_tools_is_refused_by_name_and_nothing_
 
 
 async def test_a_chosen_flow_backend_without_listed_flows_runs_its_configured_flow_on_the_question() -> None:
-    flows = described("flows", "Flowise assistants: customer support answers about orders, refunds and returns.")
+    # Flows that only answer say so (`read_only: true`): a flow otherwise counts as acting, which needs the
+    # router to be surer than this question makes it.
+    flows = dataclasses.replace(described("flows", "Flowise assistants: customer support answers about orders, "
+                                                   "refunds and returns."), read_only=True)
     cats = [flows, *agents()]
-    backends = [{"name": "flows", "kind": "flowise", "url": "http://127.0.0.1:1", "flows": [{"id": "abc-123"}]},
+    backends = [{"name": "flows", "kind": "flowise", "url": "http://127.0.0.1:1", "flows": [{"id": "abc-123"}],
+                 "read_only": True},
                 *({"name": n, "kind": "mcp_stdio", "command": "srv"} for n in AGENTS)]
     router, executor = router_for(cats, {"flows": "abc-123"}, backends)
     question = "how do I get a refund for my order"

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
-from router.retrieval.hybrid import HybridIndex, InMemoryVectorStore, minmax
+from router.retrieval.hybrid import BM25, MIN_PROBES, HybridIndex, InMemoryVectorStore, Probe, minmax, self_tuned_alpha
 from router.retrieval.text import tokenize
 from router.settings import RoutingSettings
 from router.values import Capability, Catalog
-from tests.unit.helpers import embed_texts, small_catalogs
+from tests.unit.helpers import embed_texts, fake_embed, small_catalogs
 
 DOCS = [
     "get the current time in a timezone",
@@ -302,3 +302,61 @@ def test_rank_servers_lists_each_backend_once_best_first() -> None:
     assert names[0] in {"time", "clock"}
     assert set(names[:2]) == {"time", "clock"}
     assert [s.score for s in servers] == sorted((s.score for s in servers), reverse=True)
+
+
+# --- self-tuned alpha -----------------------------------------------------------------------
+
+
+def _probe_index() -> HybridIndex:
+    # Six documents, each its own direction; document i's words are "topic{i}".
+    docs = [f"topic{i} thing" for i in range(6)]
+    return HybridIndex(docs, np.eye(6, 8, dtype=np.float32), alpha=0.6)
+
+
+def _probe(doc: int, words: str, vector_of: int, also: int | None = None) -> Probe:
+    """A pseudo-query for `doc` with these words, whose vector is document `vector_of`'s (plus some of
+    document `also`'s)."""
+    eye = np.eye(8, dtype=np.float32)
+    v = eye[vector_of] + (0.8 * eye[also] if also is not None else 0)
+    return Probe(doc, tokenize(words), v / np.linalg.norm(v), ["thing"], eye[doc])
+
+
+def test_self_tuned_alpha_keeps_the_floor_with_too_few_pseudo_queries() -> None:
+    assert self_tuned_alpha(_probe_index(), [_probe(0, "topic1", 0)] * (MIN_PROBES - 1), 0.6) == 0.6
+
+
+def test_self_tuned_alpha_turns_bm25_off_where_its_words_point_elsewhere() -> None:
+    # Each pseudo-query's vector is nearest its document, but close to a second one, whose words it has:
+    # only a weight above 0.83 on the vectors finds the document.
+    probes = [_probe(i, f"topic{(i + 1) % 6}", i, also=(i + 1) % 6) for i in range(6)]
+    assert self_tuned_alpha(_probe_index(), probes, 0.6) == 0.9
+
+
+def test_self_tuned_alpha_never_goes_below_the_floor() -> None:
+    # The words find each document and the vectors point elsewhere: BM25 alone would be best.
+    probes = [_probe(i, f"topic{i}", (i + 1) % 6) for i in range(6)]
+    assert self_tuned_alpha(_probe_index(), probes, 0.6) == 0.6
+
+
+def test_bm25_scores_a_document_outside_the_corpus_like_one_inside() -> None:
+    corpus = [tokenize(d) for d in DOCS]
+    bm = BM25(corpus)
+    terms = tokenize(QUERY)
+    assert bm.score_document(corpus[0], terms) == pytest.approx(bm.scores(terms)[0])
+
+
+async def test_tune_alpha_sets_each_level_and_a_restricted_view_keeps_it() -> None:
+    catalogs = small_catalogs()
+    texts = CatalogTexts.build(catalogs)
+    index = CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), RoutingSettings())
+    tools, servers = await index.tune_alpha(fake_embed)
+    assert 0.6 <= tools <= 1.0 and 0.6 <= servers <= 1.0
+    view = index.restricted(lambda cap: True, {c.backend for c in catalogs})
+    assert (view.tools.alpha, view.servers.alpha) == (tools, servers)
+
+
+async def test_tune_alpha_is_off_when_the_setting_is() -> None:
+    texts = CatalogTexts.build(small_catalogs())
+    settings = RoutingSettings(self_tune_alpha=False)
+    index = CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), settings)
+    assert await index.tune_alpha(fake_embed) == (0.6, 0.6)

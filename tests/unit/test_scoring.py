@@ -26,9 +26,10 @@ def ranked(
     dense: float = 0.5,
     bm25: float = 1.0,
     intents: tuple[str, ...] = (),
+    read_only: bool = True,
 ) -> Ranked:
     # Each backend's tool is a different one unless a test names them alike (then they are copies).
-    cap = Capability(backend=backend, name=name or f"t_{backend}", intents=intents)
+    cap = Capability(backend=backend, name=name or f"t_{backend}", intents=intents, read_only=read_only)
     return Ranked(cap, Hit(0, dense, bm25, dense, 1.0 if bm25 else 0.0, score), score)
 
 
@@ -229,3 +230,39 @@ def test_without_embeddings_relevance_is_a_shared_keyword() -> None:
     scorer = Scorer(RoutingSettings(min_confidence=0.99))
     out = {c.capability.backend: c for c in scorer.score(items, "general", {}, {}, dense=False)}
     assert out["a"].relevant and not out["b"].relevant
+
+
+def test_a_capability_that_may_act_is_called_only_when_likely_enough_to_be_meant() -> None:
+    # Confidence grows with the cosine: about 0.12 at 0.25, 0.99 at 0.45. The tool is the backend's only one.
+    scorer = Scorer(RoutingSettings(min_confidence=0.05, min_action_confidence=0.5), confidence=dense_model(0.3))
+    weak = [ranked("w", 0.5, dense=0.25, read_only=False)]
+    [guess] = scorer.score(weak, "general", {}, {})
+    assert not guess.relevant and guess.unsure_action and guess.contending
+    [reads] = scorer.score([ranked("w", 0.5, dense=0.25)], "general", {}, {})  # the same, read-only
+    assert reads.relevant and not reads.unsure_action
+    [sure] = scorer.score([ranked("w", 0.5, dense=0.45, read_only=False)], "general", {}, {})
+    assert sure.relevant and not sure.unsure_action
+    [named] = scorer.score(weak, "general", {}, {}, tool_chosen=True)  # the caller named it
+    assert named.relevant and not named.unsure_action
+
+
+def snapshot(backend: str, success: float, latency: float) -> PerfSnapshot:
+    return PerfSnapshot(backend=backend, intent="*", count=10, success_rate_10=success, mean_latency_ms_10=latency,
+                        success_rate=success, mean_latency_ms=latency, p95_latency_ms=latency,
+                        p95_latency_ms_10=latency, p50_latency_ms=latency)
+
+
+def test_copies_of_one_capability_are_one_choice_served_by_the_healthiest_fastest() -> None:
+    # The same tool on three backends; retrieval ranks the copies apart (their texts name their backends).
+    copies = [ranked("flaky", 0.9, name="answer", dense=0.5), ranked("slow", 0.8, name="answer", dense=0.4),
+              ranked("fast", 0.7, name="answer", dense=0.3)]
+    perf = {("flaky", "*"): snapshot("flaky", 0.7, 20.0), ("slow", "*"): snapshot("slow", 1.0, 38.0),
+            ("fast", "*"): snapshot("fast", 1.0, 20.0)}
+    out = Scorer(RoutingSettings(), confidence=dense_model(0.3)).score(copies, "general", {}, perf)
+    assert [c.capability.backend for c in out] == ["fast", "slow", "flaky"]
+    # One choice: the same retrieval scores and confidences for every copy (the best-ranked one's).
+    assert {(c.scores.match, c.scores.confidence, c.scores.tool_confidence) for c in out} == {
+        (out[0].scores.match, out[0].scores.confidence, out[0].scores.tool_confidence)}
+    down = Scorer(RoutingSettings(), confidence=dense_model(0.3)).score(
+        copies, "general", {"fast": status("fast", "down")}, perf)
+    assert [c.capability.backend for c in down][:2] == ["slow", "flaky"]

@@ -267,6 +267,24 @@ async def test_hedged_does_not_send_a_second_call_when_the_first_answers_quickly
     assert h.steps == []
 
 
+async def test_hedged_races_only_copies_of_one_capability_not_another_tool() -> None:
+    executor = ScriptedExecutor({"primary": ok("from primary"), "other": ok("from another tool")})
+    gate = asyncio.Event()
+
+    async def slow(call: Any) -> Any:
+        await gate.wait()
+        return await ok("from primary")(call)
+
+    executor.script["primary"] = slow
+    h = harness(executor, hedge_ms=20.0)
+    task = asyncio.ensure_future(STRATEGIES["hedged"](plan("primary", "other/another_tool"), h.ctx))
+    await asyncio.sleep(0.1)  # far past the hedge delay: a copy would have been sent
+    gate.set()
+    result = await task
+    assert result.outcome is not None and result.outcome.text == "from primary"
+    assert executor.called == ["primary"] and h.steps == []
+
+
 async def test_hedged_starts_the_next_candidate_at_once_when_the_first_fails() -> None:
     h = harness(ScriptedExecutor({"a": fail(), "b": ok("B")}), hedge_ms=10_000.0)
     result = await STRATEGIES["hedged"](plan("a", "b"), h.ctx)

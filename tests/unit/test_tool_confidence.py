@@ -23,7 +23,8 @@ from tests.unit.test_confidence import S
 
 NO_ARGS = {"type": "object", "properties": {}}
 NOTES = catalog("notes", "personal notes: remember what the user says and recall it",
-                *(Capability(backend="notes", name=name, description=text, input_schema=NO_ARGS) for name, text in (
+                *(Capability(backend="notes", name=name, description=text, input_schema=NO_ARGS, read_only=True)
+                  for name, text in (
                     ("list_notes", "List every note"),
                     ("clear_notes", "Delete every note"),
                     ("count_notes", "Count the notes"))))
@@ -149,8 +150,9 @@ async def test_the_threshold_decides_between_calling_and_asking_which_tool() -> 
 
 ZONES = catalog("zones", "time zones: the current time anywhere, and converting times between zones",
                 Capability(backend="zones", name="current_time", description="Current time in a time zone",
-                           input_schema=TIMEZONE_SCHEMA),
+                           input_schema=TIMEZONE_SCHEMA, read_only=True),
                 Capability(backend="zones", name="convert_time", description="Convert a time between time zones",
+                           read_only=True,
                            input_schema={"type": "object", "required": ["source_timezone", "time", "target_timezone"],
                                          "properties": {"source_timezone": {"type": "string"},
                                                         "time": {"type": "string", "description": "HH:MM"},
