@@ -26,7 +26,9 @@ def products() -> Iterator[dict[str, Any]]:
     flowise = FakeFlowise([Chatflow(id=RECIPES_ID, name="Recipe Assistant", category="Cooking")],
                           api_key=FLOWISE_KEY)
     langflow = FakeLangflow([LangflowFlow(id="ticket-flow", name="Support Bot", endpoint_name="support",
-                                          description="Answers customer support tickets about billing and refunds")],
+                                          description="Answers customer support tickets about billing and refunds"),
+                             LangflowFlow(id="order-flow", name="Order Desk", endpoint_name="orders",
+                                          description="Places, changes and cancels customer orders")],
                             api_keys=(LANGFLOW_KEY,))
     with serve_app(flowise.app) as flowise_url, serve_app(langflow.app) as langflow_url:
         yield {"flowise": (flowise, flowise_url), "langflow": (langflow, langflow_url)}
@@ -40,7 +42,12 @@ def app(ray_local: dict[str, Any], products: dict[str, Any]) -> Iterator[str]:
             {"name": "cooking", "kind": "flowise", "url": products["flowise"][1], "api_key": FLOWISE_KEY,
              "flows": [{"id": RECIPES_ID, "description": "Cooking recipes, ingredients and baking instructions",
                         "tags": ["food"]}]},
-            {"name": "support", "kind": "langflow", "url": products["langflow"][1], "api_key": LANGFLOW_KEY},
+            # A support bot that only answers says so: a flow otherwise counts as acting, and the router
+            # asks before calling it on a match as likely as this one (the order desk, below).
+            {"name": "support", "kind": "langflow", "url": products["langflow"][1], "api_key": LANGFLOW_KEY,
+             "read_only": True, "only_listed_flows": True, "flows": [{"id": "ticket-flow"}]},
+            {"name": "orders", "kind": "langflow", "url": products["langflow"][1], "api_key": LANGFLOW_KEY,
+             "only_listed_flows": True, "flows": [{"id": "order-flow"}]},
         ],
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
         "state_dir": str(EXAMPLES / ".state"),
@@ -78,3 +85,20 @@ def test_credentials_never_appear_in_responses(app: str) -> None:
     texts = [httpx.get(f"{app}/v1/backends").text, ask(app, "recipe for pancakes").text,
              httpx.post(f"{app}/v1/route", json={"question": "refund my billing ticket"}).text]
     assert not any(FLOWISE_KEY in t or LANGFLOW_KEY in t for t in texts)
+
+
+def test_an_acting_flow_is_called_only_when_likely_enough_to_be_meant(app: str, products: dict[str, Any]) -> None:
+    # The order desk may change something and does not say otherwise. On a question that only might be for it
+    # the router asks rather than acting; named by the caller, or asked for plainly, it is called.
+    def runs() -> int:
+        return sum(r.path.endswith("/run/order-flow") for r in products["langflow"][0].requests)
+
+    asked = ask(app, "I have a problem with an order")
+    assert asked.status_code == 409, asked.text
+    error = asked.json()["error"]
+    assert "may change something" in error["message"] and error["details"]["candidates"][0]["backend"] == "orders"
+    assert runs() == 0
+    named = ask(app, "I have a problem with an order", backend="orders")
+    assert named.status_code == 200 and named.json()["backend"] == "orders" and runs() == 1
+    plain = ask(app, "Please cancel my customer order")
+    assert plain.status_code == 200 and plain.json()["backend"] == "orders" and runs() == 2
