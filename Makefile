@@ -8,11 +8,13 @@ PYTHON ?= python3
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml examples/package.json examples/package-lock.json
+$(VENV)/.installed: pyproject.toml examples/package.json examples/package-lock.json \
+		tests/conformance/package.json tests/conformance/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
 	cd examples && npm ci --no-audit --no-fund --loglevel=error
+	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 demo: setup
@@ -29,4 +31,4 @@ bench: setup
 	$(PY) benchmarks/routing_accuracy.py ../shared/benchmarks/livemcpbench
 
 clean:
-	rm -rf $(VENV) examples/node_modules examples/.state .state
+	rm -rf $(VENV) examples/node_modules tests/conformance/node_modules examples/.state .state

@@ -1,9 +1,10 @@
-"""BackendActor: one async Ray actor per backend, holding its connection, catalog cache and health.
+"""BackendSupervisor: one backend's connection, catalog cache and health, inside a host actor.
 
-The logic lives in `BackendSupervisor` (plain async, testable without Ray); `BackendActor` is the
-same class as a Ray actor, which the application's `BackendPool` creates and owns (`actors.pool`):
+Plain async (testable without Ray); a `BackendHost` actor (`actors.host`) holds one or many, which the
+application's `BackendPool` creates and owns (`actors.pool`), and router replicas call each through its
+`BackendRef` as they would an actor of its own:
 
-    outcome = await actor.call.remote(capability, {"query": "..."}, 10.0, call_context)
+    outcome = await ref.call.remote(capability, {"query": "..."}, 10.0, call_context)
 
 A supervisor task connects, refreshes the catalog when its TTL expires or the server says it
 changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`), and
@@ -21,6 +22,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -175,42 +177,19 @@ class BackendSupervisor:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
-        self._ensure_started()
-        if self._health == "starting":
-            # A call that reaches a (re)starting actor waits for its first connection, within its timeout.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
-        admission = self.detector.admit(force)
-        if not admission.allowed:
-            return _refused(capability, f"backend {self.spec.name!r} is ejected for another "
-                                        f"{self.detector.remaining_s():.1f} s after "
-                                        f"{self.detector.last_failures} failures")
-        if self._health == "down" and not force:
-            return _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
-        assert self._sem is not None
+        admission, refusal = await self._admit(capability, timeout_s, force)
+        if refusal is not None:
+            return refusal
         started = time.perf_counter()
         self._inflight += 1
         try:
-            async with self._sem:
+            async with self._sem_ready():
                 outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
         except asyncio.CancelledError:
             self.detector.abandon(admission.probe)
             raise
-        except RouterError as exc:
-            kind = exc.kind
-            if kind is ErrorKind.BACKEND_TIMEOUT and timeout_s < self.spec.timeout_s:
-                # The caller's deadline, shorter than the backend's own timeout, ran out: the caller's
-                # choice, which says nothing of the backend.
-                kind = ErrorKind.DEADLINE_EXCEEDED
-            outcome = CallOutcome.failed(capability, kind, exc.message, _since(started))
-            if kind is ErrorKind.BACKEND_UNAVAILABLE:
-                self._fail(_call_fault(capability, kind))
-                self._wake.set()  # reconnect now rather than at the next health check
-        except Exception as exc:  # a fault in the backend's code: a failed call, never a stuck backend
-            log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
-            outcome = CallOutcome.failed(capability, ErrorKind.BACKEND_FAILED,
-                                         f"backend {self.spec.name!r}: unexpected {type(exc).__name__}",
-                                         _since(started))
+        except Exception as exc:
+            outcome = self._failure(capability, exc, timeout_s, started)
         finally:
             self._inflight -= 1
         self._judge(capability, outcome, admission)
@@ -218,6 +197,101 @@ class BackendSupervisor:
             # the outcome is recorded, so a cancellation here leaves nothing held
             await asyncio.sleep(_DYING_GRACE_S)
         return outcome
+
+    async def relay(self, method: str, params: dict[str, Any], timeout_s: float,
+                    log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """A gateway client's MCP request, relayed over the held session (actors.backends.relay): its events,
+        the last the server's answer or the router's error (`data.kind` says which). Admitted, bounded and
+        judged like a call: a backend that fails gateway requests is ejected for everyone alike."""
+        what = Capability(backend=self.spec.name, name=method, kind="tool")
+        if not hasattr(self.backend, "relay"):
+            yield _relay_error(ErrorKind.BACKEND_NOT_CALLABLE, f"backend {self.spec.name!r} is not an MCP server")
+            return
+        admission, refusal = await self._admit(what, timeout_s, False)
+        if refusal is not None:
+            yield _relay_error(ErrorKind.BACKEND_UNAVAILABLE, refusal.error or "")
+            return
+        started = time.perf_counter()
+        self._inflight += 1
+        outcome = CallOutcome(backend=self.spec.name, capability=method, ok=True, latency_ms=0.0)
+        try:
+            async with self._sem_ready():
+                async for event in self.backend.relay(method, params, timeout_s=timeout_s, log_level=log_level):
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            self.detector.abandon(admission.probe)
+            raise
+        except Exception as exc:
+            outcome = self._failure(what, exc, timeout_s, started)
+            assert outcome.error_kind is not None
+            yield _relay_error(outcome.error_kind, outcome.error or "")
+        finally:
+            self._inflight -= 1
+        self._judge(what, outcome, admission)
+
+    async def watch(self) -> AsyncIterator[dict[str, Any]]:
+        """The MCP server's notifications outside requests (lists changed, subscribed resources updated), for
+        a gateway replica to pass to its clients; nothing from a backend of another kind."""
+        hub = getattr(self.backend, "relays", None)
+        if hub is None:
+            return
+        async for notification in hub.watch():
+            yield notification
+
+    def answer(self, relay_id: str, request_id: int, answer: dict[str, Any]) -> bool:
+        """A gateway client's answer to the server's request in a relayed request (sampling, elicitation)."""
+        hub = getattr(self.backend, "relays", None)
+        return hub is not None and hub.answer(relay_id, request_id, answer)
+
+    async def identity(self) -> dict[str, Any] | None:
+        """What the MCP server said of itself in the handshake (None: not an MCP backend, or not connected)."""
+        self._ensure_started()
+        if self._health == "starting":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._first_attempt.wait(), self.spec.connect_timeout_s)
+        try:
+            return self.backend.identity() if hasattr(self.backend, "identity") else None
+        except RouterError:
+            return None
+
+    async def _admit(self, capability: Capability, timeout_s: float,
+                     force: bool) -> tuple[Admission, CallOutcome | None]:
+        """Whether the backend's state lets a call in (ejection, health); a refusal is a failed outcome."""
+        self._ensure_started()
+        if self._health == "starting":
+            # A call that reaches a (re)starting actor waits for its first connection, within its timeout.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
+        admission = self.detector.admit(force)
+        if not admission.allowed:
+            return admission, _refused(capability, f"backend {self.spec.name!r} is ejected for another "
+                                                   f"{self.detector.remaining_s():.1f} s after "
+                                                   f"{self.detector.last_failures} failures")
+        if self._health == "down" and not force:
+            self.detector.abandon(admission.probe)
+            return admission, _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
+        return admission, None
+
+    def _sem_ready(self) -> asyncio.Semaphore:
+        assert self._sem is not None
+        return self._sem
+
+    def _failure(self, capability: Capability, exc: Exception, timeout_s: float, started: float) -> CallOutcome:
+        """What an exception out of the backend says: a router error as its kind, anything else a fault in
+        the backend's code (a failed call, never a stuck backend)."""
+        if not isinstance(exc, RouterError):
+            log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
+            return CallOutcome.failed(capability, ErrorKind.BACKEND_FAILED,
+                                      f"backend {self.spec.name!r}: unexpected {type(exc).__name__}", _since(started))
+        kind = exc.kind
+        if kind is ErrorKind.BACKEND_TIMEOUT and timeout_s < self.spec.timeout_s:
+            # The caller's deadline, shorter than the backend's own timeout, ran out: the caller's
+            # choice, which says nothing of the backend.
+            kind = ErrorKind.DEADLINE_EXCEEDED
+        if kind is ErrorKind.BACKEND_UNAVAILABLE:
+            self._fail(_call_fault(capability, kind))
+            self._wake.set()  # reconnect now rather than at the next health check
+        return CallOutcome.failed(capability, kind, exc.message, _since(started))
 
     def _judge(self, capability: Capability, outcome: CallOutcome, admission: Admission) -> None:
         """Only the backend's own faults count against it (and eject it), for every caller alike: an
@@ -258,6 +332,7 @@ class BackendSupervisor:
             health = "degraded"
         return BackendStatus(
             name=self.spec.name, kind=self.spec.kind, transport=self.backend.transport, health=health,
+            protocol=getattr(self.backend, "protocol_version", None),
             description=cat.description if cat else self.spec.description,
             catalog_version=cat.version if cat else None, tool_count=counts["tool"],
             prompt_count=counts["prompt"], resource_count=counts["resource"], flow_count=counts["flow"],
@@ -284,6 +359,11 @@ def _refused(capability: Capability, message: str) -> CallOutcome:
     return CallOutcome.failed(capability, ErrorKind.BACKEND_UNAVAILABLE, message, sent=False)
 
 
+def _relay_error(kind: ErrorKind, message: str) -> dict[str, Any]:
+    """The router's own error as a relayed request's last event (a JSON-RPC internal error naming its kind)."""
+    return {"event": "error", "code": -32603, "message": message, "data": {"kind": kind.value}}
+
+
 def _call_fault(capability: Capability, kind: ErrorKind) -> str:
     """A call's failure as the backend's state shows it to everyone: how it failed, and neither the call's
     text nor its tool's name (a reader may not be allowed that tool)."""
@@ -300,6 +380,3 @@ def _describe(exc: Exception, backend: str, what: str) -> str:
 
 def _current_node_id() -> str | None:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-
-
-BackendActor = ray.remote(BackendSupervisor)

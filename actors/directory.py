@@ -21,6 +21,7 @@ import ray
 
 from actors.background import Background
 from actors.executor import ActorTable
+from actors.host import BackendRef, member_gone
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder
 from router.settings import FlowiseSpec, LangflowSpec, RouterSettings
@@ -103,15 +104,13 @@ class BackendDirectory:
     async def refresh_statuses(self) -> None:
         self._statuses_at = time.monotonic()
         handles = dict(self.actors.handles)
-        names = list(handles)
-        results = await asyncio.gather(
-            *(asyncio.wait_for(handles[n].get_status.remote(), 5) for n in names), return_exceptions=True)
+        results = await _per_host(handles, "get_statuses", lambda members: (members,))
         statuses: dict[str, BackendStatus] = {}
-        for name, res in zip(names, results, strict=True):
+        for name, res in results.items():
             if isinstance(res, BackendStatus):
                 statuses[name] = res
             else:
-                if isinstance(res, ray.exceptions.ActorDiedError):
+                if isinstance(res, ray.exceptions.ActorDiedError) or member_gone(res):
                     await self.actors.refresh(handles[name], name)  # replaced: the next refresh sees the new one
                 spec = self.settings.backend(name)
                 statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
@@ -127,11 +126,12 @@ class BackendDirectory:
     async def sync_catalogs(self, names: list[str] | None = None) -> bool:
         """Fetch changed catalogs and rebuild the index; True when the index changed."""
         names = list(self.actors.handles) if names is None else names
-        results = await asyncio.gather(
-            *(asyncio.wait_for(self.actors.handles[n].catalog.remote(getattr(self._catalogs.get(n), "version", None)),
-                               10) for n in names), return_exceptions=True)
+        handles = {n: self.actors.handles[n] for n in names if n in self.actors.handles}
+        known = {n: getattr(self._catalogs.get(n), "version", None) for n in handles}
+        results = await _per_host(handles, "catalogs", lambda members: ({m: known[_name(m)] for m in members},),
+                                  timeout_s=10)
         changed = False
-        for name, res in zip(names, results, strict=True):
+        for name, res in results.items():
             if isinstance(res, Catalog):
                 self._catalogs[name] = res
                 changed = True
@@ -184,11 +184,35 @@ class BackendDirectory:
 
     async def wait_ready(self, timeout_s: float) -> None:
         """Wait (bounded) for every backend's first connection attempt, then build the first index."""
-        await asyncio.gather(
-            *(asyncio.wait_for(a.start.remote(timeout_s), timeout_s + 5) for a in self.actors.handles.values()),
-            return_exceptions=True)
+        await _per_host(dict(self.actors.handles), "start_all", lambda members: (members, timeout_s),
+                        timeout_s=timeout_s + 5)
         await self.refresh_statuses()
         if not self._catalogs:
             await self.rebuild()
         with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
             await self.refresh_perf()
+
+
+
+def _name(member: str) -> str:
+    return member.split("@", 1)[0]
+
+
+async def _per_host(handles: Mapping[str, BackendRef], many: str, args: Callable[[list[str]], tuple[Any, ...]],
+                    timeout_s: float = 5.0) -> dict[str, Any]:
+    """One `many` call per host for the backends it holds (`args` from its members), whose answer maps
+    members to results: by backend name, its result, or the exception its host's call raised. A member
+    missing from an answer is missing here too (a catalog the replica already has)."""
+    hosts: dict[int, tuple[Any, list[str]]] = {}
+    for ref in handles.values():
+        hosts.setdefault(id(ref.host), (ref.host, []))[1].append(ref.member)
+    results = await asyncio.gather(*(asyncio.wait_for(getattr(host, many).remote(*args(members)), timeout_s)
+                                     for host, members in hosts.values()), return_exceptions=True)
+    out: dict[str, Any] = {}
+    for (_, members), res in zip(hosts.values(), results, strict=True):
+        for member in members:
+            if isinstance(res, BaseException):
+                out[_name(member)] = res
+            elif isinstance(res, dict) and member in res:
+                out[_name(member)] = res[member]
+    return out

@@ -24,6 +24,7 @@ import ray
 from opentelemetry.propagate import inject
 from ray.serve.exceptions import RayServeException
 
+from actors.host import member_gone
 from router.errors import ErrorKind
 from router.values import CallContext, CallOutcome, Capability
 
@@ -95,8 +96,12 @@ class RayExecutor:
             except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError) as exc:
                 if timeout_s - (time.monotonic() - started) <= delay:
                     return _failed(capability, started, f"backend actor unavailable: {type(exc).__name__}")
-            except ray.exceptions.RayTaskError as exc:  # a fault in the actor itself
-                return _failed(capability, started, str(exc)[:500], ErrorKind.BACKEND_FAILED)
+            except ray.exceptions.RayTaskError as exc:
+                if not member_gone(exc):  # a fault in the actor itself
+                    return _failed(capability, started, str(exc)[:500], ErrorKind.BACKEND_FAILED)
+                # Retired from its host (its configuration changed): the pool has its new place.
+                if not await self.actors.refresh(handle, capability.backend):
+                    return _failed(capability, started, "backend retired", sent=False)
             if timeout_s - (time.monotonic() - started) <= delay:
                 return _failed(capability, started, "backend actor unavailable")
             await asyncio.sleep(delay)

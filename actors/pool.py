@@ -1,19 +1,22 @@
-"""BackendPool: the one owner of an application's backend actors and its performance actor.
+"""BackendPool: the one owner of an application's backends (in their host actors) and its performance actor.
 
 It runs as a Serve deployment of one replica inside the application (`deployments.app`), so its
 actors are created, replaced and destroyed with the application: they are not detached, and Ray
-ends an owned actor when its owner ends. Router replicas ask the pool for the actors of their
-configuration and then call them directly (one Ray actor call per backend call):
+ends an owned actor when its owner ends. Backends share host processes (`actors.host`), packed by
+kind (`server.hosting`): network backends many to a host, stdio ones (each with its server's process)
+one to a host by default. Router replicas ask the pool for a reference to each backend of their
+configuration and then call it directly (one Ray actor call per backend call):
 
-    actors, performance = await pool.acquire.remote(settings.enabled_backends, settings.resilience, generation)
+    backends, performance = await pool.acquire.remote(settings.enabled_backends, settings.resilience, generation)
 
 Serve replaces every replica of an application when it is rebuilt (`serve deploy` with changed
 arguments or code), the pool's included, so a redeploy replaces every backend: the new pool starts
 fresh actors while the old one drains its own (calls in flight finish, bounded) and stops them, MCP
 sessions and child processes with them. When the application is deleted or the router stopped, the
-same graceful stop runs, and Ray ends any actor whose owner is gone. Within one pool, each actor is
+same graceful stop runs, and Ray ends any actor whose owner is gone. Within one pool, each backend is
 keyed by a fingerprint of its spec and the router's code: replicas of another configuration get
-their own backend, and replicas of an older build (lower `generation`) get the current actors,
+their own backend (in a new host; the old one is drained and stopped in its host, and a host ends
+with its last backend), and replicas of an older build (lower `generation`) get the current ones,
 never a resurrected old one.
 """
 
@@ -24,17 +27,16 @@ import contextlib
 import hashlib
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import ray
 from pydantic import SecretStr
 
-from actors.backend import BackendActor
 from actors.feedback import create_feedback_actor
+from actors.host import BackendHostActor, BackendRef
 from actors.performance import PerformanceActor
-from router.settings import BackendSpec, LearningSettings, ResilienceSettings, SecuritySettings
+from router.settings import BackendSpec, HostingSettings, LearningSettings, ResilienceSettings, SecuritySettings
 
 log = logging.getLogger("mcp_router.pool")
 _HEADROOM = 32  # actor concurrency beyond backend calls, for status and catalog requests
@@ -54,13 +56,14 @@ def spec_fingerprint(spec: BackendSpec, code_version: str = "") -> str:
 @dataclass(frozen=True, slots=True)
 class _Owned:
     fingerprint: str
-    handle: Any
+    ref: BackendRef
 
 
 class BackendPool:
     def __init__(self, app_name: str, code_version: str, security: SecuritySettings | None = None,
-                 state_dir: str | None = None) -> None:
+                 state_dir: str | None = None, hosting: HostingSettings | None = None) -> None:
         self.app_name = app_name
+        self.hosting = hosting or HostingSettings()
         # The security settings take part in each actor's fingerprint: changing them replaces the actors.
         self.code_version = code_version + (security.model_dump_json() if security is not None else "")
         self.security = security
@@ -74,24 +77,29 @@ class BackendPool:
         self._retiring: set[asyncio.Task[None]] = set()
 
     async def acquire(self, specs: list[BackendSpec], resilience: ResilienceSettings,
-                      generation: float) -> tuple[dict[str, Any], Any]:
-        """The actor of every spec (created or replaced as needed) and the performance actor."""
+                      generation: float) -> tuple[dict[str, BackendRef], Any]:
+        """Every spec's backend (placed in a host, or replaced, as needed) and the performance actor."""
         async with self._lock:
             current = generation >= self._generation
             self._generation = max(self._generation, generation)
-            out: dict[str, Any] = {}
+            out: dict[str, BackendRef] = {}
+            new: list[tuple[str, BackendSpec]] = []
             for spec in specs:
                 owned = self._backends.get(spec.name)
                 fingerprint = spec_fingerprint(spec, self.code_version)
                 if owned is not None and (owned.fingerprint == fingerprint or not current):
-                    out[spec.name] = owned.handle
+                    out[spec.name] = owned.ref
                     continue
                 if owned is not None:
-                    log.info("backend %s changed; replacing its actor", spec.name)
-                    self._retire(spec.name, owned.handle)
-                handle = create_backend_actor(spec, resilience, self.security, self.state_dir)
-                self._backends[spec.name] = _Owned(fingerprint, handle)
-                out[spec.name] = handle
+                    log.info("backend %s changed; replacing it", spec.name)
+                    self._retire(owned.ref)
+                new.append((f"{spec.name}@{fingerprint}", spec))
+            for members in self._pack(new):
+                host = create_backend_host(members, resilience, self.security, self.state_dir)
+                for member, spec in members:
+                    ref = BackendRef(host, member)
+                    self._backends[spec.name] = _Owned(member.split("@", 1)[1], ref)
+                    out[spec.name] = ref
             if self._performance is None:
                 self._performance = create_performance_actor(resilience, f"{self.app_name}:performance-history")
             return out, self._performance
@@ -111,18 +119,26 @@ class BackendPool:
             self._rate_limits = RateLimitActor.remote()  # type: ignore[attr-defined]
         return self._rate_limits
 
-    def _retire(self, name: str, handle: Any) -> None:
-        task = asyncio.get_running_loop().create_task(_drain_and_stop(name, handle))
+    def _pack(self, new: list[tuple[str, BackendSpec]]) -> list[list[tuple[str, BackendSpec]]]:
+        """New backends in hosts: stdio ones `stdio_backends_per_host` to a host, the others
+        `backends_per_host`, in configuration order."""
+        groups: list[list[tuple[str, BackendSpec]]] = []
+        for stdio, size in ((True, self.hosting.stdio_backends_per_host), (False, self.hosting.backends_per_host)):
+            kind = [m for m in new if (m[1].kind == "mcp_stdio") == stdio]
+            groups += [kind[i:i + size] for i in range(0, len(kind), size)]
+        return groups
+
+    def _retire(self, ref: BackendRef) -> None:
+        task = asyncio.get_running_loop().create_task(_retire(ref))
         self._retiring.add(task)  # held until done: the loop keeps only weak references to tasks
         task.add_done_callback(self._retiring.discard)
 
     async def shutdown(self) -> None:
-        """Drain every actor (its calls in flight finish, bounded), then stop it cleanly: MCP sessions
-        closed, stdio and launched servers ended."""
-        owned = dict(self._backends)
+        """Drain every host's backends (their calls in flight finish, bounded), then stop them cleanly: MCP
+        sessions closed, stdio and launched servers ended."""
+        hosts = {id(o.ref.host): o.ref.host for o in self._backends.values()}
         self._backends.clear()
-        await asyncio.gather(*(_drain_and_stop(name, o.handle) for name, o in owned.items()), *self._retiring,
-                             return_exceptions=True)
+        await asyncio.gather(*(_stop_host(h) for h in hosts.values()), *self._retiring, return_exceptions=True)
         if self._performance is not None:
             with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
                 await asyncio.wait_for(self._performance.flush.remote(), _STOP_S)
@@ -136,14 +152,22 @@ class BackendPool:
             self._rate_limits = None
 
 
-def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings, security: SecuritySettings | None = None,
-                         state_dir: str | None = None) -> Any:
+def create_backend_host(members: list[tuple[str, BackendSpec]], resilience: ResilienceSettings,
+                        security: SecuritySettings | None = None, state_dir: str | None = None) -> Any:
+    """A host actor for `members` (`name@fingerprint`, spec)."""
     # No task events: Ray would otherwise report every call to the GCS (for its state API), which on
     # the request path costs CPU the router needs (Serve turns them off for its replicas too).
-    return BackendActor.options(
-        num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=spec.max_concurrency + _HEADROOM,
-        scheduling_strategy="SPREAD", enable_task_events=False,
-    ).remote(spec, resilience, security, state_dir)
+    return BackendHostActor.options(
+        num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy="SPREAD", enable_task_events=False,
+        max_concurrency=sum(spec.max_concurrency for _, spec in members) + _HEADROOM * len(members),
+    ).remote(members, resilience, security, state_dir)
+
+
+def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings, security: SecuritySettings | None = None,
+                         state_dir: str | None = None) -> BackendRef:
+    """One backend in a host of its own (`ray.kill(ref.host)` ends it)."""
+    member = f"{spec.name}@{spec_fingerprint(spec)}"
+    return BackendRef(create_backend_host([(member, spec)], resilience, security, state_dir), member)
 
 
 def create_performance_actor(resilience: ResilienceSettings, snapshot_key: str) -> Any:
@@ -152,21 +176,18 @@ def create_performance_actor(resilience: ResilienceSettings, snapshot_key: str) 
     ).remote(resilience, snapshot_key)
 
 
-async def _drain_and_stop(name: str, handle: Any) -> None:
-    deadline = time.monotonic() + _DRAIN_S
-    while time.monotonic() < deadline:
-        try:
-            status = await asyncio.wait_for(handle.get_status.remote(), _STOP_S)
-        except (ray.exceptions.RayError, TimeoutError):
-            break
-        if status.inflight == 0:
-            break
-        await asyncio.sleep(0.5)
-    await _stop(handle)
-    log.info("the replaced actor of backend %s stopped", name)
+async def _retire(ref: BackendRef) -> None:
+    """The backend drained and stopped in its host; the host stopped with its last backend."""
+    try:
+        left = await asyncio.wait_for(ref.host.retire.remote(ref.member), _DRAIN_S + _STOP_S)
+    except (ray.exceptions.RayError, TimeoutError):
+        left = 0
+    if left == 0:
+        ray.kill(ref.host, no_restart=True)
+    log.info("the replaced backend %s stopped", ref.name)
 
 
-async def _stop(handle: Any) -> None:
+async def _stop_host(host: Any) -> None:
     with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
-        await asyncio.wait_for(handle.shutdown.remote(), _STOP_S)
-    ray.kill(handle, no_restart=True)
+        await asyncio.wait_for(host.stop.remote(), _DRAIN_S)
+    ray.kill(host, no_restart=True)

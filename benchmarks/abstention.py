@@ -187,18 +187,21 @@ def choose_threshold(points: list[dict], min_answered: float | None) -> float:
 
 def summary(inside: list[Case], outside: list[Case]) -> dict:
     """What the router did at its threshold (the verdicts), and the calibration of its top confidence.
-    A decision that names a backend but asks which of its tools (409) answers at the backend level."""
+    A decision that names a backend but asks which of its tools (409) answers at the backend level, and so
+    does one that asks before calling a tool that may act (the catalogs here carry no read-only
+    annotations): `out_of_scope_acted` and `in_scope_acted` count the decisions that would call a tool."""
     answered = [c for c in inside if c.decision.verdict != "no_match"]
     # The router goes to the first candidate whose backend is likely enough (confidence at or above the
     # threshold): it calls it, or asks which of that backend's tools was meant.
-    called = [next(x.capability.backend for x in c.decision.candidates if x.relevant or x.unclear_tool)
-              for c in answered]
+    called = [next(x.capability.backend for x in c.decision.candidates if x.contending) for c in answered]
     tops = inside + outside
     return {
         "out_of_scope_abstained": sum(c.decision.verdict == "no_match" for c in outside) / len(outside),
         "in_scope_answered": len(answered) / len(inside),
         "in_scope_accuracy": (sum(s in c.gold for s, c in zip(called, answered, strict=True)) / len(answered)
                               if answered else 0.0),
+        "out_of_scope_acted": sum(c.decision.verdict == "route" for c in outside) / len(outside),
+        "in_scope_acted": sum(c.decision.verdict == "route" for c in inside) / len(inside),
         "in_scope_top1_accuracy": sum(c.top_right for c in inside) / len(inside),
         "ece": expected_calibration_error(np.array([c.top_confidence for c in tops]),
                                           np.array([float(c.top_right) for c in tops])),
@@ -342,7 +345,8 @@ def table(report: dict) -> str:
             lines.append(f"router at the default: out_of_scope_abstained {p['out_of_scope_abstained']:.3f}  "
                          f"in_scope_answered {p['in_scope_answered']:.3f}  in_scope_accuracy "
                          f"{p['in_scope_accuracy']:.3f}  (top-1 accuracy, nothing declined: "
-                         f"{p['in_scope_top1_accuracy']:.3f})  ece {p['ece']:.3f}")
+                         f"{p['in_scope_top1_accuracy']:.3f})  ece {p['ece']:.3f}; a tool called: in scope "
+                         f"{p['in_scope_acted']:.3f}, out of scope {p['out_of_scope_acted']:.3f}")
             t = p["tool"]
             if t.get("decisions"):
                 lines.append(f"tools, {t['decisions']} decisions with the right backend: tool right "

@@ -56,7 +56,8 @@ def build_application(settings: RouterSettings) -> Application:
     # Per-request access lines cost a write per call on the hot path; they are opt-in.
     logs = {"enable_access_log": settings.server.access_log}
     pool = BackendPoolDeployment.options(  # type: ignore[attr-defined]
-        logging_config=logs).bind(settings.server.app_name, code_version(), settings.security, settings.state_dir)
+        logging_config=logs).bind(settings.server.app_name, code_version(), settings.security, settings.state_dir,
+                                  settings.server.hosting)
     embedder = None
     if placement(settings.embeddings) == "deployment":
         embedder = Embedder.options(logging_config=logs).bind(settings.embeddings)  # type: ignore[attr-defined]

@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
+from deployments.gateway import Gateway
 from deployments.http import build_http_app
-from deployments.mcp import build_mcp_server, mcp_app
+from deployments.mcp import build_mcp_server, host_check, mcp_app
 from deployments.middleware import BodyLimit, Guard, TraceContext
 from deployments.service import RouterService
 from router.security.audit import AuditLog
@@ -26,13 +27,17 @@ from router.security.audit import AuditLog
 def build_asgi_app(service: RouterService, audit: AuditLog) -> ASGIApp:
     settings = service.settings
     mcp_server = build_mcp_server(service, settings)
+    security = host_check(settings.server.allowed_hosts)
+    gateway = Gateway(service, settings, security) if settings.server.gateway else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with mcp_server.session_manager.run():
+        async with mcp_server.session_manager.run(), gateway.running() if gateway else contextlib.nullcontext():
             yield
 
     app = build_http_app(service, lifespan=lifespan)
+    if gateway is not None:  # before /mcp, which would take its paths
+        app.mount("/mcp/backends", gateway)
     app.mount("/mcp", mcp_app(mcp_server, settings))
     server = settings.server
     guarded = Guard(BodyLimit(app, server.max_body_bytes), server.auth, max_header_bytes=server.max_header_bytes,

@@ -133,6 +133,19 @@ def build_mcp_server(service: RouterService, settings: RouterSettings) -> MCPSer
 
     for fn in (universal_query, list_backends, explain_route, select_tools, feedback):
         server.add_tool(fn)
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> types.Completion:
+        # The router's face has no prompts or resource templates whose arguments could be completed.
+        return types.Completion(values=[])
+
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        # Accepted as the protocol asks; the router's own face sends no log messages (its logs are its own,
+        # and a backend's reach a client through the gateway, /mcp/backends/).
+        return types.EmptyResult()
+
+    # No public accessor in the SDK 2.3 for a handler MCPServer lacks (its own decorators use this one).
+    server._lowlevel_server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     return server
 
 

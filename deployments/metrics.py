@@ -51,6 +51,8 @@ class RouterMetrics:
         self.ejections = Counter("mcp_router_ejections_total", "Backend ejections", tag_keys=("backend",))
         self.cache_hits = Counter("mcp_router_cache_hits_total", "Answers served from the response cache",
                                   tag_keys=("intent",))
+        self.gateway = Counter("mcp_router_gateway_requests_total", "MCP requests relayed by the gateway",
+                               tag_keys=("backend", "method", "outcome"))
         self.health = Gauge("mcp_router_backend_health", "1 healthy, 0.5 degraded, 0 down or ejected",
                             tag_keys=("backend",))
 
@@ -81,6 +83,14 @@ class RouterMetrics:
                 if mode == "hedged" and len(meta.attempts) > 1:
                     self.hedges.inc(len(meta.attempts) - 1, tags={"backend": meta.attempts[0].backend})
         return response
+
+    def gateway_request(self, backend: str, method: str, outcome: str, started: float) -> None:
+        """A request the gateway relayed to `backend` (`method`: the MCP method), and how it ended."""
+        if not self.enabled:
+            return
+        self.gateway.inc(tags={"backend": _label(backend, self._backends), "method": method, "outcome": outcome})
+        self.call_latency.observe((time.perf_counter() - started) * 1000, tags={"backend": _label(backend,
+                                                                                                self._backends)})
 
     def observe_health(self, statuses: Mapping[str, BackendStatus]) -> None:
         if not self.enabled:

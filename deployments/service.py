@@ -92,7 +92,7 @@ class RouterService:
             return session_id
         return f"{access.principal.name}/{session_id}"
 
-    def _charge(self, caller: Caller) -> ChargeFn | None:
+    def charge(self, caller: Caller) -> ChargeFn | None:
         """What each backend call sent for this caller costs: one from its `backend_calls_per_s` budget
         (callers through the HTTP and MCP edge; handle callers are trusted)."""
         limit = caller.access.policy.rate_limit
@@ -119,7 +119,7 @@ class RouterService:
         access = self._checked(caller, query.principal)
         request = Request.of(query, self.settings.resilience, access=access,
                              session_key=self._session_key(access, query.session_id),
-                             request_id=caller.request_id, charge=self._charge(caller))
+                             request_id=caller.request_id, charge=self.charge(caller))
         caller.note(mode=request.mode, arguments=query.arguments)
         access.check_request(mode=request.mode, deadline_s=query.deadline_s, backend=query.backend)
         response = await self.metrics.track_query(request, self.router.query(request))
@@ -147,7 +147,7 @@ class RouterService:
         access.check_request(deadline_s=chat.deadline_s)
         scoped = chat.model_copy(update={"principal": None,
                                          "session_id": self._session_key(access, chat.session_id)})
-        charge = self._charge(caller)
+        charge = self.charge(caller)
         response = await self.chat_service.chat(
             scoped, self.router.view(access).index,
             deadline_s=access.deadline(chat.deadline_s, self.settings.llm.deadline_s),

@@ -327,3 +327,16 @@ class LimitExceeded(InvalidRequest):
 
     status_code = 422
     kind = ErrorKind.LIMIT_EXCEEDED
+
+
+def error_of_kind(kind: ErrorKind, message: str, **details: Any) -> RouterError:
+    """The router error of `kind`, for a failure that crossed a process as data (a relayed request's)."""
+    found: type[RouterError] = RouterError
+    pending: list[type[RouterError]] = [RouterError]
+    while pending:
+        cls = pending.pop()
+        if cls.kind is kind:
+            found = cls
+            break
+        pending += cls.__subclasses__()
+    return found(message, **details)

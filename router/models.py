@@ -288,6 +288,7 @@ class BackendInfo(_Model):
     transport: str
     health: HealthState
     description: str = ""
+    protocol: str | None = Field(default=None, description="The MCP protocol version the router speaks to it.")
     tool_count: int = 0
     prompt_count: int = 0
     resource_count: int = 0

@@ -137,6 +137,7 @@ class BackendStatus:
     transport: str
     health: HealthState
     description: str = ""
+    protocol: str | None = None  # the MCP protocol version the router speaks to it
     catalog_version: str | None = None
     tool_count: int = 0
     prompt_count: int = 0

@@ -57,6 +57,17 @@ def ray_local() -> Iterator[dict[str, Any]]:
     shutdown_ray()
 
 
+def wait_listening(port: int, timeout: float = 20.0) -> None:
+    """Wait until something accepts connections on 127.0.0.1:`port` (a server subprocess started)."""
+    import socket
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, timeout=timeout)
+
+
 def stdio(name: str, script: Path, *args: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "kind": "mcp_stdio", "command": sys.executable, "args": [str(script), *args], **extra}
 

@@ -1,7 +1,7 @@
 """The Backend protocol every backend kind implements, and helpers they share.
 
-A backend is a plain async class (no Ray), so it can be tested on its own; `BackendActor` wraps
-one per configured backend:
+A backend is a plain async class (no Ray), so it can be tested on its own; a `BackendSupervisor`
+(`actors.backend`) wraps one per configured backend:
 
     backend = BACKENDS[spec.kind](spec)
     await backend.connect()

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -24,11 +24,13 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import event_to_notification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 
 from actors.backends.base import make_catalog
+from actors.backends.relay import RelayHub, identity
 from router.errors import (
     BackendFailed,
     BackendRejectedArguments,
@@ -92,6 +94,8 @@ class McpBackend:
         self._stop = asyncio.Event()
         self._error: str | None = None
         self.server_description = spec.description
+        self._in_flight = 0  # requests on the session now, routed calls and relayed requests alike
+        self.relays = RelayHub(spec.name, lambda: self._in_flight)  # the gateway's (actors.backends.relay)
 
     async def _target(self, stack: AsyncExitStack) -> Any:
         """What `mcp.Client` connects to (parameters, transport or in-process server)."""
@@ -124,7 +128,13 @@ class McpBackend:
         try:
             async with AsyncExitStack() as stack:
                 target = await self._target(stack)
-                client = Client(target, cache=None, message_handler=self._on_message, client_info=_CLIENT_INFO)
+                # The server's own requests (sampling, elicitation, roots) and log messages reach the gateway
+                # client whose request is in flight; a routed call has no client to ask, and is told so.
+                hub = self.relays
+                client = Client(target, cache=None, message_handler=self._on_message, client_info=_CLIENT_INFO,
+                                mode=self.spec.protocol,
+                                sampling_callback=hub.sampling, elicitation_callback=hub.elicitation,
+                                list_roots_callback=hub.roots, logging_callback=hub.log)
                 await stack.enter_async_context(client)
                 self._client = client
                 info = client.server_info
@@ -146,6 +156,11 @@ class McpBackend:
             self._client = None
             ready.set()
 
+    @property
+    def protocol_version(self) -> str | None:
+        client = self._client
+        return client.protocol_version if client is not None else None
+
     @staticmethod
     def _modern(client: Client) -> bool:
         return client.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -157,8 +172,9 @@ class McpBackend:
         try:
             async with client.listen(tools_list_changed=True, prompts_list_changed=True,
                                      resources_list_changed=True) as sub:
-                async for _event in sub:
+                async for event in sub:
                     self._changed()
+                    self.relays.notify(event_to_notification(event, {}))
         except (MCPError, RuntimeError, TimeoutError) as exc:
             log.info("backend %s: no change subscription (%s)", self.name, exc)
 
@@ -167,6 +183,9 @@ class McpBackend:
         if isinstance(root, (types.ToolListChangedNotification, types.PromptListChangedNotification,
                              types.ResourceListChangedNotification)):
             self._changed()
+        if isinstance(root, (types.ToolListChangedNotification, types.PromptListChangedNotification,
+                             types.ResourceListChangedNotification, types.ResourceUpdatedNotification)):
+            self.relays.notify(root)
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -239,6 +258,7 @@ class McpBackend:
         client = self._require()
         started = time.perf_counter()
         token = otel_context.attach(extract(context.trace)) if context.trace else None
+        self._in_flight += 1
         try:
             async with asyncio.timeout(timeout_s):
                 if capability.kind == "prompt":
@@ -260,6 +280,7 @@ class McpBackend:
         except (MCPError, *_CONNECTION_ERRORS) as exc:
             raise self._translate(exc, f"tool {capability.name!r}") from None
         finally:
+            self._in_flight -= 1
             if token is not None:
                 otel_context.detach(token)
         latency = (time.perf_counter() - started) * 1000
@@ -271,6 +292,25 @@ class McpBackend:
             text = json.dumps(structured, ensure_ascii=False)
         return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency, text=text,
                            content=_dump(blocks), structured=structured)
+
+    async def relay(self, method: str, params: dict[str, Any], *, timeout_s: float,
+                    log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """A gateway client's request over the held session: its events, the last the server's answer."""
+        client = self._require()
+        self._in_flight += 1
+        try:
+            async for event in self.relays.run(client, method, params, timeout_s, log_level):
+                yield event
+        except TimeoutError:
+            raise BackendTimeout(f"backend {self.name!r} ({method}): no answer within {timeout_s:.1f} s",
+                                 backend=self.name) from None
+        except (MCPError, *_CONNECTION_ERRORS) as exc:
+            raise self._translate(exc, method) from None
+        finally:
+            self._in_flight -= 1
+
+    def identity(self) -> dict[str, Any]:
+        return identity(self._require())
 
     async def health(self, timeout_s: float) -> None:
         client = self._require()

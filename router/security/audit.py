@@ -57,7 +57,7 @@ class AuditLog:
                 if self.settings.include_arguments:
                     entry["arguments"] = value
             elif value is not None:
-                entry[key] = value
+                entry.setdefault(key, value)  # what the request was (method, path, status) stays as it was
         line = json.dumps(entry, default=str, separators=(",", ":"))
         if self._file is not None:
             with self._lock:

@@ -36,13 +36,13 @@ from router.settings.security import (
     Policy,
     RateLimit,
 )
-from router.settings.server import ServerSettings, TelemetrySettings
+from router.settings.server import HostingSettings, ServerSettings, TelemetrySettings
 from router.settings.trust import SecuritySettings
 
 __all__ = [
     "BUILT_IN_POLICIES", "RESERVED_NAMES", "ApiKey", "AuditSettings", "AuthSettings", "BackendSpec",
-    "EjectionSettings", "EmbeddingSettings", "FlowSpec", "FlowiseSpec", "IntentDef", "IntentSettings", "JwtSettings",
-    "LLMSettings", "LangflowSpec", "LaunchSpec", "LearningSettings", "McpHttpSpec", "McpStdioSpec", "Policy",
-    "RateLimit", "ResilienceSettings", "RouterSettings", "RoutingSettings", "ScoreWeights", "SecuritySettings",
-    "ServerSettings", "TelemetrySettings", "ToolSelectionSettings", "load_settings",
+    "EjectionSettings", "EmbeddingSettings", "FlowSpec", "FlowiseSpec", "HostingSettings", "IntentDef",
+    "IntentSettings", "JwtSettings", "LLMSettings", "LangflowSpec", "LaunchSpec", "LearningSettings", "McpHttpSpec",
+    "McpStdioSpec", "Policy", "RateLimit", "ResilienceSettings", "RouterSettings", "RoutingSettings", "ScoreWeights",
+    "SecuritySettings", "ServerSettings", "TelemetrySettings", "ToolSelectionSettings", "load_settings",
 ]

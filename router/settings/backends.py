@@ -39,7 +39,16 @@ class _BackendBase(Strict):
         "until `mcp-router approve` (see `security.pin_tools`)."))
 
 
-class McpStdioSpec(_BackendBase):
+class _McpBase(_BackendBase):
+    capabilities: list[Literal["tools", "prompts", "resources"]] = Field(
+        default=["tools", "prompts", "resources"], description="Which kinds of capability are listed and routed to.")
+    protocol: Literal["auto", "legacy"] = Field(default="auto", description=(
+        "The protocol generation the router speaks to the server: auto, the newest both speak (2026-07-28 "
+        "when the server does); legacy, the 2025 handshake (a server that asks its client for sampling or "
+        "elicitation in the middle of a call, as 2025 servers do, reaches a gateway client only this way)."))
+
+
+class McpStdioSpec(_McpBase):
     """An MCP server the backend actor runs as a child process and talks to over stdin/stdout."""
 
     kind: Literal["mcp_stdio"] = Field(default="mcp_stdio", description="An MCP server run as a child process.")
@@ -47,8 +56,6 @@ class McpStdioSpec(_BackendBase):
     args: list[str] = Field(default_factory=list, description="Its arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables added for the process.")
     cwd: str | None = Field(default=None, description="Working directory, relative to the config file.")
-    capabilities: list[Literal["tools", "prompts", "resources"]] = Field(
-        default=["tools", "prompts", "resources"], description="Which kinds of capability are listed and routed to.")
 
 
 class LaunchSpec(Strict):
@@ -66,7 +73,7 @@ class LaunchSpec(Strict):
         "reads `MCP_ROUTER_KB_TOKEN`)."))
 
 
-class McpHttpSpec(_BackendBase):
+class McpHttpSpec(_McpBase):
     """An MCP server reached over streamable HTTP, optionally started by the backend actor (`launch`)."""
 
     kind: Literal["mcp_http"] = Field(default="mcp_http", description="An MCP server over streamable HTTP.")
@@ -74,8 +81,6 @@ class McpHttpSpec(_BackendBase):
     headers: dict[str, SecretStr] = Field(default_factory=dict, description=(
         "Headers sent with every request (e.g. `Authorization`); values are secrets."))
     launch: LaunchSpec | None = Field(default=None, description="A local server to start (and restart) first.")
-    capabilities: list[Literal["tools", "prompts", "resources"]] = Field(
-        default=["tools", "prompts", "resources"], description="Which kinds of capability are listed and routed to.")
 
 
 class FlowSpec(Strict):

@@ -137,4 +137,4 @@ async def test_losing_a_node_loses_only_in_flight_requests_and_its_actor_comes_b
 
 def _kill(actors: Any) -> None:
     for actor in actors:
-        ray.kill(actor, no_restart=True)
+        ray.kill(getattr(actor, "host", actor), no_restart=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from mcp import Client
 
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, running_app, stdio
+from tests.conftest import EXAMPLES, ROOT, running_app, stdio
 
 
 @pytest.fixture(scope="module")
@@ -79,16 +78,21 @@ def test_malformed_json_rpc_gets_a_json_rpc_error(url: str) -> None:
     assert r.json()["error"]["code"] in (-32700, -32600)
 
 
-@pytest.mark.inspector
-@pytest.mark.skipif(os.environ.get("MCP_ROUTER_INSPECTOR") != "1" or not shutil.which("npx"),
-                    reason="opt-in: set MCP_ROUTER_INSPECTOR=1 (downloads @modelcontextprotocol/inspector from npm)")
 def test_mcp_inspector_cli_lists_and_calls_tools(url: str) -> None:
-    base = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli", f"{url}/mcp/", "--transport", "http"]
-    listed = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=180)
-    assert "universal_query" in listed.stdout, listed.stderr
-    called = subprocess.run([*base, "--method", "tools/call", "--tool-name", "universal_query", "--tool-arg",
-                             "question=What is 2 plus 2?"], capture_output=True, text=True, timeout=180)
-    assert "= 4" in called.stdout, called.stderr
+    # The MCP Inspector CLI and its Node, installed by `make setup` (tests/conformance/package.json).
+    bin_dir = ROOT / "tests" / "conformance" / "node_modules" / ".bin"
+    if not (bin_dir / "mcp-inspector").exists():
+        pytest.fail("the MCP Inspector is not installed: run `make setup` (npm ci in tests/conformance)")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for endpoint, tool, question in ((f"{url}/mcp/", "universal_query", "question=What is 2 plus 2?"),
+                                     (f"{url}/mcp/backends/calculator/", "calculate", "query=2 plus 2")):
+        base = [str(bin_dir / "mcp-inspector"), "--cli", endpoint, "--transport", "http"]
+        listed = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=180,
+                                env=env)
+        assert tool in listed.stdout, listed.stderr
+        called = subprocess.run([*base, "--method", "tools/call", "--tool-name", tool, "--tool-arg", question],
+                                capture_output=True, text=True, timeout=180, env=env)
+        assert "= 4" in called.stdout, called.stderr
 
 
 async def test_select_tools_returns_openai_function_tools(url: str) -> None:

@@ -17,7 +17,7 @@ from actors.pool import create_backend_actor
 from mcp_router.cli.local import free_port
 from router.settings import RouterSettings
 from router.values import CallContext, Capability
-from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for
+from tests.conftest import EXAMPLES, TEST_SERVERS, stdio, stop_process, wait_for, wait_listening
 
 CTX = CallContext(question="test", intent="general")
 
@@ -48,7 +48,7 @@ def cleanup(ray_local: Any) -> Iterator[list[Any]]:
             ray.get(a.shutdown.remote(), timeout=10)
         except ray.exceptions.RayError:
             pass
-        ray.kill(a, no_restart=True)
+        ray.kill(a.host, no_restart=True)
 
 
 def test_stdio_backend_lists_tools_and_answers_concurrent_calls_over_one_session(cleanup: list[Any]) -> None:
@@ -139,13 +139,7 @@ def http_kb(tmp_path: Path) -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "mcp_router.servers.knowledge_base", "--docs",
                              str(EXAMPLES / "docs"), "--store", str(tmp_path / "rag"), "--http", str(port)],
                             env={**os.environ, "MCP_ROUTER_KB_TOKEN": KB_TOKEN})
-    import socket
-
-    def listening() -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, timeout=20)
+    wait_listening(port)
     yield f"http://127.0.0.1:{port}/mcp"
     stop_process(proc)
 

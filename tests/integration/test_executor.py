@@ -31,7 +31,7 @@ def backend(ray_local: Any) -> Any:
     ray.get(actor.start.remote(20.0))
     yield name, actor
     ray.get(actor.shutdown.remote())
-    ray.kill(actor)
+    ray.kill(actor.host)
 
 
 def tool(backend: str, name: str) -> Capability:
@@ -62,7 +62,7 @@ def test_a_fast_call_returns_while_a_slow_call_to_the_same_backend_is_still_runn
         fast_s, fast, slow = asyncio.run(run())
     finally:
         ray.get(actor.shutdown.remote())
-        ray.kill(actor)
+        ray.kill(actor.host)
     assert fast.ok and slow.ok and slow.text == "slept 2.0 s"
     assert fast_s < 1.0, f"the 10 ms call took {fast_s:.2f} s"
 
@@ -100,7 +100,7 @@ def test_calls_in_flight_when_the_actor_restarts_are_retried_on_it(backend: tupl
         in_flight = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"k{i}"}, timeout_s=30,
                                                        context=CTX)) for i in range(8)]
         await asyncio.sleep(0.1)
-        ray.kill(actor, no_restart=False)  # the process dies; Ray restarts it, which reconnects to its server
+        ray.kill(actor.host, no_restart=False)  # the process dies; Ray restarts it, which reconnects to its server
         return await asyncio.gather(*in_flight)
 
     outcomes = asyncio.run(run())

@@ -1,0 +1,235 @@
+"""Relaying a gateway client's MCP requests over a backend's held session, and the server's requests back.
+
+The gateway (`deployments.gateway`) lets MCP clients reach a backend through the router. Each request it
+forwards runs here, in the backend's actor, as an async generator (a Ray streaming call) of events:
+
+    {"event": "relay", "id": ...}                                first: where to send answers
+    {"event": "progress", "progress": 1, "total": 3, "message": ...}
+    {"event": "log", "params": {...}}                            the server's notifications/message
+    {"event": "request", "id": 1, "method": "sampling/createMessage", "params": {...}}
+    {"event": "result", "result": {...}}                         last: the server's result (wire form)
+    {"event": "error", "code": -32602, "message": ..., "data": ...}   or last: its JSON-RPC error
+
+A server's own request (sampling, elicitation, roots) is answered by the gateway's client through
+`RelayHub.answer`. The server's requests and log messages belong to the relayed request that was in flight
+when they came: the SDK runs the callbacks in that request's context over HTTP; over stdio, where nothing
+ties them to a request, to the only relayed request in flight (with several, a server request is refused).
+Requests go through the SDK client's typed calls, so each side speaks its own protocol version: a
+2026-07-28 server's input-required rounds are driven into the same callbacks as a 2025 server's requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import LOG_LEVEL_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+# What the gateway forwards (ping is answered by the gateway itself).
+RELAYED = ("tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
+           "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete",
+           "logging/setLevel")
+FINAL = ("result", "error")
+_WATCH_BACKLOG = 64
+_CURRENT: ContextVar[Relay | None] = ContextVar("mcp_router_relay", default=None)
+
+
+@dataclass
+class Relay:
+    """One relayed request: the events for the gateway, and the server's requests awaiting its answers."""
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    events: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    waiting: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Send the server's request to the gateway's client; its answer: {"result": ...} or {"error": ...}."""
+        rid = next(self.ids)
+        answer = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = answer
+        self.events.put_nowait({"event": "request", "id": rid, "method": method, "params": dict(params or {})})
+        try:
+            return await answer
+        finally:
+            self.waiting.pop(rid, None)
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.events.put_nowait({"event": "progress", "progress": progress, "total": total, "message": message})
+
+
+class RelayHub:
+    """A backend's relayed requests in flight, and the session callbacks that reach them."""
+
+    def __init__(self, backend: str, in_flight: Callable[[], int]) -> None:
+        """`in_flight`: the requests the backend's session carries now, relayed and routed alike."""
+        self.backend = backend
+        self.active: dict[str, Relay] = {}
+        self._in_flight = in_flight
+        self._watchers: set[asyncio.Queue[dict[str, Any]]] = set()
+
+    def _current(self) -> Relay | None:
+        relay = _CURRENT.get()
+        if relay is not None:
+            return relay
+        # Over stdio: the one request in flight, when it is relayed (never another caller's routed call).
+        return next(iter(self.active.values())) if len(self.active) == 1 and self._in_flight() == 1 else None
+
+    async def _ask(self, method: str, params: Any, result: type[Any]) -> Any:
+        relay = self._current()
+        if relay is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{method}: the router answers this only "
+                                   "for a client connected through its gateway")
+        answer = await relay.ask(method, params.model_dump(by_alias=True, mode="json", exclude_none=True)
+                                 if params is not None else None)
+        if "error" in answer:
+            return types.ErrorData.model_validate(answer["error"])
+        return result.model_validate(answer["result"])
+
+    async def sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+                       ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        kind = types.CreateMessageResultWithTools if (params.tools or params.tool_choice) else types.CreateMessageResult
+        return await self._ask("sampling/createMessage", params, kind)
+
+    async def elicitation(self, context: ClientRequestContext,
+                          params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        return await self._ask("elicitation/create", params, types.ElicitResult)
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        return await self._ask("roots/list", None, types.ListRootsResult)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        relay = self._current()
+        if relay is not None:
+            relay.events.put_nowait({"event": "log",
+                                     "params": params.model_dump(by_alias=True, mode="json", exclude_none=True)})
+
+    def notify(self, notification: Any) -> None:
+        """A notification outside any request (a list changed, a subscribed resource was updated): to every
+        gateway replica watching (a slow one loses the oldest: a change notice is worth only its latest)."""
+        message = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for queue in self._watchers:
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(message)
+
+    async def watch(self) -> AsyncIterator[dict[str, Any]]:
+        """The server's notifications outside requests, as they come, for as long as the watcher listens."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=_WATCH_BACKLOG)
+        self._watchers.add(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._watchers.discard(queue)
+
+    def answer(self, relay_id: str, request_id: int, answer: dict[str, Any]) -> bool:
+        """The gateway's client answered a server request; False when the request is no longer waiting."""
+        relay = self.active.get(relay_id)
+        future = relay.waiting.get(request_id) if relay is not None else None
+        if future is None or future.done():
+            return False
+        future.set_result(answer)
+        return True
+
+    async def run(self, client: Client, method: str, params: Mapping[str, Any], timeout_s: float,
+                  log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Relay one request within `timeout_s`; `log_level`: the least severe log message the client wants
+        during it (a 2026-07-28 server sends none unless asked). The server's JSON-RPC error is its answer
+        (the last event); a lost connection or the timeout propagates (`TimeoutError`, `MCPError`
+        CONNECTION_CLOSED or REQUEST_TIMEOUT, a transport error) for the caller to translate."""
+        relay = Relay()
+        self.active[relay.id] = relay
+
+        async def work() -> dict[str, Any]:
+            _CURRENT.set(relay)  # this task's own context: the callbacks run in it
+            try:
+                async with asyncio.timeout(timeout_s):
+                    result = await _send(client, method, params, relay, log_level)
+            except MCPError as exc:
+                if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
+                    raise
+                return {"event": "error", **exc.error.model_dump(mode="json", exclude_none=True)}
+            return {"event": "result", "result": result}
+
+        task = asyncio.create_task(work(), name=f"relay-{self.backend}-{method}")
+        try:
+            yield {"event": "relay", "id": relay.id}
+            while True:
+                getter = asyncio.ensure_future(relay.events.get())
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                while not relay.events.empty():  # what the server sent before its answer goes first
+                    yield relay.events.get_nowait()
+                yield task.result()
+                return
+        finally:
+            task.cancel()
+            self.active.pop(relay.id, None)
+
+
+def identity(client: Client) -> dict[str, Any]:
+    """What the backend told the router about itself, for the gateway's handshake with its clients."""
+    caps, info = client.server_capabilities, client.server_info
+    return {"protocolVersion": client.protocol_version,
+            "capabilities": caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps else {},
+            "serverInfo": info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None,
+            "instructions": client.instructions}
+
+
+async def _send(client: Client, method: str, p: Mapping[str, Any], relay: Relay,
+                log_level: str | None) -> dict[str, Any]:
+    modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+    cursor = p.get("cursor")
+    meta: Any = {LOG_LEVEL_META_KEY: log_level} if modern and log_level else None
+    result: Any
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the 2025 requests the SDK marks deprecated are what 2025 servers speak
+        if method == "tools/list":
+            result = await client.list_tools(cursor=cursor)
+        elif method == "tools/call":
+            result = await client.call_tool(p["name"], p.get("arguments"), progress_callback=relay.progress,
+                                            meta=meta)
+        elif method == "prompts/list":
+            result = await client.list_prompts(cursor=cursor)
+        elif method == "prompts/get":
+            result = await client.get_prompt(p["name"], p.get("arguments"), meta=meta)
+        elif method == "resources/list":
+            result = await client.list_resources(cursor=cursor)
+        elif method == "resources/templates/list":
+            result = await client.list_resource_templates(cursor=cursor)
+        elif method == "resources/read":
+            result = await client.read_resource(p["uri"], meta=meta)
+        elif method == "completion/complete":
+            ref = p["ref"]
+            kind = types.PromptReference if ref.get("type") == "ref/prompt" else types.ResourceTemplateReference
+            context = (p.get("context") or {}).get("arguments")
+            result = await client.complete(kind.model_validate(ref), dict(p["argument"]), context)
+        elif modern and method in ("logging/setLevel", "resources/subscribe", "resources/unsubscribe"):
+            # Not in 2026-07-28 (a level travels with each request; changes are listened for): accepted, as the
+            # 2025 client asking expects, with nothing to tell the server.
+            return {}
+        elif method == "logging/setLevel":
+            result = await client.set_logging_level(p["level"])
+        elif method == "resources/subscribe":
+            result = await client.subscribe_resource(p["uri"])
+        elif method == "resources/unsubscribe":
+            result = await client.unsubscribe_resource(p["uri"])
+        else:
+            raise MCPError(code=types.METHOD_NOT_FOUND, message=f"method not relayed: {method}")
+    out: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return out

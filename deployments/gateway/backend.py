@@ -1,0 +1,139 @@
+"""The MCP server at /mcp/backends/{name}/: one backend, as a faithful proxy within the caller's policy.
+
+Tools, prompts, resources (read, templates, subscriptions), completion and the logging level are relayed
+to the backend's held session (`deployments.gateway.forward`), with progress, log messages, cancellation
+and the server's own requests (sampling, elicitation, roots) carried both ways. What the backend lists is
+what its reviewed catalog serves to this caller: a tool the policy denies, or the catalog review holds,
+is neither listed nor callable, and listed descriptions are the reviewed ones. The handshake answers
+with the backend's own capabilities, server info and instructions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from deployments.gateway.forward import outgoing, versioned
+from deployments.gateway.gate import Gate
+from router.values import Catalog
+
+# 2026-07-28 list and read results need cache hints, which a 2025 server does not send.
+CACHE_HINTS: dict[Any, CacheHint] = {m: CacheHint(ttl_ms=0, scope="private")
+               for m in ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read")}
+_LISTS = {"tools/list": ("tools", "tool"), "prompts/list": ("prompts", "prompt"),
+          "resources/list": ("resources", "resource")}
+
+
+def build_backend_server(gate: Gate, name: str) -> Server[Any]:
+    server: Server[Any] = Server(f"mcp-router/{name}", version="0.1.0", cache_hints=CACHE_HINTS)
+
+    async def listed(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        caller = gate.caller()
+        catalog = gate.backend(caller, name)
+        key, kind = _LISTS[ctx.method]
+        result = await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+        served = {c.name: c for c in catalog.capabilities if c.kind == kind}
+        items = [item for item in result.get(key) or [] if item.get("name") in served]
+        for item in items:  # the reviewed description (a poisoned one is cleaned or held)
+            if served[item["name"]].description or item.get("description"):
+                item["description"] = served[item["name"]].description
+        return {**result, key: items}
+
+    async def called(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        caller = gate.caller()
+        catalog = gate.backend(caller, name)
+        kind = "tool" if ctx.method == "tools/call" else "prompt"
+        capability = gate.capability(caller, catalog, kind, params.name)
+        return await gate.relay(ctx, caller, name, ctx.method, _plain(ctx), capability)
+
+    async def by_uri(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        caller = gate.caller()
+        catalog = gate.backend(caller, name)
+        uri = str(params.uri)
+        _check_uri(gate, caller, catalog, uri)
+        result = await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+        subscribed = gate.seen(ctx, name)
+        if ctx.method == "resources/subscribe":
+            subscribed.add(uri)
+        elif ctx.method == "resources/unsubscribe":
+            subscribed.discard(uri)
+        return result
+
+    async def templates(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        caller = gate.caller()
+        gate.backend(caller, name)
+        if not gate.wholly_allowed(caller, name):  # a template may expand to any resource
+            return {"resourceTemplates": []}
+        return await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+
+    async def complete(ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> HandlerResult:
+        caller = gate.caller()
+        catalog = gate.backend(caller, name)
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            gate.capability(caller, catalog, "prompt", ref.name)
+        elif not gate.wholly_allowed(caller, name):
+            return {"completion": {"values": [], "hasMore": False}}
+        return await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> HandlerResult:
+        caller = gate.caller()
+        gate.backend(caller, name)
+        gate.remember_level(ctx, params.level)
+        return await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+
+    handlers: tuple[tuple[str, Any, Any], ...] = (
+        ("tools/list", types.PaginatedRequestParams, listed), ("prompts/list", types.PaginatedRequestParams, listed),
+        ("resources/list", types.PaginatedRequestParams, listed),
+        ("tools/call", types.CallToolRequestParams, called), ("prompts/get", types.GetPromptRequestParams, called),
+        ("resources/read", types.ReadResourceRequestParams, by_uri),
+        ("resources/subscribe", types.SubscribeRequestParams, by_uri),
+        ("resources/unsubscribe", types.UnsubscribeRequestParams, by_uri),
+        ("resources/templates/list", types.PaginatedRequestParams, templates),
+        ("completion/complete", types.CompleteRequestParams, complete),
+        ("logging/setLevel", types.SetLevelRequestParams, set_level),
+    )
+    def tracked(handler: Any) -> Any:
+        async def seen(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+            gate.seen(ctx, name)  # the session hears the backend's notifications from now on
+            return await handler(ctx, params)
+
+        return seen
+
+    for method, params_type, handler in handlers:
+        server.add_request_handler(method, params_type, versioned(tracked(handler)))
+
+    async def mirror(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """The handshake answers as the backend did: its capabilities, server info and instructions."""
+        result = await call_next(ctx)
+        if ctx.method != "initialize":
+            return result
+        found = await gate.identity(name)
+        if found is None or not isinstance(result, dict):  # the SDK's handshake answers with a wire dict
+            return result
+        answer = dict(result)
+        answer["capabilities"] = found["capabilities"]
+        if found.get("serverInfo"):
+            answer["serverInfo"] = found["serverInfo"]
+        if found.get("instructions"):
+            answer["instructions"] = found["instructions"]
+        return answer
+
+    server.middleware.append(mirror)
+    return server
+
+
+def _plain(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    return outgoing(ctx.params)
+
+
+def _check_uri(gate: Gate, caller: Any, catalog: Catalog, uri: str) -> None:
+    """A listed resource by its own permission; any other URI (a template's) needs all of the backend."""
+    listed = [c for c in catalog.capabilities if c.kind == "resource" and c.target == uri]
+    if listed or gate.wholly_allowed(caller, catalog.backend):
+        return
+    gate.capability(caller, catalog, "resource", uri)  # refuses: not a resource this caller may read

@@ -1,0 +1,185 @@
+"""What every gateway request goes through: who asks and what its policy lets it reach, the deadline, the
+charge, the audit note and the metrics, then the backend's actor, with a read-only tool's identical copy
+on another backend when the first cannot answer.
+
+A gateway client names the backend it talks to, so its policy needs `backend_override`; within it, the
+policy's allow and deny lists decide what is listed and callable, exactly as in routing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+
+from deployments.caller import CURRENT, Caller
+from deployments.gateway.forward import FAILOVER_KINDS, error_kind, forward, log_level, router_error
+from deployments.service import RouterService
+from router.errors import ErrorKind, RouterError, UnknownBackend, UnknownCapability, error_of_kind
+from router.values import Capability, Catalog
+
+_IDENTITY_TTL_S = 30.0
+_NOTIFICATION: TypeAdapter[Any] = TypeAdapter(types.ServerNotification)
+_MAX_SESSIONS = 10_000  # log levels remembered; past it the oldest go
+_LISTINGS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
+
+
+class Gate:
+    def __init__(self, service: RouterService) -> None:
+        self.service = service
+        self._identities: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self.levels: dict[str, str] = {}  # a 2025 session's `logging/setLevel`, by session id
+        # Per backend, its 2025 sessions (by id) and the resources each subscribed to: where the server's
+        # notifications outside requests go.
+        self.sessions: dict[str, dict[str, tuple[Any, set[str]]]] = {}
+
+    # -- who asks, and what it may reach ---------------------------------------------------------
+
+    @staticmethod
+    def caller() -> Caller:
+        caller = CURRENT.get()
+        if caller is None:
+            raise RuntimeError("the gateway runs behind deployments.middleware.Guard")
+        return caller
+
+    def catalogs(self, caller: Caller) -> Mapping[str, Catalog]:
+        """The catalogs of the backends the caller may reach through the gateway (their allowed part)."""
+        access = caller.access
+        if not access.policy.backend_override:
+            raise self.refuse(caller, access.refuse("naming a backend (the gateway)"))
+        return self.service.router.view(access).catalogs
+
+    def backend(self, caller: Caller, name: str) -> Catalog:
+        catalog = self.catalogs(caller).get(name)
+        if catalog is None:  # unknown, not allowed, or not listed yet: all alike to the caller
+            raise self.refuse(caller, UnknownBackend(f"unknown backend {name!r}", backend=name))
+        return catalog
+
+    def capability(self, caller: Caller, catalog: Catalog, kind: str, name: str) -> Capability:
+        cap = next((c for c in catalog.capabilities if c.kind == kind and c.name == name), None)
+        if cap is None:  # denied, held by the catalog review, or unknown: all alike to the caller
+            raise self.refuse(caller, UnknownCapability(f"unknown {kind} {name!r}", backend=catalog.backend,
+                                                        tool=name), code=types.INVALID_PARAMS)
+        return cap
+
+    def wholly_allowed(self, caller: Caller, backend: str) -> bool:
+        """Whether the policy allows all of the backend (what no listed capability names: resource templates)."""
+        return caller.access.allows(backend, "*")
+
+    @staticmethod
+    def refuse(caller: Caller, error: RouterError, code: int = types.INVALID_REQUEST) -> MCPError:
+        caller.fail(error)
+        return MCPError(code=code, message=error.message, data={"kind": error.code})
+
+    def remember_level(self, ctx: ServerRequestContext[Any, Any], level: str) -> None:
+        session = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
+        if session:
+            self.levels[session] = level
+            while len(self.levels) > _MAX_SESSIONS:
+                del self.levels[next(iter(self.levels))]
+
+    def seen(self, ctx: ServerRequestContext[Any, Any], backend: str) -> set[str]:
+        """Keep the request's session (a 2025 one, with a standalone stream) for the backend's notifications;
+        the resources it subscribed to."""
+        session = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
+        if not session:
+            return set()
+        known = self.sessions.setdefault(backend, {})
+        entry = known.get(session)
+        if entry is None:
+            entry = known[session] = (ctx.session, set())
+            while len(known) > _MAX_SESSIONS:
+                del known[next(iter(known))]
+        return entry[1]
+
+    async def broadcast(self, backend: str, notification: dict[str, Any]) -> None:
+        """A backend's notification to its sessions: a list change to all, a resource update to those that
+        subscribed to it. A session that is gone is forgotten."""
+        message = _NOTIFICATION.validate_python(notification)
+        uri = (notification.get("params") or {}).get("uri")
+        known = self.sessions.get(backend, {})
+        for sid, (session, subscribed) in list(known.items()):
+            if uri is not None and uri not in subscribed:
+                continue
+            try:
+                await session.send_notification(message)
+            except Exception:  # the client went away: nothing to tell it
+                known.pop(sid, None)
+
+    # -- the backend -----------------------------------------------------------------------------
+
+    async def identity(self, backend: str) -> dict[str, Any] | None:
+        """What the backend said of itself in its handshake (cached briefly: it changes only on reconnect)."""
+        hit = self._identities.get(backend)
+        if hit is not None and time.monotonic() - hit[0] < _IDENTITY_TTL_S:
+            return hit[1]
+        actor = self.service.directory.actors.get(backend)
+        found = await actor.identity.remote() if actor is not None else None
+        self._identities[backend] = (time.monotonic(), found)
+        return found
+
+    async def relay(self, ctx: ServerRequestContext[Any, Any], caller: Caller, backend: str, method: str,
+                    params: Mapping[str, Any], capability: Capability | None = None) -> dict[str, Any]:
+        """The request on `backend` within the caller's deadline; a call is charged to the caller and noted
+        for the audit; a read-only tool's copies on other backends answer when `backend` cannot."""
+        service = self.service
+        access = caller.access
+        timeout_s = access.deadline(None, service.settings.resilience.deadline_s)
+        caller.note(mode="gateway", backend=backend, mcp_method=method,
+                    **({"tool": capability.name} if capability is not None else {}))
+        if capability is not None:
+            charge = service.charge(caller)
+            if charge is not None:
+                try:
+                    await charge(1)
+                except RouterError as exc:
+                    raise self.refuse(caller, exc) from None
+        targets = [backend, *self._copies(caller, backend, method, capability)]
+        error: MCPError | None = None
+        for target in targets:
+            actor = service.directory.actors.get(target)
+            if actor is None:
+                continue
+            started = time.perf_counter()
+            try:
+                result = await forward(ctx, actor, method, {**params, **({"name": capability.name}
+                                                                       if capability is not None else {})},
+                                       timeout_s, log_level(ctx, self.levels))
+            except MCPError as exc:
+                service.metrics.gateway_request(target, method, error_kind(exc) or "error", started)
+                error = exc
+                if error_kind(exc) not in FAILOVER_KINDS:
+                    break
+                continue
+            service.metrics.gateway_request(target, method, "success", started)
+            if target != backend:
+                caller.note(served_by=target)
+            return result
+        error = error or router_error(ErrorKind.BACKEND_UNAVAILABLE, f"backend {backend!r} has no actor")
+        kind = error_kind(error)
+        if kind is not None:
+            caller.fail(error_of_kind(ErrorKind(kind), error.error.message))
+        raise error
+
+    def _copies(self, caller: Caller, backend: str, method: str, capability: Capability | None) -> list[str]:
+        """Other backends the caller may reach that can answer instead, healthiest first: for a read-only
+        capability, those offering the same one; for a listing, those offering all of the backend's."""
+        catalogs = self.catalogs(caller)
+        if capability is not None:
+            if not capability.read_only:
+                return []
+            copies = [c.backend for cat in catalogs.values() if cat.backend != backend
+                      for c in cat.capabilities if c.same_as(capability) and c.read_only]
+        elif method in _LISTINGS and backend in catalogs:
+            mine = catalogs[backend].capabilities
+            copies = [cat.backend for cat in catalogs.values() if cat.backend != backend and mine and
+                      all(any(c.same_as(m) for c in cat.capabilities) for m in mine)]
+        else:
+            return []
+        statuses = self.service.directory.statuses()
+        return sorted(copies, key=lambda b: statuses[b].health != "healthy" if b in statuses else True)
