@@ -61,8 +61,10 @@ class BackendSupervisor:
         self._sem: asyncio.Semaphore | None = None
         self._catalog: Catalog | None = None
         self._catalog_at = 0.0
+        self._catalog_refreshed_at: float | None = None
         self._stale = False
         self._health: HealthState = "starting"
+        self._shown: tuple[HealthState, float] = ("starting", time.time())  # the health last reported, since
         self._last_error: str | None = None
         self._last_error_at: float | None = None
         self._last_check_at: float | None = None
@@ -141,6 +143,7 @@ class BackendSupervisor:
         self._stale = False
         listed = await self.backend.list_capabilities()
         self._listed, self._catalog_at = listed, time.monotonic()
+        self._catalog_refreshed_at = time.time()
         return self._apply_review(listed)
 
     def _apply_review(self, listed: Catalog) -> Catalog:
@@ -330,9 +333,12 @@ class BackendSupervisor:
             health = "ejected"
         elif health == "healthy" and self.detector.state == "half_open":
             health = "degraded"
+        if health != self._shown[0]:
+            self._shown = (health, time.time())
         return BackendStatus(
             name=self.spec.name, kind=self.spec.kind, transport=self.backend.transport, health=health,
-            protocol=getattr(self.backend, "protocol_version", None),
+            protocol=getattr(self.backend, "protocol_version", None), health_since=self._shown[1],
+            catalog_refreshed_at=self._catalog_refreshed_at,
             description=cat.description if cat else self.spec.description,
             catalog_version=cat.version if cat else None, tool_count=counts["tool"],
             prompt_count=counts["prompt"], resource_count=counts["resource"], flow_count=counts["flow"],

@@ -145,9 +145,11 @@ class BackendDirectory:
         async with self._rebuild_lock:
             order = [b.name for b in self.settings.enabled_backends]
             catalogs = [self._catalogs[n] for n in order if n in self._catalogs]
-            texts = CatalogTexts.build(catalogs, self._flow_targets())
+            # Building the texts and the index takes seconds at tens of thousands of capabilities: off the
+            # event loop, which keeps answering requests on the previous index meanwhile.
+            texts = await asyncio.to_thread(CatalogTexts.build, catalogs, self._flow_targets())
             tool_vecs, server_vecs = await self._vectors(texts)
-            index = CatalogIndex(texts, tool_vecs, server_vecs, self.settings.routing)
+            index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing)
             if tool_vecs is not None and self.embedder is not None:
                 try:
                     await index.tune_alpha(self.embedder.embed)

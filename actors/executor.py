@@ -78,13 +78,16 @@ class RayExecutor:
         carrier: dict[str, str] = {}
         inject(carrier)  # the current (attempt) span's context travels into the actor and on to the backend
         context = replace(context, trace=carrier)
+        # What the backend needs of the capability to call it: its description and schema would only be
+        # serialized into every call (the most of what a call costs Ray here).
+        sent = replace(capability, description="", input_schema={}, intents=(), tags=())
         started = time.monotonic()
         delay = 0.05
         while True:
             handle = self.actors.get(capability.backend)
             if handle is None:
                 return _failed(capability, started, f"no actor for backend {capability.backend!r}", sent=False)
-            ref = handle.call.remote(capability, arguments, timeout_s, context, force)
+            ref = handle.call.remote(sent, arguments, timeout_s, context, force)
             try:
                 return await ref
             except asyncio.CancelledError:

@@ -110,21 +110,23 @@ def model_alone(n: int) -> list[float]:
     return out
 
 
-def _wrk_script(new_questions: bool) -> str:
+def _wrk_script(new_questions: bool, body: str = BODY, ask: Callable[[int], str] = question) -> str:
     if not new_questions:
-        return (f'wrk.method = "POST"\nwrk.body = {json.dumps(BODY)}\n'
+        return (f'wrk.method = "POST"\nwrk.body = {json.dumps(body)}\n'
                 'wrk.headers["Content-Type"] = "application/json"\n')
-    pool = ",\n".join(json.dumps(json.dumps({"question": question(400_000 + i), "include_routing_metadata": False}))
+    pool = ",\n".join(json.dumps(json.dumps({"question": ask(400_000 + i), "include_routing_metadata": False}))
                       for i in range(4000))
     return ('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
             f"local bodies = {{\n{pool}\n}}\n"
             "request = function()\n  return wrk.format(nil, nil, nil, bodies[math.random(#bodies)])\nend\n")
 
 
-def throughput(url: str, concurrency: int, seconds: float, new_questions: bool = False) -> float:
+def throughput(url: str, concurrency: int, seconds: float, new_questions: bool = False, body: str = BODY,
+               ask: Callable[[int], str] = question) -> float:
+    """/v1/query requests per second at `concurrency`: `body` again and again, or new questions from `ask`."""
     if shutil.which("wrk"):
         with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-            f.write(_wrk_script(new_questions))
+            f.write(_wrk_script(new_questions, body, ask))
         out = subprocess.run(["wrk", f"-t{min(2, concurrency)}", f"-c{concurrency}", f"-d{int(seconds)}s", "-s",
                               f.name, url + "/v1/query"], capture_output=True, text=True, check=True).stdout
         os.unlink(f.name)
@@ -140,8 +142,8 @@ def throughput(url: str, concurrency: int, seconds: float, new_questions: bool =
             async def worker() -> None:
                 nonlocal done
                 while time.monotonic() < stop:
-                    body = unseen(500_000 + done) if new_questions else BODY
-                    await c.post(url + "/v1/query", content=body, headers={"content-type": "application/json"})
+                    sent = json.dumps({"question": ask(500_000 + done)}) if new_questions else body
+                    await c.post(url + "/v1/query", content=sent, headers={"content-type": "application/json"})
                     done += 1
             await asyncio.gather(*(worker() for _ in range(concurrency)))
         return done / seconds
@@ -168,6 +170,34 @@ def with_authentication(settings: RouterSettings, url: str, n: int) -> list[floa
                      timeout=30).status_code != 200:
         time.sleep(0.2)
     return sequential(url, n, headers=headers)
+
+
+def bare_ray_call(n: int) -> list[float]:
+    """Ray's own cost: one async actor awaiting another's trivial method (what the execute stage's actor call
+    costs before any of the router's work), with a small payload."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        async def echo(self, value: dict) -> dict:
+            return value
+
+    @ray.remote(num_cpus=0)
+    class Caller:
+        async def loop(self, target: object, n: int) -> list[float]:
+            out = []
+            for i in range(n + 20):
+                t0 = time.perf_counter()
+                await target.echo.remote({"question": question(i), "arguments": {"query": "2 + 2"}})  # type: ignore[attr-defined]
+                out.append((time.perf_counter() - t0) * 1000)
+            return out[20:]
+
+    echo, caller = Echo.remote(), Caller.remote()  # type: ignore[attr-defined]
+    try:
+        return list(ray.get(caller.loop.remote(echo, n)))
+    finally:
+        ray.kill(echo)
+        ray.kill(caller)
 
 
 def find_echo(port: int) -> str:
@@ -216,6 +246,7 @@ def main() -> None:
     rps = {c: throughput(url, c, args.seconds) for c in (1, 8, 32, 64)}
     rps_new = {c: throughput(url, c, args.seconds, new_questions=True) for c in (1, 8, 32, 64)}
     routed_auth = with_authentication(settings, url, args.requests)
+    ray_call = bare_ray_call(args.requests)
     serve.delete(settings.server.app_name)
 
     echo_app = FastAPI()
@@ -247,6 +278,7 @@ def main() -> None:
         "model_p50_ms": statistics.median(model), "model_p99_ms": pct(model, 99),
         "rps_new": {str(k): round(v, 1) for k, v in rps_new.items()},
         "router_auth_p50_ms": statistics.median(routed_auth), "router_auth_p99_ms": pct(routed_auth, 99),
+        "ray_call_p50_ms": statistics.median(ray_call), "ray_call_p99_ms": pct(ray_call, 99),
     }
     report["auth_added_p50_ms"] = report["router_auth_p50_ms"] - report["router_p50_ms"]
     report["added_p50_ms"] = report["router_p50_ms"] - report["direct_p50_ms"]
@@ -258,7 +290,8 @@ def main() -> None:
                        ("  the same, one repeated question", "router"),
                        ("  the same, with an API key and a policy", "router_auth"),
                        ("MCP client -> tool (direct)", "direct"),
-                       ("the embedding model alone", "model"), ("HTTP -> bare Serve echo", "echo")):
+                       ("the embedding model alone", "model"), ("HTTP -> bare Serve echo", "echo"),
+                       ("actor -> actor, a bare Ray call", "ray_call")):
         print(f"{label:<40}{report[key + '_p50_ms']:>10.2f}{report[key + '_p99_ms']:>10.2f}")
     print(f"added by the router (p50): new question {report['new_question_added_p50_ms']:.2f} ms "
           f"({report['new_question_added_without_model_p50_ms']:.2f} ms without the model), "

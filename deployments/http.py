@@ -43,8 +43,9 @@ from router.models import (
 log = logging.getLogger("mcp_router.http")
 
 
-def current_caller() -> Caller:
-    """The request's caller, as the guard admitted it (the app always runs behind the guard)."""
+async def current_caller() -> Caller:
+    """The request's caller, as the guard admitted it (the app always runs behind the guard). Async: FastAPI
+    runs a plain function dependency in its thread pool, a thread hand-off on every request."""
     caller = CURRENT.get()
     if caller is None:
         raise RuntimeError("the HTTP app runs behind deployments.middleware.Guard")

@@ -13,6 +13,8 @@ is neither rate-limited nor audited.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 from ray import serve
@@ -38,12 +40,26 @@ from router.security.audit import AuditLog
 from router.settings import RouterSettings
 
 
+def replica_logging() -> None:
+    """The router's log records (each request's audit line among them, unless it goes to a file) as plain
+    lines on stderr, which Ray keeps in the replica's log. Set before the MCP SDK's server is built: finding
+    the root logger without a handler, it would install rich's console handler there, whose rendering of
+    every record costs more than the rest of a request."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    logging.getLogger("mcp_router").setLevel(logging.INFO)
+
+
 # A replica that dies is noticed within a second or two (its health check does nothing but answer).
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000, health_check_period_s=1)
 @serve.ingress()
 class RouterIngress:
     async def __init__(self, settings: RouterSettings, pool: Any, embedder: Any,  # type: ignore[misc]
                        generation: float) -> None:
+        replica_logging()
         self.service = await build_service(settings, pool, embedder, generation)
         self.audit = AuditLog(settings.audit)
 

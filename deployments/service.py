@@ -242,6 +242,11 @@ class RouterService:
         data["backends"] = {n: {"health": s.health, "consecutive_failures": s.consecutive_failures,
                                 "ejections": s.ejections, "ejected_until": s.ejected_until, "inflight": s.inflight}
                             for n, s in self.directory.statuses().items() if n in visible}
+        # What this replica routes on: the catalogs in its index, and when it was built.
+        indexed = self.router.catalogs
+        data["index"] = {"backends": len(indexed), "built_at": self.directory.index_built_at,
+                         "capabilities": sum(len(c.capabilities) for n, c in indexed.items() if n in visible),
+                         "versions": {n: c.version for n, c in indexed.items() if n in visible}}
         return data
 
 

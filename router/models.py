@@ -289,6 +289,8 @@ class BackendInfo(_Model):
     health: HealthState
     description: str = ""
     protocol: str | None = Field(default=None, description="The MCP protocol version the router speaks to it.")
+    health_since: float | None = Field(default=None, description="When `health` last changed (epoch seconds).")
+    catalog_refreshed_at: float | None = Field(default=None, description="When its catalog was last listed.")
     tool_count: int = 0
     prompt_count: int = 0
     resource_count: int = 0

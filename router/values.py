@@ -138,7 +138,9 @@ class BackendStatus:
     health: HealthState
     description: str = ""
     protocol: str | None = None  # the MCP protocol version the router speaks to it
+    health_since: float | None = None  # when `health` last changed (epoch seconds)
     catalog_version: str | None = None
+    catalog_refreshed_at: float | None = None  # when the catalog was last listed
     tool_count: int = 0
     prompt_count: int = 0
     resource_count: int = 0

@@ -20,6 +20,7 @@ text; one without is refused by name (`BackendNotCallable`), since there is no t
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -253,8 +254,8 @@ class CatalogIndex:
                 probes.append(Probe(doc, question_tokens(query), vectors[at], tokenize(sparse) or ["<empty>"],
                                     vectors[at + 1]))
                 at += 2
-            if index.dense:
-                index.alpha = self_tuned_alpha(index, probes, self.settings.alpha)
+            if index.dense:  # a search per probe and weight: off the event loop
+                index.alpha = await asyncio.to_thread(self_tuned_alpha, index, probes, self.settings.alpha)
         return self.tools.alpha, self.servers.alpha
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,

@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 
@@ -66,6 +67,12 @@ class Decider:
         # (each principal with a restricted policy has its own index).
         self._ranked: LRU[tuple[str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
             settings.routing.query_cache_size)
+        # Scored candidates per (question, intent, owner, tool, k): valid while the index, health, performance
+        # and examples they were scored with are the same objects (a replica replaces each when it changes,
+        # about once a second), so a question asked again is not scored again.
+        self._taught: LRU[tuple[str, str, str | None, str | None, int], tuple[tuple[Any, ...],
+                                                                              tuple[list[Candidate], float]]] = LRU(
+            settings.routing.query_cache_size)
 
     def fanout(self) -> int:
         r = self.settings.resilience
@@ -98,6 +105,16 @@ class Decider:
                                          tool_chosen=tool is not None, backend_chosen=owner is not None)
 
             def taught(owner: str | None) -> tuple[list[Candidate], float]:
+                key = (analysis.question, analysis.intent, owner, tool, want)
+                inputs = (index, live.statuses, live.perf, examples)
+                hit = self._taught.get(key)
+                if hit is not None and all(a is b for a, b in zip(hit[0], inputs, strict=True)):
+                    return list(hit[1][0]), hit[1][1]
+                found = learn(owner)
+                self._taught.put(key, (inputs, (list(found[0]), found[1])))
+                return found
+
+            def learn(owner: str | None) -> tuple[list[Candidate], float]:
                 """The candidates with what the examples say, and retrieval's own confidence in its first."""
                 ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool if owner == backend else None)
                 plain = scored(ranked, owner)[:want]
