@@ -15,6 +15,10 @@ $(VENV)/.installed: pyproject.toml examples/package.json examples/package-lock.j
 	$(PY) -m pip install --quiet -e ".[dev]"
 	cd examples && npm ci --no-audit --no-fund --loglevel=error
 	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
+	@# The console's browser test drives the system's Chromium (Debian's package), installed where possible.
+	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+		echo "note: install Chromium (Debian: apt-get install chromium) for tests/e2e/test_console.py"
 	touch $@
 
 demo: setup

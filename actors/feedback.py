@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from router.settings import LearningSettings
 
 log = logging.getLogger("mcp_router.feedback")
 _FLUSH_S = 0.2
+_LATEST = 1000
 
 
 
@@ -37,11 +39,17 @@ class FeedbackOwner:
         self.store = ExampleStore(path, settings.max_examples_per_capability)
         # A decision holds its question's vector (1.5 KB with MiniLM): 50,000 of them are about 75 MB.
         self._decisions: LRU[str, RecentDecision] = LRU(50_000, ttl_s=settings.decision_ttl_s)
+        self._latest: deque[RecentDecision] = deque(maxlen=_LATEST)  # for the operators' list, newest last
         log.info("feedback store %s: %d examples", path, self.store.count())
 
     async def remember(self, decisions: list[RecentDecision]) -> None:
         for d in decisions:
             self._decisions.put(d.request_id, d)
+            self._latest.append(d)
+
+    async def latest(self, limit: int) -> list[dict[str, Any]]:
+        """The newest decisions of every replica, newest first, as rows (no vectors)."""
+        return [d.row() for d in list(self._latest)[::-1][:limit]]
 
     async def decision(self, request_id: str) -> RecentDecision | None:
         return self._decisions.get(request_id)
@@ -115,6 +123,10 @@ class FeedbackView:
 
     async def examples(self, backend: str) -> list[dict[str, Any]]:
         return await asyncio.wait_for(self.actor.examples.remote(backend), 10)
+
+    async def latest(self, limit: int) -> list[dict[str, Any]]:
+        await self.flush()  # this replica's own decisions first
+        return await asyncio.wait_for(self.actor.latest.remote(limit), 10)
 
     async def delete(self, backend: str) -> int:
         deleted: int = await asyncio.wait_for(self.actor.delete.remote(backend), 10)

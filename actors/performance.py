@@ -32,6 +32,7 @@ class PerformanceTracker:
         self._dirty = False
         self._saver: asyncio.Task[None] | None = None
         self.recorded = 0
+        self.loadtest: dict[str, Any] | None = None
 
     def _restore(self) -> PerformanceHistory:
         window = self.settings.perf_window
@@ -82,12 +83,20 @@ class PerformanceTracker:
                 "mean_latency_ms": round(snap.mean_latency_ms, 2), "p95_latency_ms": round(snap.p95_latency_ms, 2),
                 "p95_latency_ms_10": round(snap.p95_latency_ms_10, 2), "perf_score": round(snap.score, 4),
                 "errors": self._history.errors((backend, intent)),
+                "recent": self._history.recent((backend, intent)),
             })
         return {"window": self._history.window, "recorded": self.recorded, "generated_at": time.time(),
                 "series": rows}
 
     async def flush(self) -> None:
         self.save()
+
+    # The last `mcp-router loadtest` report, sent by the load tester (the console's load test view).
+    async def set_loadtest(self, report: dict[str, Any]) -> None:
+        self.loadtest = report
+
+    async def get_loadtest(self) -> dict[str, Any] | None:
+        return self.loadtest
 
 
 PerformanceActor = ray.remote(PerformanceTracker)

@@ -201,7 +201,23 @@ def summarize(samples: list[Sample], elapsed: float, **info: Any) -> dict[str, A
         "errors_by_cause": dict(Counter(s.cause or "?" for s in failed).most_common()),
         "backends": dict(Counter(s.backend or "?" for s in ok).most_common()),
         "fallbacks": fallbacks, "fallback_rate": fallbacks / len(ok) if ok else 0.0,
+        "timeline": timeline(samples), "finished_at": time.time(),
     }
+
+
+def timeline(samples: list[Sample]) -> list[dict[str, float]]:
+    """Per second of the run (by when each request started): requests/s, latency percentiles, errors."""
+    seconds: dict[int, list[Sample]] = {}
+    for sample in samples:
+        seconds.setdefault(int(sample.t), []).append(sample)
+    out = []
+    for second in sorted(seconds):
+        group = seconds[second]
+        p50, p95, p99 = np.percentile([s.latency_ms for s in group], [50, 95, 99])
+        out.append({"t": second + 1, "rps": float(len(group)), "p50_ms": round(float(p50), 2),
+                    "p95_ms": round(float(p95), 2), "p99_ms": round(float(p99), 2),
+                    "errors": float(sum(not s.ok for s in group))})
+    return out
 
 
 async def run_loadtest(url: str, questions: list[str] | None = None, *, concurrency: int = 8,
@@ -307,7 +323,21 @@ def add_loadtest_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--protocol", choices=("http", "mcp"), default="http")
     p.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S", help="per request")
     p.add_argument("--api-key", help="authenticate as this key's principal (default: $MCP_ROUTER_API_KEY)")
+    p.add_argument("--no-report", action="store_true",
+                   help="do not send the summary to the router (its console shows the last one it was sent)")
     return p
+
+
+def send_report(url: str, summary: dict[str, Any], api_key: str | None) -> str:
+    """The summary to the router, for its console's load test view (`POST /v1/loadtest`, operators)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.post(f"{url.rstrip('/')}/v1/loadtest", json=summary, headers=headers, timeout=30)
+    except httpx.HTTPError as exc:
+        return f"the report was not sent to the router: {type(exc).__name__}"
+    if r.status_code == 200:
+        return f"sent the report to {url.rstrip('/')}/ui/#loadtest"
+    return f"the router did not keep the report ({r.status_code}): {r.text[:200]}"
 
 
 def cmd_loadtest(args: argparse.Namespace) -> int:
@@ -321,6 +351,8 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         mode=args.mode, protocol=args.protocol, request_timeout=args.timeout,
         api_key=args.api_key or os.environ.get("MCP_ROUTER_API_KEY")))
     print_summary(summary)
+    if not args.no_report:
+        print(send_report(args.url, summary, args.api_key or os.environ.get("MCP_ROUTER_API_KEY")))
     if args.json:
         write_json(args.json, summary, samples)
         print(f"wrote {args.json}")

@@ -119,7 +119,7 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
     try:
         endpoints = start_local(settings, num_cpus=args.num_cpus, quiet=not args.verbose)
         report = wait_until_healthy(endpoints.url, 60 if demo else 20)
-        print(f"mcp-router ready at {endpoints.url}  (docs: {endpoints.url}/docs) "
+        print(f"mcp-router ready at {endpoints.url}  (console: {endpoints.url}/ui/, docs: {endpoints.url}/docs) "
               f"after {time.monotonic() - started:.1f} s", flush=True)
         for name, b in (report.get("backends") or {}).items():
             print(f"  backend {name:<16} {b['status']}" + (f"  ({b['last_error']})" if b.get("last_error") else ""))
@@ -148,7 +148,8 @@ def _demo(url: str, questions: list[str], started: float) -> None:
             else:
                 _print_error(resp)
     print(f"\ntry: curl -s {url}/v1/query -H 'content-type: application/json' "
-          "-d '{\"question\": \"What time is it in Tokyo?\"}'\n")
+          "-d '{\"question\": \"What time is it in Tokyo?\"}'")
+    print(f"or open the console: {url}/ui/ (backends, why a question went where it went, recent decisions)\n")
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -16,13 +16,14 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from deployments.caller import CURRENT, Caller
+from deployments.console import add_console
 from deployments.service import RouterService
-from router.errors import ErrorKind, InvalidRequest, RouterError
+from router.errors import ErrorKind, InvalidRequest, NotFound, RouterError
 from router.models import (
     BackendDetail,
     BackendInfo,
@@ -31,6 +32,7 @@ from router.models import (
     FeedbackRequest,
     FeedbackResponse,
     HealthResponse,
+    LoadtestReport,
     QueryRequest,
     QueryResponse,
     RouteRequest,
@@ -129,6 +131,25 @@ def build_http_app(service: RouterService,
     async def feedback(body: FeedbackRequest, caller: Who) -> FeedbackResponse:
         return await service.feedback(body, caller)
 
+    @app.get("/v1/whoami", summary="Who the caller is to the router: principal, policy, operator right")
+    async def whoami(caller: Who) -> dict[str, Any]:
+        return service.whoami(caller)
+
+    @app.get("/v1/decisions", summary="The newest routing decisions, with how each went (operators)")
+    async def decisions(caller: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
+        return await service.decisions(limit, caller)
+
+    @app.get("/v1/loadtest", response_model=LoadtestReport, summary="The last `mcp-router loadtest` report (operators)")
+    async def loadtest(caller: Who) -> dict[str, Any]:
+        report = await service.loadtest(caller)
+        if report is None:
+            raise NotFound("no load test report yet: run `mcp-router loadtest` against this router")
+        return report
+
+    @app.post("/v1/loadtest", response_model=LoadtestReport, summary="Keep a load test report (operators)")
+    async def keep_loadtest(body: LoadtestReport, caller: Who) -> dict[str, Any]:
+        return await service.loadtest(caller, body.model_dump()) or {}
+
     @app.get("/v1/stats", summary="Recent performance per backend and intent")
     async def stats(caller: Who) -> dict[str, Any]:
         return await service.stats(caller)
@@ -139,4 +160,5 @@ def build_http_app(service: RouterService,
         report = await service.health(caller)
         return JSONResponse(report.model_dump(), status_code=503 if report.status == "down" else 200)
 
+    add_console(app)
     return app

@@ -188,6 +188,33 @@ class RouterService:
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
         return {"backend": name, "deleted": await self.learning.delete(name)}
 
+    # -- operators ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def whoami(caller: Caller) -> dict[str, Any]:
+        """Who the caller is to the router: its principal, policy, and whether it has the operator right."""
+        principal = caller.access.principal
+        return {"principal": principal.name, "policy": principal.policy, "operator": caller.access.policy.stats,
+                "authenticated": principal.authenticated}
+
+    async def decisions(self, limit: int, caller: Caller) -> list[dict[str, Any]]:
+        """The newest decisions of every replica (operators: they hold other callers' questions), of the
+        backends the caller may see."""
+        access = caller.access
+        access.check("stats", "/v1/decisions")
+        visible = set(self.router.visible_backends(access))
+        rows = await self.learning.latest(limit)
+        return [r for r in rows if r["backend"] is None or r["backend"] in visible]
+
+    async def loadtest(self, caller: Caller, report: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The last `mcp-router loadtest` report (operators), or, given one, keep it."""
+        caller.access.check("stats", "load test reports")
+        if report is not None:
+            await asyncio.wait_for(self.perf_actor.set_loadtest.remote(report), 10)
+            return report
+        found: dict[str, Any] | None = await asyncio.wait_for(self.perf_actor.get_loadtest.remote(), 10)
+        return found
+
     # -- the backends --------------------------------------------------------------------------------
 
     async def backends(self, caller: Caller) -> list[BackendInfo]:

@@ -158,7 +158,8 @@ class Router:
             p = await assist.fill_arguments(self.llm, p, d, arguments, statuses)
         if p.refusal is not None:
             if isinstance(p.refusal, NoRelevantBackend | AmbiguousRoute) and d.candidates:
-                self._remember(d, None, request)  # nothing was called, but the caller may say what should have
+                # Nothing was called, but the caller may say what should have been.
+                self._remember(d, None, request, outcome="refused", error=p.refusal.code, started=started)
             raise p.refusal
         key = ResponseCache.key(request, d, p)
         cached = self.responses.lookup(key, statuses)
@@ -169,27 +170,32 @@ class Router:
         stages["execute"] = _ms(mark, time.perf_counter())
         answer = respond(result, d, started, request, stages)
         if isinstance(answer, RouterError):
+            self._remember(d, None, request, outcome="failed", error=answer.code, started=started)
             raise answer
         if result.call is not None and result.call.capability.read_only:  # an action's answer is not replayed
             self.responses.store(key, answer)
         if request.session:
             self._sessions.put(request.session, answer.backend)
-        self._learn_from(answer, d, request)
+        self._learn_from(answer, d, request, started)
         return answer
 
-    def _remember(self, d: Decision, chosen: CapabilityId | None, request: Request) -> RecentDecision | None:
-        """Remember a decision under its request id, for feedback on it (None: nothing learns here)."""
+    def _remember(self, d: Decision, chosen: CapabilityId | None, request: Request, *, outcome: str = "ok",
+                  error: str | None = None, started: float | None = None) -> RecentDecision | None:
+        """Remember a decision under its request id, for feedback on it (None: nothing learns here), with how
+        it went (`started`: time.monotonic() when the request began)."""
         if self.learning is None:
             return None
-        decision = RecentDecision.of(d, request.request_id, chosen, request.principal)
+        latency = round((time.monotonic() - started) * 1000, 1) if started is not None else None
+        decision = RecentDecision.of(d, request.request_id, chosen, request.principal, outcome=outcome, error=error,
+                                     latency_ms=latency)
         self.learning.remember(decision)
         return decision
 
-    def _learn_from(self, answer: QueryResponse, d: Decision, request: Request) -> None:
+    def _learn_from(self, answer: QueryResponse, d: Decision, request: Request, started: float) -> None:
         """Remember the decision (for feedback on it), and with `learning.learn_from_routed`, take the
         successful call as a positive example."""
         chosen = CapabilityId(answer.backend, answer.kind, answer.capability)
-        decision = self._remember(d, chosen, request)
+        decision = self._remember(d, chosen, request, started=started)
         if decision is None or self.learning is None:
             return
         if (self.settings.learning.learn_from_routed and d.analysis.vector is not None

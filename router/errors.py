@@ -28,6 +28,7 @@ class ErrorKind(StrEnum):
     UNKNOWN_BACKEND = "unknown_backend"
     UNKNOWN_CAPABILITY = "unknown_capability"
     UNKNOWN_REQUEST = "unknown_request"
+    NOT_FOUND = "not_found"
     FEEDBACK_REFUSED = "feedback_refused"
     NO_RELEVANT_BACKEND = "no_relevant_backend"
     AMBIGUOUS_ROUTE = "ambiguous_route"
@@ -159,6 +160,13 @@ class UnknownRequest(RouterError):
 
     status_code = 404
     kind = ErrorKind.UNKNOWN_REQUEST
+
+
+class NotFound(RouterError):
+    """Something the request asks for does not exist yet (no load test report)."""
+
+    status_code = 404
+    kind = ErrorKind.NOT_FOUND
 
 
 class FeedbackRefused(RouterError):

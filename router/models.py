@@ -331,6 +331,30 @@ class BackendDetail(BackendInfo):
         "Labelled examples of this backend's capabilities (no vectors), oldest first."))
 
 
+class LoadtestReport(_Model):
+    """What `mcp-router loadtest` reports: its summary and the timeline the console draws."""
+
+    url: str = Field(max_length=2000)
+    protocol: str = Field(default="http", max_length=16)
+    mode: str | None = Field(default=None, max_length=32)
+    concurrency: int = Field(ge=1)
+    elapsed_s: float = Field(ge=0)
+    requests: int = Field(ge=0)
+    ok: int = Field(ge=0)
+    errors: int = Field(ge=0)
+    throughput_rps: float = Field(ge=0)
+    latency_ms: dict[str, float | None] = Field(default_factory=dict, max_length=16)
+    latency_ms_ok: dict[str, float | None] = Field(default_factory=dict, max_length=16)
+    errors_by_status: dict[str, int] = Field(default_factory=dict, max_length=100)
+    errors_by_cause: dict[str, int] = Field(default_factory=dict, max_length=100)
+    backends: dict[str, int] = Field(default_factory=dict, max_length=1000)
+    fallbacks: int = Field(default=0, ge=0)
+    fallback_rate: float = Field(default=0.0, ge=0)
+    timeline: list[dict[str, float]] = Field(default_factory=list, max_length=100_000, description=(
+        "Per second of the run: t (s from the start), rps, p50_ms, p95_ms, p99_ms, errors."))
+    finished_at: float | None = None
+
+
 class HealthResponse(_Model):
     status: Literal["ok", "degraded", "down"]
     backends: dict[str, dict[str, Any]]

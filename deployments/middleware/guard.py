@@ -30,8 +30,13 @@ from router.telemetry import TRACER
 
 log = logging.getLogger("mcp_router.guard")
 
-# Readable without a credential: liveness, and the API's own description.
+# Readable without a credential: liveness, the API's own description, and the console's files (the page
+# asks for a key; everything it shows comes from the API under that key).
 PUBLIC_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
+
+
+def public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path == "/ui" or path.startswith("/ui/")
 
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -77,14 +82,14 @@ class Guard:
         try:
             if sum(len(k) + len(v) for k, v in raw) > self.max_header_bytes:
                 raise HeadersTooLarge(f"request headers exceed {self.max_header_bytes} bytes")
-            if path in PUBLIC_PATHS:
+            if public(path):
                 principal = await self._optional_principal(headers)
             else:
                 principal = await self.auth.authenticate(headers)
             access = Access.of(principal, self.settings)
             self.in_flight.enter()
             counted = True
-            if path not in PUBLIC_PATHS:
+            if not public(path):
                 await self.limiter.admit(principal.name, access.policy.rate_limit)
                 admitted = True
             request = Caller(access, rid)
@@ -109,7 +114,7 @@ class Guard:
                 self.in_flight.exit()
             if admitted and principal is not None:
                 self.limiter.release(principal.name)
-            if path not in PUBLIC_PATHS or status["code"] >= 400:
+            if not public(path) or status["code"] >= 400:
                 self.audit.record(principal=principal.name if principal else "-", method=scope.get("method", ""),
                                   path=path, status=status["code"], request_id=rid, client_request_id=client_rid,
                                   latency_ms=(time.perf_counter() - started) * 1000,

@@ -13,6 +13,7 @@ Ray implementation lives in `actors.feedback`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,15 +37,31 @@ class RecentDecision:
     confidences: tuple[float, ...] = ()  # retrieval's confidence in each candidate
     retrieval_confidence: float | None = None  # retrieval's confidence in its own first candidate
     principal: str | None = None  # who asked: only they may give feedback on it
+    # How it went, for the operators' list of recent decisions (`GET /v1/decisions`).
+    time: float = 0.0
+    intent: str = ""
+    verdict: str = ""
+    outcome: str = "ok"  # ok, refused (the router declined or asked) or failed (the backends did)
+    error: str | None = None
+    latency_ms: float | None = None
 
     @classmethod
-    def of(cls, d: Decision, request_id: str, chosen: CapabilityId | None,
-           principal: str | None = None) -> RecentDecision:
+    def of(cls, d: Decision, request_id: str, chosen: CapabilityId | None, principal: str | None = None, *,
+           outcome: str = "ok", error: str | None = None, latency_ms: float | None = None) -> RecentDecision:
         """What the router remembers of decision `d` for feedback on it."""
         return cls(request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
                    candidates=tuple(c.capability.id for c in d.candidates),
                    confidences=tuple(c.scores.confidence for c in d.candidates),
-                   retrieval_confidence=d.retrieval_confidence, principal=principal)
+                   retrieval_confidence=d.retrieval_confidence, principal=principal, time=time.time(),
+                   intent=d.intent, verdict=d.verdict, outcome=outcome, error=error, latency_ms=latency_ms)
+
+    def row(self) -> dict[str, Any]:
+        """The decision as the operators' list shows it."""
+        chosen = self.chosen
+        return {"request_id": self.request_id, "time": self.time, "principal": self.principal or "anonymous",
+                "question": self.question, "intent": self.intent, "verdict": self.verdict,
+                "backend": chosen.backend if chosen else None, "capability": chosen.name if chosen else None,
+                "outcome": self.outcome, "error": self.error, "latency_ms": self.latency_ms}
 
     def confidence_of(self, cap: CapabilityId) -> float | None:
         """Retrieval's confidence in `cap` for this question (0 when it was not a candidate)."""
@@ -106,12 +123,14 @@ def feedback_examples(decision: RecentDecision | None, req: FeedbackRequest, cat
     def labelled(cap: CapabilityId, label: int) -> Example:
         return example(catalogs, cap, label, decision.question, decision.vector, "feedback", principal, decision)
 
-    if decision.chosen is None:  # the router declined or asked: only what should have answered says anything
+    if decision.chosen is None:  # the router declined or asked: what should have answered says the most
         right = _named(decision, req, catalogs) if not req.correct else None
         if right is None:
             raise InvalidRequest(f"correct: request {req.request_id!r} called nothing; send correct=false with "
                                  "the backend (and tool) that should have answered")
-        return [labelled(right, 1)]
+        # ... and that the candidate the router put first (and would have called, or asked about) was not it.
+        first = decision.candidates[0] if decision.candidates else None
+        return [labelled(right, 1), *([labelled(first, -1)] if first is not None and first != right else [])]
     if req.correct:
         return [labelled(decision.chosen, 1)]
     out = [labelled(decision.chosen, -1)]

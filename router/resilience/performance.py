@@ -61,6 +61,10 @@ class PerformanceHistory:
     def snapshots(self) -> dict[tuple[str, str], PerfSnapshot]:
         return {key: summarize(key[0], key[1], dq) for key, dq in self._hist.items()}
 
+    def recent(self, key: tuple[str, str], n: int = 30) -> list[list[Any]]:
+        """The last `n` calls as [time, latency ms, ok], oldest first (the console's charts)."""
+        return [[round(r.ts, 3), round(r.latency_ms, 2), r.ok] for r in list(self._hist.get(key, ()))[-n:]]
+
     def errors(self, key: tuple[str, str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self._hist.get(key, ()):

@@ -57,10 +57,15 @@ def capability_dense_text(cap: Capability, server_description: str) -> str:
     return " ".join(parts)[:2000]
 
 
+# A parameter's example values ("IANA timezone name (e.g., 'Asia/Tokyo')") name instances, not what the tool
+# does: to BM25 a rare example word would make a question that names it about this tool.
+_EXAMPLE_VALUES = re.compile(r"\((?:e\.g\.|eg\.|for example|such as)[^)]*\)|\b(?:e\.g\.|for example),?[^.;]*", re.I)
+
+
 def capability_sparse_text(cap: Capability, server_description: str) -> str:
     """What BM25 sees; the capability name is repeated so that it weighs more than prose (field weighting)."""
     name = split_identifier(cap.name)
-    params = " ".join(f"{split_identifier(n)} {d}" for n, d in _params(cap.input_schema))
+    params = " ".join(f"{split_identifier(n)} {_EXAMPLE_VALUES.sub(' ', d)}" for n, d in _params(cap.input_schema))
     return " ".join([name, name, name, cap.title or "", cap.description, params, split_identifier(cap.backend),
                      server_description, " ".join(cap.tags)])
 

@@ -180,7 +180,8 @@ async def test_a_declined_question_carries_a_request_id_and_feedback_names_what_
     assert remembered.retrieval_confidence is not None and remembered.retrieval_confidence < MIN_CONFIDENCE
     out = feedback_examples(remembered, FeedbackRequest(request_id=request_id, correct=False, backend="echo"),
                             w.router.catalogs, None)
-    assert [(e.key, e.label) for e in out] == [("echo/tool/echo", 1)]
+    # What should have answered, and that the closest candidate was not it.
+    assert [(e.key, e.label) for e in out] == [("echo/tool/echo", 1), (remembered.candidates[0].key, -1)]
     # Where retrieval was unsure: the example counts towards a learned default.
     assert out[0].top_confidence == remembered.retrieval_confidence
     with pytest.raises(InvalidRequest, match="called nothing"):
