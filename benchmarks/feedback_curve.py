@@ -1,7 +1,7 @@
 """Learning curve: how server R@1 grows as feedback accumulates.
 
     python benchmarks/feedback_curve.py DATA_DIR [--json OUT] [--plot OUT.png] [--seeds 0-9]
-        [--weights 0.25,0.5,1] [--window 20] [--unfed-share 0.25]
+        [--weights 0.5,1,2,4] [--window 20] [--unfed-share 0.25]
 
 DATA_DIR is in the format `benchmarks/routing_accuracy.py` reads (catalog.json + queries.jsonl),
 e.g. the ToolAlpaca evaluation set that `benchmarks/retriever_data.py` writes to heldout/toolalpaca.
@@ -49,8 +49,8 @@ from router.settings import EmbeddingSettings, LearningSettings, RouterSettings
 from router.stages.decide import Decider, Live, View
 from router.values import Analysis, Decision
 
-TARGET_R1 = 0.90
-TARGET_REGRESSION = 0.02
+TARGET_GAIN = 0.10  # R@1 after five examples per capability over the same questions without examples
+TARGET_REGRESSION = 0.05
 
 
 class Replay:
@@ -153,6 +153,13 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(first), int(last or first) + 1))
 
 
+def meets_targets(r: dict) -> bool:
+    """R@1 after five examples per capability at least TARGET_GAIN over no examples, no unfed server worse by
+    more than TARGET_REGRESSION."""
+    return bool(r["r1_after_5_per_capability"] - r["r1_after_5_without_examples"] >= TARGET_GAIN - 1e-9
+                and r["max_regression_unfed"] <= TARGET_REGRESSION)
+
+
 def across_seeds(runs: list[dict]) -> dict:
     """One weight's replays over several seeds: R@1 after five as the mean (with the worst and best seed), the
     largest regression of any seed, how many seeds meet both targets, and the windows averaged."""
@@ -166,8 +173,7 @@ def across_seeds(runs: list[dict]) -> dict:
         "r1_after_5_per_capability": round(_mean(r1), 4), "r1_after_5_min": min(r1), "r1_after_5_max": max(r1),
         "r1_after_5_without_examples": round(_mean([r["r1_after_5_without_examples"] for r in runs]), 4),
         "max_regression_unfed": max(r["max_regression_unfed"] for r in runs),
-        "seeds_meeting_targets": sum(r["r1_after_5_per_capability"] >= TARGET_R1
-                                     and r["max_regression_unfed"] <= TARGET_REGRESSION for r in runs),
+        "seeds_meeting_targets": sum(meets_targets(r) for r in runs),
         "r1_overall": round(_mean([r["r1_overall"] for r in runs]), 4),
         "r1_overall_without_examples": round(_mean([r["r1_overall_without_examples"] for r in runs]), 4),
         "by_seed": runs,
@@ -205,8 +211,7 @@ async def run(args: argparse.Namespace) -> dict:
               f"{r['r1_after_5_without_examples']:.3f})  max regression unfed {r['max_regression_unfed']:+.3f}  "
               f"seeds meeting both targets {r['seeds_meeting_targets']}/{r['seeds']}  "
               f"overall {r['r1_overall']:.3f} (without examples {r['r1_overall_without_examples']:.3f})")
-    meeting = [r for r in results if r["r1_after_5_per_capability"] >= TARGET_R1
-               and r["max_regression_unfed"] <= TARGET_REGRESSION]
+    meeting = [r for r in results if meets_targets(r)]
     # Without a weight meeting both targets, not hurting unfed capabilities comes first, then R@1, then
     # the larger weight (more learning at the same cost).
     chosen = max(meeting or results, key=lambda r: (r["max_regression_unfed"] <= TARGET_REGRESSION,
@@ -252,7 +257,7 @@ def main() -> None:
     parser.add_argument("--plot", help="write the learning curve as a PNG here (needs the plots extra)")
     parser.add_argument("--seeds", default="0-9", help="replay orders (and unfed servers): one seed, or a range "
                         "such as 0-9 (the default), whose results are averaged")
-    parser.add_argument("--weights", default="0.1,0.25,0.5,1.0")
+    parser.add_argument("--weights", default="0.5,1.0,2.0,4.0")
     parser.add_argument("--min-similarity", type=float, default=LearningSettings().min_similarity)
     parser.add_argument("--neighbours", type=int, default=LearningSettings().neighbours)
     parser.add_argument("--window", type=int, default=20)

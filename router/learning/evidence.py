@@ -1,24 +1,30 @@
 """What labelled examples say about a new question: the evidence routing adds to `match`.
 
     index = ExampleIndex(store.all(), settings.learning, min_confidence=settings.routing.min_confidence)
-    evidence = index.evidence(question_vector, unsure=retrieval_top_confidence)  # capability key -> Evidence
+    evidence = index.evidence(question_vector, unsure=retrieval_top_confidence, doubt=1 - p_first_right)
     index.may_replace(retrieval_first_backend, learned_first_key, question_vector, retrieval_top_confidence)
 
 An example says "this capability was right (+1) / wrong (-1) for this question", and remembers how sure
 retrieval was when it was given (its confidence in that capability, and in its own first candidate).
 Three kinds of evidence come from them, each shown in the score breakdown:
 
-1. **Nearest examples.** A capability's examples within `learning.min_similarity` of the question count,
-   each with a kernel that grows linearly to 1 at cosine 1; of the nearest `neighbours`, the score is the
-   kernel-weighted mean label times the largest kernel, so one close example speaks clearly, far ones
-   barely, and a mix of right and wrong cancels out. Each example counts by how much it told retrieval
-   something new: a +1 for a capability retrieval already gave confidence p counts 1 - p, a -1 counts p
-   (an example without that record counts fully). Confirmations of what retrieval knew barely move
-   anything; corrections count. The score times `learning.weight` is added to `match`.
+1. **Nearest examples.** Each example within `learning.min_similarity` of the question has a kernel that
+   grows linearly to 1 at cosine 1: how likely it is to share the question's answer. Of a capability's
+   `neighbours` largest, the chance that at least one right example applies (1 - prod(1 - kernel)) minus
+   the same for its wrong ones is its score (-1 .. 1), so one close example speaks clearly, a few farther
+   ones that agree add up, and a mix of right and wrong cancels out. Each kernel also counts by how much
+   the example told retrieval something new: a +1 for a capability retrieval already gave confidence p
+   counts 1 - p, a -1 counts p (an example without that record counts fully); and, unless the example
+   is a paraphrase of the question (`paraphrase_similarity`), by retrieval's doubt about its own first
+   candidate (1 - its confidence times its tool confidence): examples of similar questions speak where
+   retrieval is unsure, not against what it is sure of; the question itself, reworded, counts whatever
+   retrieval thought.
+   The score times `learning.weight` is added to `match`.
 2. **Rejections.** A backend that feedback rejected `reject_after` times more than it accepted it, for
    questions within `reject_similarity` of this one, is pushed down on all its capabilities by
-   `reject_weight * n / (n + 1)`. One example that far away is noise; several that agree are a pattern,
-   and that is what reaches beyond paraphrases.
+   `reject_weight * n / (n + 1)`. One example that far away is noise; several that agree are a pattern.
+   It reorders candidates, but does not by itself take a question from retrieval's first backend (the
+   guard below).
 3. **Learned default.** Among examples given where retrieval was unsure (its first candidate's confidence
    below `routing.min_confidence`, where the router declines), the capabilities that were right: once one
    has been right there `default_after` times, a question retrieval is unsure of gives it
@@ -27,10 +33,11 @@ Three kinds of evidence come from them, each shown in the score breakdown:
    questions nothing fits (a general-knowledge backend), which nearest neighbours cannot.
 
 And a guard (`may_replace`): retrieval's first backend keeps its place unless feedback knows it (it has a
-right example), rejected it for questions like this one (the pattern above, or a correction on a
-paraphrase: more wrong than right within `min_similarity`), or retrieval is unsure and the new first is
-a learned default. So a backend nobody gave feedback on keeps the questions retrieval sends it: when two
-backends do the same job and users taught only one, the other does not lose its questions to it.
+right example), corrected it on this very question (more wrong than right within `paraphrase_similarity`),
+or retrieval is unsure and the new first is a learned default. So a backend nobody gave feedback on keeps
+the questions retrieval sends it: when two backends do the same job and users taught only one, the other
+does not lose its questions to it, and rejections of it for other questions, however similar, do not
+take its own from it.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ class Evidence:
 
     examples: int  # how many examples the capability has
     nearest: float  # cosine of the nearest one to the question
-    score: float  # -1 .. 1: the nearest examples' verdict, weighted by closeness and news
+    score: float  # -1 .. 1: the nearest examples' verdict, weighted by closeness, news and retrieval's doubt
     contribution: float  # what is added to `match`: weight * score, plus the two below
     rejections: int = 0  # its backend's rejections net of acceptances within reject_similarity
     default: float = 0.0  # what the learned default added (only when retrieval is unsure)
@@ -129,24 +136,24 @@ class ExampleIndex:
         near = sims >= within
         return -np.bincount(self._backend[near], weights=self._labels[near], minlength=len(self.backends))
 
-    def evidence(self, vector: Any, unsure: float | None = None) -> QuestionEvidence:
+    def evidence(self, vector: Any, unsure: float | None = None, doubt: float = 1.0) -> QuestionEvidence:
         """Capability key -> evidence for the question (empty without a vector or examples). `unsure`:
-        retrieval's confidence in its own first candidate for the question (no learned default without it)."""
+        retrieval's confidence in its own first candidate for the question (no learned default without it).
+        `doubt`: how likely that candidate is wrong (1 - its confidence times its tool confidence): examples of
+        similar questions, not of this one reworded, count in proportion to it."""
         sims = self._similarities(vector)
         if sims is None:
             return QuestionEvidence(self, None, None, None, {}, {})
         s = self.settings
         tau, k = s.min_similarity, s.neighbours
         nearest = np.maximum.reduceat(sims, self._starts)
+        kernel = np.clip((sims - tau) / (1.0 - tau), 0.0, 1.0) * self._news
+        kernel = np.where(sims >= s.paraphrase_similarity, kernel, kernel * doubt)
         knn = np.zeros(len(self.keys))
         for g in np.nonzero(nearest > tau)[0]:  # only capabilities with an example that close
-            lo = self._starts[g]
-            sg = sims[lo:lo + self._counts[g]]
-            top = np.argpartition(-sg, k - 1)[:k] if sg.size > k else np.arange(sg.size)
-            kernel = np.clip((sg[top] - tau) / (1.0 - tau), 0.0, 1.0) * self._news[lo:lo + self._counts[g]][top]
-            if kernel.sum() > 0:
-                knn[g] = float((kernel * self._labels[lo:lo + self._counts[g]][top]).sum() / kernel.sum()
-                               * kernel.max())
+            lo, hi = self._starts[g], self._starts[g] + self._counts[g]
+            kg, labels = kernel[lo:hi], self._labels[lo:hi]
+            knn[g] = _any_applies(kg[labels > 0], k) - _any_applies(kg[labels < 0], k)
         rejections = self._net_rejections(sims, s.reject_similarity)
         demoted = {self.backends[b]: -s.reject_weight * float(n) / (float(n) + 1.0)
                    for b, n in enumerate(rejections) if n >= s.reject_after}
@@ -167,9 +174,12 @@ class ExampleIndex:
         b = self._backend_index.get(first_backend)
         if sims is None or b is None:
             return False
-        s = self.settings
-        return bool(self._net_rejections(sims, s.reject_similarity)[b] >= s.reject_after
-                    or self._net_rejections(sims, (1.0 + s.min_similarity) / 2)[b] > 0)
+        return bool(self._net_rejections(sims, self.settings.paraphrase_similarity)[b] > 0)
+
+
+def _any_applies(kernels: np.ndarray, k: int) -> float:
+    """1 - prod(1 - kernel) over the k largest kernels: how likely at least one of these examples applies."""
+    return float(1.0 - np.prod(1.0 - np.sort(kernels)[-k:])) if kernels.size else 0.0
 
 
 class QuestionEvidence(Mapping[str, Evidence]):

@@ -15,15 +15,19 @@ class LearningSettings(Strict):
     accept_feedback: bool | None = Field(default=None, description=(
         "Whether examples are taken at all (feedback, chat, routed calls). Unset: only while the router listens "
         "on a loopback address (`server.host`), where every caller is local."))
-    weight: float = Field(default=0.25, ge=0, le=2, description=(
-        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`. 0.1 to 0.5 did equally well in "
-        "benchmarks/feedback_curve.py on ToolAlpaca; 1.0 made a server without feedback worse in one replay order "
-        "(docs/benchmarks.md)."))
+    weight: float = Field(default=2.0, ge=0, le=4, description=(
+        "Weight of the nearest-neighbour score (-1 .. 1) added to `match`. 2: examples that surely apply, to a "
+        "question retrieval is no surer of than a coin toss (their score is scaled by its doubt), are worth "
+        "the whole range of `match` (0 .. 1)."))
     neighbours: int = Field(default=5, ge=1, le=100, description=(
         "Nearest examples of a capability that make its score."))
-    min_similarity: float = Field(default=0.6, ge=0, lt=1, description=(
-        "Question cosine below which an example says nothing about a question (0.6: lower ones pulled questions "
-        "of servers that never had feedback towards those that had)."))
+    min_similarity: float = Field(default=0.4, ge=0, lt=1, description=(
+        "Question cosine below which an example says nothing about a question (0.4: about the 99th percentile "
+        "of the cosines between LiveMCPBench's questions for different tasks)."))
+    paraphrase_similarity: float = Field(default=0.9, ge=0, le=1, description=(
+        "Question cosine from which an example is about the question itself, reworded: it counts whatever "
+        "retrieval's confidence, and a correction there may take the question from a backend feedback never "
+        "confirmed (below it, examples never do: 0.8 let near-duplicate servers take each other's questions)."))
     reject_after: int = Field(default=3, ge=1, le=1000, description=(
         "Times a backend must have been wrong (more than right) for questions within `reject_similarity` of a "
         "new one before it is pushed down for it: one complaint is an anecdote, several are a pattern."))

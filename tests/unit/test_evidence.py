@@ -1,6 +1,6 @@
-"""What examples say beyond near-paraphrases: examples weighed by how much they told retrieval, patterns of
-rejections, a default learned where retrieval is unsure, and the guard that keeps a backend nobody judged
-in its place (no Ray, no model)."""
+"""What examples say beyond near-paraphrases: examples weighed by how much they told retrieval and by its
+doubt, patterns of rejections, a default learned where retrieval is unsure, and the guard that keeps a
+backend nobody judged in its place (no Ray, no model)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,29 @@ def test_a_confirmation_of_what_retrieval_knew_barely_counts_and_a_correction_co
     assert index(ex("a/t", -1, unit(1, 0.05), confidence=0.95)).evidence(q)["a/tool/t"].score < -0.9
 
 
+def test_similar_questions_speak_in_proportion_to_retrievals_doubt_and_the_question_itself_in_full() -> None:
+    q = unit(1, 0, 0)
+    similar = index(ex("a/t", 1, unit(1, 1, 0)))  # cosine 0.71: a similar question, not this one reworded
+    kernel = (0.7071 - 0.6) / 0.4
+    assert similar.evidence(q)["a/tool/t"].score == pytest.approx(kernel, abs=1e-3)  # no opinion of retrieval's
+    assert similar.evidence(q, doubt=0.1)["a/tool/t"].score == pytest.approx(0.1 * kernel, abs=1e-3)
+    assert similar.evidence(q, doubt=0.8)["a/tool/t"].score == pytest.approx(0.8 * kernel, abs=1e-3)
+    # A correction of this very question (within paraphrase_similarity) counts whatever retrieval thought.
+    corrected = index(ex("a/t", 1, unit(1, 0.05, 0), confidence=0.0), ex("b/t", -1, unit(1, 0.05, 0), confidence=0.95))
+    sure = corrected.evidence(q, doubt=0.05)
+    assert sure["a/tool/t"].score > 0.99 and sure["b/tool/t"].score < -0.94
+
+
+def test_farther_examples_that_agree_add_up_and_the_nearest_k_count() -> None:
+    q = unit(1, 0, 0)
+    one = index(ex("a/t", 1, unit(1, 1, 0))).evidence(q)["a/tool/t"].score
+    two = index(ex("a/t", 1, unit(1, 1, 0)), ex("a/t", 1, unit(1, 0, 1))).evidence(q)["a/tool/t"].score
+    assert two == pytest.approx(1 - (1 - one) ** 2, abs=1e-3) and two > one
+    few = LearningSettings(min_similarity=0.6, neighbours=1)
+    assert ExampleIndex([ex("a/t", 1, unit(1, 1, 0)), ex("a/t", 1, unit(1, 0, 1))], few).evidence(q)[
+        "a/tool/t"].score == pytest.approx(one, abs=1e-3)
+
+
 def test_three_rejections_of_a_backend_for_similar_questions_push_all_its_tools_down() -> None:
     q = unit(1, 0, 0)
     near = [unit(1, 1.7, 0), unit(1, 0, 1.7), unit(1, 1.2, 1.2)]  # cosines about 0.5: beyond min_similarity
@@ -77,7 +100,7 @@ def test_a_backend_right_where_retrieval_was_unsure_becomes_the_default_for_such
     assert once.evidence(unit(0, 1, 0), unsure=0.02)["wolfram/tool/ask"].default == 0.0
 
 
-def test_a_backend_nobody_confirmed_keeps_its_place_unless_rejected() -> None:
+def test_a_backend_nobody_confirmed_keeps_its_place_unless_corrected_on_the_question_itself() -> None:
     q = unit(1, 0, 0)
     taught = index(ex("b/t", 1, unit(1, 0.3, 0)))  # another backend right for a similar question
     assert not taught.may_replace("a", "b/tool/t", q, unsure=0.5)
@@ -85,11 +108,14 @@ def test_a_backend_nobody_confirmed_keeps_its_place_unless_rejected() -> None:
     assert confirmed.may_replace("a", "b/tool/t", q, unsure=0.5)
     corrected = index(ex("b/t", 1, unit(1, 0.1, 0)), ex("a/t", -1, unit(1, 0.1, 0)))  # wrong on this question
     assert corrected.may_replace("a", "b/tool/t", q, unsure=0.5)
-    once_further = index(ex("b/t", 1, unit(1, 0.9, 0)), ex("a/t", -1, unit(1, 0.9, 0)))  # cosine 0.74: a hint
-    assert not once_further.may_replace("a", "b/tool/t", q, unsure=0.5)
+    similar = index(ex("b/t", 1, unit(1, 0.6, 0)), ex("a/t", -1, unit(1, 0.6, 0)))  # cosine 0.86: a similar one
+    assert not similar.may_replace("a", "b/tool/t", q, unsure=0.5)
+    # A pattern of rejections for similar questions pushes it down, but does not take this one from it:
+    # those were another backend's questions, this may be its own.
     pattern = index(ex("b/t", 1, unit(1, 0.3, 0)),
                     *(ex("a/t", -1, v) for v in (unit(1, 1.7, 0), unit(1, 0, 1.7), unit(1, 1.2, 1.2))))
-    assert pattern.may_replace("a", "b/tool/t", q, unsure=0.5)
+    assert pattern.evidence(q)["a/tool/t"].rejections == 3
+    assert not pattern.may_replace("a", "b/tool/t", q, unsure=0.5)
     default = index(ex("b/t", 1, unit(0, 1, 0), top_confidence=0.01), ex("b/t", 1, unit(0, 0, 1), top_confidence=0.01))
     assert default.may_replace("a", "b/tool/t", q, unsure=0.01)
     assert not default.may_replace("a", "b/tool/t", q, unsure=0.5)

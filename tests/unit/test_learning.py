@@ -205,7 +205,7 @@ async def test_examples_record_how_sure_retrieval_was_when_they_were_given(tmp_p
 
 async def test_a_backend_nobody_judged_keeps_its_questions_from_one_taught_for_similar_ones(tmp_path: Path) -> None:
     w = world()
-    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=1.0, min_similarity=0.3))
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings(weight=4.0, min_similarity=0.3))
     w.router.learning = learning
     assert (await route(w.router, RouteRequest(question=ONLY_TIME))).candidates[0].backend == "time"
     # The world clock was confirmed for a similar question; the time server was never judged.
@@ -215,7 +215,7 @@ async def test_a_backend_nobody_judged_keeps_its_questions_from_one_taught_for_s
     clock = next(c for c in dry.candidates if c.backend == "clock")
     assert dry.candidates[0].backend == "time" and clock.scores.learned > 0
     assert clock.scores.match > dry.candidates[0].scores.match  # the examples alone would have swapped them
-    # Once the time server is judged wrong for such a question, the examples decide.
+    # Once the time server is judged wrong for this very question, the examples decide.
     learning.learn([Example(backend="time", kind="tool", name="get_current_time", label=-1, question=ONLY_TIME,
                             vector=embed_texts([ONLY_TIME])[0])])
     assert (await route(w.router, RouteRequest(question=ONLY_TIME))).candidates[0].backend == "clock"
