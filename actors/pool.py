@@ -32,6 +32,7 @@ from typing import Any
 
 import ray
 from pydantic import SecretStr
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.feedback import create_feedback_actor
 from actors.host import BackendHostActor, BackendRef
@@ -73,6 +74,7 @@ class BackendPool:
         self._feedback: Any = None
         self._rate_limits: Any = None
         self._generation = 0.0
+        self._hosts_made = 0
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
 
@@ -94,8 +96,11 @@ class BackendPool:
                     log.info("backend %s changed; replacing it", spec.name)
                     self._retire(owned.ref)
                 new.append((f"{spec.name}@{fingerprint}", spec))
+            nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]) if new else []
             for members in self._pack(new):
-                host = create_backend_host(members, resilience, self.security, self.state_dir)
+                self._hosts_made += 1  # round robin over the nodes, continued from earlier hosts
+                node = nodes[self._hosts_made % len(nodes)] if nodes else None
+                host = create_backend_host(members, resilience, self.security, self.state_dir, node)
                 for member, spec in members:
                     ref = BackendRef(host, member)
                     self._backends[spec.name] = _Owned(member.split("@", 1)[1], ref)
@@ -153,12 +158,16 @@ class BackendPool:
 
 
 def create_backend_host(members: list[tuple[str, BackendSpec]], resilience: ResilienceSettings,
-                        security: SecuritySettings | None = None, state_dir: str | None = None) -> Any:
-    """A host actor for `members` (`name@fingerprint`, spec)."""
+                        security: SecuritySettings | None = None, state_dir: str | None = None,
+                        node_id: str | None = None) -> Any:
+    """A host actor for `members` (`name@fingerprint`, spec), on `node_id` while that node lives."""
+    # Ray's SPREAD is best effort: two hosts made at once went to one node of two. A soft affinity
+    # places each on the node the pool chose, and anywhere else when that node is gone.
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=True) if node_id else "SPREAD"
     # No task events: Ray would otherwise report every call to the GCS (for its state API), which on
     # the request path costs CPU the router needs (Serve turns them off for its replicas too).
     return BackendHostActor.options(
-        num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy="SPREAD", enable_task_events=False,
+        num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy=strategy, enable_task_events=False,
         max_concurrency=sum(spec.max_concurrency for _, spec in members) + _HEADROOM * len(members),
     ).remote(members, resilience, security, state_dir)
 

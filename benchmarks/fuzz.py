@@ -28,6 +28,7 @@ import collections
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -307,7 +308,10 @@ def start_example(api_key: str | None, keys: dict[str, str] | None = None) -> tu
         auth["api_keys"] = [{"name": "demo", "sha256": key_hash(api_key), "policy": "demo"},
                             {"name": "second", "sha256": key_hash(keys["second"]), "policy": "second"},
                             {"name": "ops", "sha256": key_hash(keys["operator"]), "policy": "operator"}]
-    settings = load_settings(config, environ=environ, overrides={"server": {"port": free_port(), "auth": auth}})
+    # A state folder of its own: the second principal's feedback must not become the demo's learned examples.
+    state = tempfile.mkdtemp(prefix="mcp-router-fuzz-")
+    settings = load_settings(config, environ=environ, overrides={"server": {"port": free_port(), "auth": auth},
+                                                                 "state_dir": state})
     url = start_local(settings, num_cpus=2).url
     report = wait_until_healthy(url, 90)
     print(f"router at {url}: {report.get('status')}", flush=True)

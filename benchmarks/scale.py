@@ -202,6 +202,9 @@ def two_node_cluster() -> tuple[str, list[str]]:
     from mcp_router.cli.local import free_port
 
     port = free_port()
+    # Ray 2.60's `ray start --head` turns token auth on, a joining `ray start` assumes it off: a cluster of
+    # this machine's loopback runs without it, the driver included.
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
                     "--disable-usage-stats"], check=True, capture_output=True)
     address = f"127.0.0.1:{port}"

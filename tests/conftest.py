@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +18,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TEST_SERVERS = Path(__file__).resolve().parent / "servers"
+
+
+def fresh_state() -> str:
+    """A state folder of one app's own (learned examples, pins, the knowledge base's store: nothing another
+    test or a benchmark left there), sharing the examples' embedding cache so each text is embedded once."""
+    shared = EXAMPLES / ".state" / "embeddings"
+    shared.mkdir(parents=True, exist_ok=True)
+    state = Path(tempfile.mkdtemp(prefix="mcp-router-state-"))
+    (state / "embeddings").symlink_to(shared, target_is_directory=True)
+    atexit.register(shutil.rmtree, state, ignore_errors=True)
+    return str(state)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:

@@ -97,6 +97,7 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
         ("completion/complete", types.CompleteRequestParams, complete),
         ("logging/setLevel", types.SetLevelRequestParams, set_level),
     )
+
     def tracked(handler: Any) -> Any:
         async def seen(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
             gate.seen(ctx, name)  # the session hears the backend's notifications from now on

@@ -9,6 +9,7 @@ how it ended, for the audit record.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from deployments.caller import CURRENT, Caller
 from deployments.middleware.reply import reply
 from router.errors import HeadersTooLarge, RouterError
-from router.security.audit import AuditLog
+from router.security.audit import CLIENT_CLOSED, AuditLog
 from router.security.identity import Authenticator, Principal
 from router.security.limits import InFlight, Limiter
 from router.security.policy import PUBLIC_POLICY, Access
@@ -103,10 +104,15 @@ class Guard:
             async def tracked(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     status["code"] = message["status"]
+                    status["started"] = 1
                 await send(message)
 
             try:
                 await self.app(scope, receive, tracked)
+            except asyncio.CancelledError:
+                if "started" not in status:  # the caller left before the answer: not a failure of ours
+                    status["code"] = CLIENT_CLOSED
+                raise
             finally:
                 CURRENT.reset(token)
         finally:

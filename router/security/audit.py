@@ -29,6 +29,15 @@ def arguments_digest(arguments: Any) -> str | None:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+CLIENT_CLOSED = 499  # the caller closed the connection before the answer (nginx's code for it)
+
+
+def outcome_of(code: int) -> str:
+    if code == CLIENT_CLOSED:
+        return "cancelled"
+    return "ok" if code < 400 else "refused" if code < 500 else "failed"
+
+
 class AuditLog:
     def __init__(self, settings: AuditSettings) -> None:
         self.settings = settings
@@ -39,13 +48,14 @@ class AuditLog:
                request_id: str, client_request_id: str | None = None, route: dict[str, Any] | None = None,
                span: trace.Span | None = None, error: RouterError | None = None) -> None:
         """`status` is the HTTP status; `error`, the error the request ended with whatever that status says (an
-        MCP tool error is answered with 200), decides the outcome: refused (4xx) or failed (5xx)."""
+        MCP tool error is answered with 200), decides the outcome: refused (4xx), failed (5xx), or cancelled (499: the
+        caller left before the answer)."""
         if not self.settings.enabled:
             return
         code = error.status_code if error is not None else status
         entry: dict[str, Any] = {"time": round(time.time(), 3), "request_id": request_id, "principal": principal,
                                  "method": method, "path": path, "status": status,
-                                 "outcome": "ok" if code < 400 else "refused" if code < 500 else "failed",
+                                 "outcome": outcome_of(code),
                                  "latency_ms": round(latency_ms, 3)}
         if error is not None:
             entry["error"] = error.code

@@ -22,7 +22,7 @@ import pytest
 
 from mcp_router.cli.local import free_port
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, running_app, stop_process, wait_listening
+from tests.conftest import fresh_state, running_app, stop_process, wait_listening
 
 HERE = Path(__file__).resolve().parent
 BIN = HERE / "node_modules" / ".bin"
@@ -65,7 +65,7 @@ def router(ray_local: dict[str, Any], everything: str) -> Iterator[str]:
         # 2025 servers do: the router speaks the 2025 protocol to it.
         "backends": [{"name": "everything", "kind": "mcp_http", "url": everything, "protocol": "legacy"}],
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
-        "state_dir": str(EXAMPLES / ".state"),
+        "state_dir": fresh_state(),
     })
     with running_app(settings, ray_local["url"]) as url:
         yield url

@@ -21,7 +21,7 @@ from mcp_router.cli.local import free_port
 from router.errors import UnknownIntent
 from router.models import QueryRequest, QueryResponse
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, TEST_SERVERS, running_app, stdio, wait_for
+from tests.conftest import EXAMPLES, TEST_SERVERS, fresh_state, running_app, stdio, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
              "connect_timeout_s": 5},
         ],
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
-        "state_dir": str(EXAMPLES / ".state"),
+        "state_dir": fresh_state(),
     })
     with running_app(settings, ray_local["url"], healthy=False) as url:  # "broken" never comes up
         wait_for(lambda: httpx.get(f"{url}/v1/backends").json()[2]["health"] == "healthy", timeout=30)

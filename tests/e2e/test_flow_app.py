@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, running_app, stdio
+from tests.conftest import EXAMPLES, fresh_state, running_app, stdio
 from tests.fakes import serve_app
 from tests.fakes.flowise import Chatflow, FakeFlowise
 from tests.fakes.langflow import FakeLangflow, LangflowFlow
@@ -50,7 +50,7 @@ def app(ray_local: dict[str, Any], products: dict[str, Any]) -> Iterator[str]:
              "only_listed_flows": True, "flows": [{"id": "order-flow"}]},
         ],
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
-        "state_dir": str(EXAMPLES / ".state"),
+        "state_dir": fresh_state(),
     })
     with running_app(settings, ray_local["url"]) as url:
         yield url

@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_router.cli.local import free_port
 from router.security.identity import key_hash, new_api_key
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, running_app, stop_process, wait_for, wait_listening
+from tests.conftest import fresh_state, running_app, stop_process, wait_for, wait_listening
 
 SERVER = Path(__file__).resolve().parents[1] / "conformance" / "everything_server.py"
 KEYS = {name: new_api_key() for name in ("alice", "bob", "carol")}
@@ -68,7 +68,7 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
                 "policies": {"alice": {}, "bob": {"allow": ["everything/test_simple_text"]},
                              "carol": {"backend_override": False}}}},
             "audit": {"path": str(audit)},
-            "state_dir": str(EXAMPLES / ".state"),
+            "state_dir": fresh_state(),
         })
         with running_app(settings, ray_local["url"]) as url:
             yield {"url": url, "audit": audit, "primary": proc}

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, ROOT, running_app, stdio
+from tests.conftest import EXAMPLES, ROOT, fresh_state, running_app, stdio
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def url(ray_local: dict[str, Any]) -> Iterator[str]:
         "backends": [stdio("calculator", EXAMPLES / "servers" / "calculator.py"),
                      {"name": "time", "kind": "mcp_stdio", "command": "mcp-server-time"}],
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
-        "state_dir": str(EXAMPLES / ".state"),
+        "state_dir": fresh_state(),
     })
     with running_app(settings, ray_local["url"]) as url:
         yield url

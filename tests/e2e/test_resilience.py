@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, running_app, stdio, wait_for
+from tests.conftest import EXAMPLES, fresh_state, running_app, stdio, wait_for
 
 QUESTION = "What is the capital of France?"
 FAULTY = EXAMPLES / "servers" / "faulty.py"
@@ -31,7 +31,7 @@ def app(ray_local: dict[str, Any]) -> Iterator[str]:
         "resilience": {"ejection": {"consecutive_failures": 3, "base_ejection_s": 1.5, "min_requests": 50},
                        "hedge_default_delay_ms": 300},
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
-        "state_dir": str(EXAMPLES / ".state"),
+        "state_dir": fresh_state(),
     })
     with running_app(settings, ray_local["url"]) as url:
         yield url

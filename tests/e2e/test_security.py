@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_router.cli.local import free_port
 from router.security.identity import key_hash, new_api_key
 from router.settings import RouterSettings
-from tests.conftest import EXAMPLES, running_app, stdio
+from tests.conftest import EXAMPLES, fresh_state, running_app, stdio
 
 CANARY = "canary-9f4c2e7d1b"
 KEYS = {name: new_api_key() for name in ("alice", "bob", "carol", "dave")}
@@ -71,7 +71,7 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
                          "slow": {"rate_limit": {"requests_per_s": RATE, "burst": BURST}},
                          "no-convert": {"deny": ["time/convert_time"]}}}},
         "audit": {"path": str(tmp / "audit.jsonl")},
-        "state_dir": str(EXAMPLES / ".state"),
+        "state_dir": fresh_state(),
     })
     with running_app(settings, ray_local["url"], healthy=False) as url:
         yield {"url": url, "audit": tmp / "audit.jsonl"}

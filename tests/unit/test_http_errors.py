@@ -3,6 +3,7 @@ unforeseen is a 500 with a request id and a generic message, and its text stays 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -27,6 +28,8 @@ class StubService:
     async def query(self, request: QueryRequest, caller: Caller) -> Any:
         if request.question == "nothing fits":
             raise NoRelevantBackend("nothing in the catalog is relevant enough", candidates=[])
+        if request.question == "slow":
+            await asyncio.sleep(30)
         raise RuntimeError("db password=hunter2 leaked in an exception")
 
 
@@ -35,13 +38,16 @@ def audit(tmp_path: Path) -> Path:
     return tmp_path / "audit.jsonl"
 
 
-@pytest.fixture
-def client(audit: Path) -> TestClient:
+def guarded(audit: Path) -> Guard:
     """The HTTP app behind the edge every request passes (authentication off: loopback)."""
     settings = RouterSettings()
-    app = Guard(build_http_app(StubService()), settings.server.auth, max_header_bytes=16384,  # type: ignore[arg-type]
-                max_in_flight=8, audit=AuditLog(AuditSettings(path=str(audit))), limiter=Limiter(1))
-    return TestClient(app, raise_server_exceptions=False)
+    return Guard(build_http_app(StubService()), settings.server.auth, max_header_bytes=16384,  # type: ignore[arg-type]
+                 max_in_flight=8, audit=AuditLog(AuditSettings(path=str(audit))), limiter=Limiter(1))
+
+
+@pytest.fixture
+def client(audit: Path) -> TestClient:
+    return TestClient(guarded(audit), raise_server_exceptions=False)
 
 
 def test_a_router_error_keeps_its_status_type_and_message(client: TestClient) -> None:
@@ -71,3 +77,25 @@ def test_the_router_assigns_the_request_id_and_keeps_the_callers_beside_it(clien
     assert all(r["request_id"] not in ("req-42", "bad id <script>") for r in records)
     assert records[0]["client_request_id"] == "req-42" and "client_request_id" not in records[1]
     assert [(r["status"], r["outcome"], r["error"]) for r in records] == [(404, "refused", "no_relevant_backend")] * 2
+
+
+async def test_a_caller_that_leaves_before_the_answer_is_audited_as_cancelled_not_failed(audit: Path) -> None:
+    body = json.dumps({"question": "slow"}).encode()
+    scope = {"type": "http", "method": "POST", "path": "/v1/query", "raw_path": b"/v1/query", "query_string": b"",
+             "headers": [(b"content-type", b"application/json")], "client": ("127.0.0.1", 1), "server": ("t", 80),
+             "scheme": "http", "http_version": "1.1", "root_path": ""}
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else await asyncio.Future()
+
+    async def send(message: dict[str, Any]) -> None:
+        raise AssertionError(f"nothing is sent to a caller that left: {message}")
+
+    request = asyncio.create_task(guarded(audit)(scope, receive, send))
+    await asyncio.sleep(0.2)
+    request.cancel()  # what the server does when the connection closes
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    [record] = [json.loads(line) for line in (await asyncio.to_thread(audit.read_text)).splitlines()]
+    assert (record["status"], record["outcome"]) == (499, "cancelled")

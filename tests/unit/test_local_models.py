@@ -50,6 +50,13 @@ def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(base: Loca
     np.testing.assert_allclose(base.encode(["", "  "]), base.encode(["."])[[0, 0]], atol=1e-6)  # blank: "."
 
 
+def test_a_catalog_spread_over_threads_gets_the_vectors_it_gets_in_one(base: LocalMiniLM) -> None:
+    catalog = [f"{TEXTS[1]} Variant {i}: for the {i % 7}th region." for i in range(70)]
+    spread = LocalMiniLM(parallel=3)
+    np.testing.assert_array_equal(spread.encode(catalog), base.encode(catalog))
+    np.testing.assert_array_equal(spread.encode(TEXTS), base.encode(TEXTS))  # a few run in one thread
+
+
 @pytest.mark.parametrize("name", [BASE_MODEL, TUNED])
 def test_the_files_come_from_the_named_folder(name: str) -> None:
     folder = model_dir(name)
