@@ -66,11 +66,9 @@ def _failed(error: RouterError) -> str | None:
     return caller.request_id
 
 
-def build_http_app(service: RouterService,
-                   lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None) -> FastAPI:
-    app = FastAPI(title="mcp-router", version="0.1.0", lifespan=lifespan,
-                  description="Routes each question to the MCP server, Flowise or Langflow flow that should "
-                              "answer it, and explains the decision.")
+def _answer_errors(app: FastAPI) -> None:
+    """Every error as the API's error body: a router error with its status, invalid input as a 400 naming
+    the field, anything else a generic 500 with a request id."""
 
     @app.exception_handler(RouterError)
     async def _router_error(_: Request, exc: RouterError) -> JSONResponse:
@@ -92,6 +90,15 @@ def build_http_app(service: RouterService,
         body = {"error": {"type": ErrorKind.INTERNAL.value, "request_id": rid,
                           "message": f"internal error; the router's log has the details under request id {rid}"}}
         return JSONResponse(body, status_code=500)
+
+
+def build_http_app(service: RouterService,
+                   lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None) -> FastAPI:
+    app = FastAPI(title="mcp-router", version="0.1.0", lifespan=lifespan,
+                  description="Routes each question to the MCP server, Flowise or Langflow flow that should "
+                              "answer it, and explains the decision.")
+
+    _answer_errors(app)
 
     @app.post("/v1/query", response_model=QueryResponse, response_model_exclude_none=True,
               summary="Route a question to the best backend and return its answer with routing metadata")

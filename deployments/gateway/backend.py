@@ -108,8 +108,14 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
     for method, params_type, handler in handlers:
         server.add_request_handler(method, params_type, versioned(tracked(handler)))
 
+    server.middleware.append(_mirror(gate, name))
+    return server
+
+
+def _mirror(gate: Gate, name: str) -> Any:
+    """Middleware: the handshake answers as the backend did (its capabilities, server info and instructions)."""
+
     async def mirror(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        """The handshake answers as the backend did: its capabilities, server info and instructions."""
         result = await call_next(ctx)
         if ctx.method != "initialize":
             return result
@@ -124,8 +130,7 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
             answer["instructions"] = found["instructions"]
         return answer
 
-    server.middleware.append(mirror)
-    return server
+    return mirror
 
 
 def _plain(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
