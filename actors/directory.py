@@ -30,6 +30,9 @@ from router.values import BackendStatus, CallOutcome, Catalog
 
 log = logging.getLogger("mcp_router.directory")
 _FLUSH_S = 0.2
+# Catalogs announced together (a deploy touching many servers) change within a second or so of each other:
+# waiting this long after the first, then fetching every changed one, indexes them in one rebuild.
+_SETTLE_S = 0.5
 
 
 class BackendDirectory:
@@ -46,6 +49,7 @@ class BackendDirectory:
         self._statuses: dict[str, BackendStatus] = {}
         self._statuses_at = float("-inf")
         self._refreshing: asyncio.Future[None] | None = None
+        self._syncing: asyncio.Future[None] | None = None
         self._perf: dict[tuple[str, str], PerfSnapshot] = {}
         self._catalogs: dict[str, Catalog] = {}
         self._pending: list[tuple[str, str, float, float, bool, str | None]] = []
@@ -77,6 +81,8 @@ class BackendDirectory:
 
     async def stop(self) -> None:
         await self._background.stop()
+        if self._syncing is not None:
+            self._syncing.cancel()
         await self.flush()
 
     async def flush(self) -> None:
@@ -101,7 +107,9 @@ class BackendDirectory:
         with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
             await asyncio.shield(self._refreshing)
 
-    async def refresh_statuses(self) -> None:
+    async def refresh_statuses(self, settle_s: float = _SETTLE_S) -> None:
+        """Read every backend's status; when a catalog changed, index the changes (in the background, so
+        that a reader of the statuses never waits for a rebuild)."""
         self._statuses_at = time.monotonic()
         handles = dict(self.actors.handles)
         results = await _per_host(handles, "get_statuses", lambda members: (members,))
@@ -120,8 +128,15 @@ class BackendDirectory:
             self._on_status(statuses)
         changed = [n for n, s in statuses.items()
                    if s.catalog_version and s.catalog_version != getattr(self._catalogs.get(n), "version", None)]
-        if changed:
-            await self.sync_catalogs(changed)
+        if changed and (self._syncing is None or self._syncing.done()):
+            self._syncing = asyncio.ensure_future(self._sync_changes(settle_s))
+
+    async def _sync_changes(self, settle_s: float) -> None:
+        await asyncio.sleep(settle_s)
+        try:
+            await self.sync_catalogs()  # every catalog that changed by now, not only those the poll saw
+        except Exception as exc:  # the next poll sees the same changes and tries again
+            log.warning("indexing the changed catalogs failed: %s", exc)
 
     async def sync_catalogs(self, names: list[str] | None = None) -> bool:
         """Fetch changed catalogs and rebuild the index; True when the index changed."""
@@ -147,8 +162,10 @@ class BackendDirectory:
             catalogs = [self._catalogs[n] for n in order if n in self._catalogs]
             # Building the texts and the index takes seconds at tens of thousands of capabilities: off the
             # event loop, which keeps answering requests on the previous index meanwhile.
+            started = time.monotonic()
             texts = await asyncio.to_thread(CatalogTexts.build, catalogs, self._flow_targets())
             tool_vecs, server_vecs = await self._vectors(texts)
+            embedded = time.monotonic()
             index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing)
             if tool_vecs is not None and self.embedder is not None:
                 try:
@@ -157,8 +174,9 @@ class BackendDirectory:
                     log.warning("tuning the fusion weight failed, keeping routing.alpha: %s", exc)
             self._on_index(catalogs, index)
             self.index_built_at = time.time()
-            log.info("index rebuilt: %d backends, %d capabilities, dense=%s, alpha tools %.1f servers %.1f",
-                     len(catalogs), len(index), tool_vecs is not None, index.tools.alpha, index.servers.alpha)
+            log.info("index rebuilt: %d backends, %d capabilities, dense=%s, alpha tools %.1f servers %.1f, "
+                     "in %.1f s (%.1f s embedding)", len(catalogs), len(index), tool_vecs is not None,
+                     index.tools.alpha, index.servers.alpha, time.monotonic() - started, embedded - started)
 
     def _flow_targets(self) -> dict[str, str]:
         """A flow backend that lists no flows is run, when chosen by its description, on the first flow its
@@ -188,7 +206,9 @@ class BackendDirectory:
         """Wait (bounded) for every backend's first connection attempt, then build the first index."""
         await _per_host(dict(self.actors.handles), "start_all", lambda members: (members, timeout_s),
                         timeout_s=timeout_s + 5)
-        await self.refresh_statuses()
+        await self.refresh_statuses(settle_s=0)
+        if self._syncing is not None:
+            await self._syncing
         if not self._catalogs:
             await self.rebuild()
         with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):

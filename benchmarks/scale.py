@@ -17,7 +17,9 @@ Measured for each N:
   router chose that backend;
 - `rps_repeated` and `rps_new`: `/v1/query` at concurrency 32 (wrk when installed);
 - `refresh_s`: after 10 % of the backends announce `tools/list_changed` at once, until the index has all
-  their new catalogs, with `storm_failed` requests failing meanwhile (a query load runs throughout).
+  their new catalogs, with `storm_failed` requests failing meanwhile (a query load runs throughout). The
+  backends trust their changes (`trust_changes: true`): by default a changed tool is held out of routing
+  until approved, and a question meant for it is refused (503 `backend_not_callable`) meanwhile.
 
 `--two-node N` also runs N backends on a two-node local Ray cluster (`ray start` twice on this machine, one
 CPU each) and reports how the host actors were placed across the nodes.
@@ -152,7 +154,7 @@ def run(n: int, tools: int, per_host: int, seconds: float, requests: int, addres
         settings = RouterSettings.model_validate({
             "backends": [{"name": f"s{i}", "kind": "mcp_http", "url": f"http://127.0.0.1:{sport}/s{i}/mcp",
                           "protocol": "legacy", "description": f"{TOPICS[i % len(TOPICS)]} service {i}",
-                          "health_interval_s": 15} for i in range(n)],
+                          "health_interval_s": 15, "trust_changes": True} for i in range(n)],
             "server": {"port": port, "hosting": {"backends_per_host": per_host}}, "state_dir": state})
         if address:
             os.environ["RAY_ADDRESS"] = address
@@ -209,6 +211,13 @@ def two_node_cluster() -> tuple[str, list[str]]:
                     "--disable-usage-stats"], check=True, capture_output=True)
     address = f"127.0.0.1:{port}"
     subprocess.run([ray, "start", f"--address={address}", "--num-cpus=1"], check=True, capture_output=True)
+    # `ray start` may return before the node has registered: the pool would then see one node.
+    count = f"import ray; ray.init(address={address!r}); print(sum(n['Alive'] for n in ray.nodes()))"
+    deadline = time.monotonic() + 60
+    while subprocess.run([sys.executable, "-c", count], capture_output=True, text=True).stdout.split()[-1:] != ["2"]:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the second node did not join within 60 s")
+        time.sleep(1)
     return address, [ray, "stop", "--force"]
 
 

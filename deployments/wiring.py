@@ -9,6 +9,7 @@ the labelled examples, the router core, tool selection and chat, rate limits and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
@@ -60,8 +61,6 @@ async def build_service(settings: RouterSettings, pool: Any, embedder: Any, gene
     proto_vecs = {name: await cached.embed(texts) for name, texts in prototypes.items()}
     learning = FeedbackView(settings.learning, await pool.feedback.remote(settings.state_dir, settings.learning),
                             min_confidence=settings.routing.min_confidence)
-    with contextlib.suppress(ray.exceptions.RayError, TimeoutError):  # else they come with the next refresh
-        await learning.refresh()
     # The directory hands each new index to the router (defined next) and is the router's live view.
     directory = BackendDirectory(settings, actors, perf_actor, cached,
                                  on_index=lambda catalogs, index: router.set_catalogs(catalogs, index),
@@ -69,8 +68,12 @@ async def build_service(settings: RouterSettings, pool: Any, embedder: Any, gene
     router = Router(settings, executor=metrics.wrap_executor(RayExecutor(actors)), embed=query_embedder.embed,
                     stats=directory, classifier=IntentClassifier(settings.intents, proto_vecs), llm=llm,
                     learning=learning)
+    # The examples are read while the backends connect: the feedback actor may be a process still starting.
+    examples = asyncio.create_task(learning.refresh())
     await directory.wait_ready(timeout_s=min(20.0, max(b.connect_timeout_s for b in settings.enabled_backends))
                                if settings.enabled_backends else 1.0)
+    with contextlib.suppress(ray.exceptions.RayError, TimeoutError):  # else they come with the next refresh
+        await examples
     selector = ToolSelector(settings.tool_selection, query_embedder.embed, chooser=llm)
     directory.start()
     learning.start()

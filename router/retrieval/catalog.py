@@ -212,11 +212,11 @@ class CatalogIndex:
                                  dense_top_n=settings.dense_top_n)
         self.servers = HybridIndex(texts.server_sparse, server_vectors, alpha=server_alpha,
                                    dense_top_n=settings.dense_top_n)
-        self._by_server: list[np.ndarray] = [
-            np.array([i for i, o in enumerate(texts.owner) if o == ci], dtype=np.int64)
-            for ci in range(len(texts.catalogs))
-        ]
         self._server_of = np.array(texts.owner, dtype=np.int64)
+        # Each server's rows, in one pass (one scan per server is 20 million steps at a thousand servers).
+        order = np.argsort(self._server_of, kind="stable")
+        bounds = np.searchsorted(self._server_of[order], np.arange(len(texts.catalogs) + 1))
+        self._by_server: list[np.ndarray] = [order[bounds[ci]:bounds[ci + 1]] for ci in range(len(texts.catalogs))]
 
     def __len__(self) -> int:
         return len(self.texts.capabilities)

@@ -32,7 +32,7 @@ class EmbeddingSettings(Strict):
     threads: int = Field(default=1, ge=1, le=64, description=(
         "onnxruntime intra-op threads of the local model (one keeps a shared machine responsive)."))
     parallel: int = Field(default=2, ge=1, le=64, description=(
-        "Texts of a catalog the local model embeds at once, each in its own thread: a thousand backends' "
-        "tools index about twice as fast on two cores. The few questions of a moment run in one thread."))
+        "Runs of a catalog's texts the local model embeds at once, each in its own thread (a run is up to 512 "
+        "tokens of texts of one length). The few questions of a moment run in one thread."))
 
 

@@ -13,6 +13,7 @@ from every name, description and schema string, and each field that lost some is
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import replace
@@ -40,15 +41,16 @@ def _removed(ch: str) -> bool:
     return any(lo <= o <= hi for lo, hi in _SELECTORS)
 
 
+# `_HIDING` and the control characters (category Cc) other than line breaks and tabs, as one character class:
+# every tool description of every catalog is scanned, a thousand backends' in a few seconds.
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+                     + "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in _HIDING) + "]")
+
+
 def invisible_characters(text: str) -> int:
     """How many characters in `text` hide content from a person reading it (see `_HIDING`), plus control
     characters other than line breaks and tabs."""
-    count = 0
-    for ch in text:
-        o = ord(ch)
-        if any(lo <= o <= hi for lo, hi in _HIDING) or (unicodedata.category(ch) == "Cc" and ch not in "\n\t\r"):
-            count += 1
-    return count
+    return len(_HIDDEN.findall(text))
 
 
 def strip_invisible(text: str) -> str:

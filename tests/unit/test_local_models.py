@@ -57,6 +57,15 @@ def test_a_catalog_spread_over_threads_gets_the_vectors_it_gets_in_one(base: Loc
     np.testing.assert_array_equal(spread.encode(TEXTS), base.encode(TEXTS))  # a few run in one thread
 
 
+def test_a_catalog_run_in_batches_of_one_length_gets_each_texts_own_vector(base: LocalMiniLM) -> None:
+    # Texts of one token length, unlike in what they say, batched together as a catalog is.
+    catalog = [f"{word} the {i} records" for i in range(12) for word in ("get", "delete", "zebra", "quantum")]
+    lengths = {len(base._tok.encode(t).ids) for t in catalog}
+    assert len(lengths) < len(catalog) // 8  # so most runs hold several texts
+    alone = np.concatenate([base.encode([t]) for t in catalog])
+    np.testing.assert_array_equal(base.encode(catalog), alone)
+
+
 @pytest.mark.parametrize("name", [BASE_MODEL, TUNED])
 def test_the_files_come_from_the_named_folder(name: str) -> None:
     folder = model_dir(name)
