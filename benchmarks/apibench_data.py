@@ -16,7 +16,6 @@ pinned commit from a bare git copy (`fetch` it first); the raw data never enters
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.retriever_data import Source
+from benchmarks.retriever_data import Source, convert_command
 
 APIBENCH = {"repo": "ShishirPatil/gorilla", "commit": "6ea57973c7a6097fd7c5915698c54c17c5b1b6c8",
             "licence": "Apache-2.0", "role": "independent check"}
@@ -77,19 +76,7 @@ def convert(source: Source) -> tuple[list[dict], list[dict]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("out_dir")
-    parser.add_argument("--mirror-root", default="/work/.mirror")
-    args = parser.parse_args()
-    catalog, queries = convert(Source(Path(args.mirror_root), APIBENCH))
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "catalog.json").write_text(json.dumps(catalog, indent=1), encoding="utf-8")
-    (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-    tools = sum(len(s["tools"]) for s in catalog)
-    (out / "manifest.json").write_text(json.dumps({"source": APIBENCH, "servers": len(catalog), "tools": tools,
-                                                   "queries": len(queries)}, indent=1))
-    print(f"{len(catalog)} servers, {tools} tools, {len(queries)} questions -> {out}")
+    convert_command(__doc__ or "", APIBENCH, convert)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.retriever_data import Source
+from benchmarks.retriever_data import Source, write_routing_set
 
 METATOOL = {"repo": "HowieHwong/MetaTool", "commit": "35e81bb7576826e980c80fed8f8c0a2b4a1e6fbb",
             "licence": "MIT", "role": "independent check"}
@@ -51,13 +51,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
     catalog, queries = convert(Source(Path(args.mirror_root), METATOOL), args.sample, args.seed)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "catalog.json").write_text(json.dumps(catalog, indent=1), encoding="utf-8")
-    (out / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-    (out / "manifest.json").write_text(json.dumps({"source": METATOOL, "tools": len(catalog),
-                                                   "queries": len(queries), "seed": args.seed}, indent=1))
-    print(f"{len(catalog)} tools, {len(queries)} questions -> {out}")
+    write_routing_set(Path(args.out_dir), catalog, queries, {"source": METATOOL, "seed": args.seed})
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import random
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,6 +92,30 @@ class Source:
         out = subprocess.run(["git", "-C", str(self.git_dir), "ls-tree", "-r", "--name-only", self.commit, folder],
                              capture_output=True, text=True, timeout=60)
         return sorted(out.stdout.split())
+
+
+def write_routing_set(out: Path, catalog: list[dict], queries: list[dict], manifest: dict | None = None) -> dict:
+    """A catalog and its labelled questions as routing_accuracy.py reads them (OUT/catalog.json and
+    OUT/queries.jsonl, and OUT/manifest.json with the counts when `manifest` is given); returns the counts."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "catalog.json").write_text(json.dumps(catalog, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries),
+                                       encoding="utf-8")
+    counts = {"servers": len(catalog), "tools": sum(len(c["tools"]) for c in catalog), "queries": len(queries)}
+    if manifest is not None:
+        (out / "manifest.json").write_text(json.dumps({**manifest, **counts}, indent=1), encoding="utf-8")
+    print(f"{counts} -> {out}")
+    return counts
+
+
+def convert_command(doc: str, meta: dict, convert: Callable[[Source], tuple[list[dict], list[dict]]]) -> None:
+    """The command line of a converter that reads one snapshot: OUT_DIR [--mirror-root DIR]."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--mirror-root", default="/work/.mirror")
+    args = parser.parse_args()
+    catalog, queries = convert(Source(Path(args.mirror_root), meta))
+    write_routing_set(Path(args.out_dir), catalog, queries, {"source": meta})
 
 
 def _schema(params: dict) -> dict:
@@ -328,15 +353,7 @@ def main() -> None:
 
 def write_heldout(root: Path, out: Path, counts: dict) -> None:
     catalog, queries = load_toolalpaca(Source(root, SOURCES["toolalpaca"]))
-    held = out / "heldout" / "toolalpaca"
-    held.mkdir(parents=True, exist_ok=True)
-    (held / "catalog.json").write_text(json.dumps(catalog, indent=1, ensure_ascii=False), encoding="utf-8")
-    (held / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries),
-                                        encoding="utf-8")
-    counts["toolalpaca"] = {"servers": len(catalog), "tools": sum(len(c["tools"]) for c in catalog),
-                            "queries": len(queries)}
-    print(f"held out toolalpaca: {counts['toolalpaca']} in {held}")
-
+    counts["toolalpaca"] = write_routing_set(out / "heldout" / "toolalpaca", catalog, queries)
 
 if __name__ == "__main__":
     main()
