@@ -58,6 +58,7 @@ def spec_fingerprint(spec: BackendSpec, code_version: str = "") -> str:
 class _Owned:
     fingerprint: str
     ref: BackendRef
+    node: str | None = None  # the node its host is pinned to
 
 
 class BackendPool:
@@ -86,9 +87,15 @@ class BackendPool:
             self._generation = max(self._generation, generation)
             out: dict[str, BackendRef] = {}
             new: list[tuple[str, BackendSpec]] = []
+            alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
             for spec in specs:
                 owned = self._backends.get(spec.name)
                 fingerprint = spec_fingerprint(spec, self.code_version)
+                if owned is not None and owned.node is not None and owned.node not in alive:
+                    # Its host was pinned to a node that is gone, and cannot come back elsewhere: place it again.
+                    log.warning("backend %s: its node is gone; placing it again", spec.name)
+                    del self._backends[spec.name]
+                    owned = None
                 if owned is not None and (owned.fingerprint == fingerprint or not current):
                     out[spec.name] = owned.ref
                     continue
@@ -96,14 +103,14 @@ class BackendPool:
                     log.info("backend %s changed; replacing it", spec.name)
                     self._retire(owned.ref)
                 new.append((f"{spec.name}@{fingerprint}", spec))
-            nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]) if new else []
+            nodes = sorted(alive)
             for members in self._pack(new):
                 self._hosts_made += 1  # round robin over the nodes, continued from earlier hosts
                 node = nodes[self._hosts_made % len(nodes)] if nodes else None
                 host = create_backend_host(members, resilience, self.security, self.state_dir, node)
                 for member, spec in members:
                     ref = BackendRef(host, member)
-                    self._backends[spec.name] = _Owned(member.split("@", 1)[1], ref)
+                    self._backends[spec.name] = _Owned(member.split("@", 1)[1], ref, node)
                     out[spec.name] = ref
             if self._performance is None:
                 self._performance = create_performance_actor(resilience, f"{self.app_name}:performance-history")
@@ -160,10 +167,11 @@ class BackendPool:
 def create_backend_host(members: list[tuple[str, BackendSpec]], resilience: ResilienceSettings,
                         security: SecuritySettings | None = None, state_dir: str | None = None,
                         node_id: str | None = None) -> Any:
-    """A host actor for `members` (`name@fingerprint`, spec), on `node_id` while that node lives."""
-    # Ray's SPREAD is best effort: two hosts made at once went to one node of two. A soft affinity
-    # places each on the node the pool chose, and anywhere else when that node is gone.
-    strategy = NodeAffinitySchedulingStrategy(node_id, soft=True) if node_id else "SPREAD"
+    """A host actor for `members` (`name@fingerprint`, spec), on `node_id` (restarted there after a crash;
+    when the node is gone, the pool places its backends again), else where Ray spreads it."""
+    # Neither Ray's SPREAD nor a soft node affinity holds: two hosts made at once went to one node of two,
+    # and a soft affinity asked from an actor (as the pool asks) landed on the other node five times in six.
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False) if node_id else "SPREAD"
     # No task events: Ray would otherwise report every call to the GCS (for its state API), which on
     # the request path costs CPU the router needs (Serve turns them off for its replicas too).
     return BackendHostActor.options(

@@ -9,9 +9,7 @@ surviving node and reconnects to its backend.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,23 +27,6 @@ from tests.conftest import EXAMPLES, stdio
 from tests.unit.router_world import query
 
 WORKERS = 4
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    for _ in range(2):
-        c.add_node(num_cpus=1)
-    ray.init(address=c.address, namespace="mcp-router-cluster-test", log_to_driver=False, logging_level="WARNING")
-    c.wait_for_nodes()
-    try:
-        yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        os.environ.pop("RAY_ADDRESS", None)
 
 
 async def _no_embed(texts: list[str]) -> Any:
