@@ -118,8 +118,10 @@ class BackendDirectory:
             if isinstance(res, BackendStatus):
                 statuses[name] = res
             else:
-                if isinstance(res, ray.exceptions.ActorDiedError) or member_gone(res):
-                    await self.actors.refresh(handles[name], name)  # replaced: the next refresh sees the new one
+                if isinstance(res, ray.exceptions.RayError | TimeoutError) or member_gone(res):
+                    # Gone, retired, or pinned to a node that is lost (its host then neither answers nor
+                    # dies): the pool has its current place, and the next refresh sees it.
+                    await self.actors.refresh(handles[name], name)
                 spec = self.settings.backend(name)
                 statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
                                                health="down", last_error=f"backend actor unreachable: {res}")
