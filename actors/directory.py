@@ -21,7 +21,7 @@ import ray
 
 from actors.background import Background
 from actors.executor import ActorTable
-from actors.host import BackendRef, member_gone
+from actors.host import BackendRef
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder
 from router.settings import FlowiseSpec, LangflowSpec, RouterSettings
@@ -114,17 +114,19 @@ class BackendDirectory:
         handles = dict(self.actors.handles)
         results = await _per_host(handles, "get_statuses", lambda members: (members,))
         statuses: dict[str, BackendStatus] = {}
+        unreachable: dict[int, str] = {}  # host -> one of its backends that did not answer
         for name, res in results.items():
             if isinstance(res, BackendStatus):
                 statuses[name] = res
-            else:
-                if isinstance(res, ray.exceptions.RayError | TimeoutError) or member_gone(res):
-                    # Gone, retired, or pinned to a node that is lost (its host then neither answers nor
-                    # dies): the pool has its current place, and the next refresh sees it.
-                    await self.actors.refresh(handles[name], name)
-                spec = self.settings.backend(name)
-                statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
-                                               health="down", last_error=f"backend actor unreachable: {res}")
+                continue
+            unreachable.setdefault(id(getattr(handles[name], "host", handles[name])), name)
+            spec = self.settings.backend(name)
+            statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
+                                           health="down", last_error=f"backend actor unreachable: {res}")
+        # Gone, retired, or pinned to a node that is lost (its host then neither answers nor dies): the pool
+        # has the current place of every backend, asked once per host; the next refresh sees it.
+        for name in unreachable.values():
+            await self.actors.refresh(handles[name], name)
         self._statuses = statuses
         if self._on_status is not None:
             self._on_status(statuses)
@@ -137,7 +139,7 @@ class BackendDirectory:
         await asyncio.sleep(settle_s)
         try:
             await self.sync_catalogs()  # every catalog that changed by now, not only those the poll saw
-        except Exception as exc:  # the next poll sees the same changes and tries again
+        except (ray.exceptions.RayError, TimeoutError) as exc:  # the next poll sees the changes and tries again
             log.warning("indexing the changed catalogs failed: %s", exc)
 
     async def sync_catalogs(self, names: list[str] | None = None) -> bool:
