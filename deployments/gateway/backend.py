@@ -84,7 +84,10 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
         caller = gate.caller()
         gate.backend(caller, name)
         gate.remember_level(ctx, params.level)
-        return await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+        # The server's session is every client's: it is asked for everything, and each client's own level
+        # filters what reaches that client (deployments.gateway.forward), so one client's level never
+        # silences another's messages.
+        return await gate.relay(ctx, caller, name, ctx.method, {**_plain(ctx), "level": "debug"})
 
     handlers: tuple[tuple[str, Any, Any], ...] = (
         ("tools/list", types.PaginatedRequestParams, listed), ("prompts/list", types.PaginatedRequestParams, listed),

@@ -66,6 +66,16 @@ def log_level(ctx: ServerRequestContext[Any, Any], levels: Mapping[str, str]) ->
     return levels.get(session or "", "debug")
 
 
+_SEVERITY = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # RFC 5424
+
+
+def _at_least(level: Any, wanted: str | None) -> bool:
+    """Whether a log message of `level` is one the client asked for (`wanted`: its least severe; None: all)."""
+    if wanted not in _SEVERITY or level not in _SEVERITY:
+        return True
+    return _SEVERITY.index(level) >= _SEVERITY.index(wanted)
+
+
 async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, params: Mapping[str, Any],
                   timeout_s: float, level: str | None = None) -> dict[str, Any]:
     stream = actor.relay.options(num_returns="streaming").remote(method, dict(params), timeout_s, level)
@@ -80,7 +90,8 @@ async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, 
             elif kind == "progress":
                 await ctx.session.report_progress(event["progress"], event.get("total"), event.get("message"))
             elif kind == "log":
-                await _log(ctx, event["params"])
+                if _at_least(event["params"].get("level"), level):
+                    await _log(ctx, event["params"])
             elif kind == "request":
                 answer = await _ask_client(ctx, event["method"], event.get("params"))
                 await actor.answer.remote(relay_id, event["id"], answer)

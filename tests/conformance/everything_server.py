@@ -27,6 +27,12 @@ from mcp.shared.exceptions import MCPError
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 EMPTY = {"type": "object", "properties": {}}
+SEVERITY = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVELS: dict[str, str] = {}  # session -> the least severe log message its client asked for (logging/setLevel)
+
+
+def session_of(ctx: ServerRequestContext) -> str:
+    return (ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None) or ""
 
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -163,7 +169,8 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
             if i:
                 await anyio.sleep(0.05)
             # related_request_id routes the notification onto this POST's SSE stream.
-            await ctx.session.send_log_message("info", msg, logger="conformance", related_request_id=rid)
+            if SEVERITY.index(LEVELS.get(session_of(ctx), "debug")) <= SEVERITY.index("info"):
+                await ctx.session.send_log_message("info", msg, logger="conformance", related_request_id=rid)
         return types.CallToolResult(content=[text("Tool with logging executed successfully")])
     if name == "test_tool_with_progress":
         for i, p in enumerate((0, 50, 100)):
@@ -321,6 +328,7 @@ async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParam
 
 
 async def set_level(ctx: ServerRequestContext, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    LEVELS[session_of(ctx)] = params.level  # honoured, as a server should: for this session from now on
     return types.EmptyResult()
 
 

@@ -157,6 +157,28 @@ async def test_the_servers_requests_and_notifications_reach_the_client(app: dict
         assert progress == [0, 50, 100]
 
 
+async def test_each_client_gets_the_log_messages_of_its_own_level(app: dict[str, Any]) -> None:
+    """The backend's session is shared by every client, and its server honours logging/setLevel: a client
+    asking for errors only neither gets the info messages nor silences them for a client that wants them."""
+    heard: dict[str, list[str]] = {"quiet": [], "chatty": []}
+
+    def collect(who: str) -> Any:
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            heard[who].append(str(params.data))
+
+        return log
+
+    url = f"{app['url']}/mcp/backends/everything/"
+    async with connect(url, "2025-11-25", logging_callback=collect("quiet")) as quiet, \
+            connect(url, "2025-11-25", logging_callback=collect("chatty")) as chatty:
+        await chatty.set_logging_level("info")
+        await quiet.set_logging_level("error")
+        await quiet.call_tool("test_tool_with_logging", {})
+        await chatty.call_tool("test_tool_with_logging", {})
+    assert heard == {"quiet": [], "chatty": ["Tool execution started", "Tool processing data",
+                                             "Tool execution completed"]}
+
+
 async def test_the_servers_notifications_outside_requests_reach_the_clients_that_want_them(
         app: dict[str, Any]) -> None:
     heard: dict[str, list[str]] = {"subscriber": [], "other": []}
