@@ -34,6 +34,7 @@ LEVELS: dict[str, str] = {}  # session -> the least severe log message its clien
 def session_of(ctx: ServerRequestContext) -> str:
     return (ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None) or ""
 
+
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
