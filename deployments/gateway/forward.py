@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import mcp_types as types
 import ray
@@ -66,7 +66,7 @@ def log_level(ctx: ServerRequestContext[Any, Any], levels: Mapping[str, str]) ->
     return levels.get(session or "", "debug")
 
 
-_SEVERITY = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")  # RFC 5424
+_SEVERITY = get_args(types.LoggingLevel)  # least to most severe, as MCP (RFC 5424) orders them
 
 
 def _at_least(level: Any, wanted: str | None) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import mcp_types as types
@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 EMPTY = {"type": "object", "properties": {}}
-SEVERITY = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+SEVERITY = get_args(types.LoggingLevel)  # least to most severe
 LEVELS: dict[str, str] = {}  # session -> the least severe log message its client asked for (logging/setLevel)
 
 
