@@ -8,11 +8,11 @@ application's `BackendPool` creates and owns (`actors.pool`), and router replica
 
 A supervisor task connects, refreshes the catalog when its TTL expires or the server says it
 changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`), and
-reconnects with exponential backoff after a failure. Calls share the one session, bounded by a
-semaphore of `max_concurrency`. Calls never raise for backend faults: they return a failed
-`CallOutcome`, which also feeds the outlier detector that ejects a failing backend; an unexpected
-exception inside a call is a failed outcome too, so it releases what the call took (its slot, a
-half-open probe). Each call is its own Ray task: cancelling it cancels the MCP request.
+reconnects with exponential backoff after a failure. Calls share the one session, bounded by
+`max_concurrency` slots shared fairly among the principals calling (`actors.slots`). Calls never raise
+for backend faults: they return a failed `CallOutcome`, which also feeds the outlier detector that
+ejects a failing backend; an unexpected exception inside a call is a failed outcome too, so it releases
+what the call took (its slot, a half-open probe). Each call is its own Ray task: cancelling it cancels the MCP request.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import ray
 
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
+from actors.slots import FairSlots
 from router.errors import ErrorKind, RouterError
 from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
@@ -58,7 +59,7 @@ class BackendSupervisor:
         self.backend = build_backend(spec)
         self.backend.on_change = self._mark_stale
         self.detector = OutlierDetector(resilience.ejection)
-        self._sem: asyncio.Semaphore | None = None
+        self._slots = FairSlots(spec.max_concurrency)
         self._catalog: Catalog | None = None
         self._catalog_at = 0.0
         self._catalog_refreshed_at: float | None = None
@@ -79,7 +80,6 @@ class BackendSupervisor:
 
     def _ensure_started(self) -> None:
         if self._task is None or self._task.done():
-            self._sem = self._sem or asyncio.Semaphore(self.spec.max_concurrency)
             self._task = asyncio.create_task(self._supervise(), name=f"supervise-{self.spec.name}")
 
     async def start(self, wait_s: float = 0.0) -> BackendStatus:
@@ -186,7 +186,7 @@ class BackendSupervisor:
         started = time.perf_counter()
         self._inflight += 1
         try:
-            async with self._sem_ready():
+            async with self._slots.held(context.principal):
                 outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
         except asyncio.CancelledError:
             self.detector.abandon(admission.probe)
@@ -201,8 +201,8 @@ class BackendSupervisor:
             await asyncio.sleep(_DYING_GRACE_S)
         return outcome
 
-    async def relay(self, method: str, params: dict[str, Any], timeout_s: float,
-                    log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+    async def relay(self, method: str, params: dict[str, Any], timeout_s: float, log_level: str | None = None,
+                    principal: str | None = None) -> AsyncIterator[dict[str, Any]]:
         """A gateway client's MCP request, relayed over the held session (actors.backends.relay): its events,
         the last the server's answer or the router's error (`data.kind` says which). Admitted, bounded and
         judged like a call: a backend that fails gateway requests is ejected for everyone alike."""
@@ -218,7 +218,7 @@ class BackendSupervisor:
         self._inflight += 1
         outcome = CallOutcome(backend=self.spec.name, capability=method, ok=True, latency_ms=0.0)
         try:
-            async with self._sem_ready():
+            async with self._slots.held(principal):
                 async for event in self.backend.relay(method, params, timeout_s=timeout_s, log_level=log_level):
                     yield event
         except (asyncio.CancelledError, GeneratorExit):
@@ -274,10 +274,6 @@ class BackendSupervisor:
             self.detector.abandon(admission.probe)
             return admission, _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         return admission, None
-
-    def _sem_ready(self) -> asyncio.Semaphore:
-        assert self._sem is not None
-        return self._sem
 
     def _failure(self, capability: Capability, exc: Exception, timeout_s: float, started: float) -> CallOutcome:
         """What an exception out of the backend says: a router error as its kind, anything else a fault in

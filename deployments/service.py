@@ -145,7 +145,7 @@ class RouterService:
         access = self._checked(caller, chat.principal)
         access.check("chat", "/v1/chat")
         access.check_request(deadline_s=chat.deadline_s)
-        scoped = chat.model_copy(update={"principal": None,
+        scoped = chat.model_copy(update={"principal": _name(access),  # whose calls: a backend's slots are fair
                                          "session_id": self._session_key(access, chat.session_id)})
         charge = self.charge(caller)
         response = await self.chat_service.chat(

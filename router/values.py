@@ -179,6 +179,7 @@ class CallContext:
     intent: str
     session_id: str | None = None
     parameters: Parameters | None = None
+    principal: str | None = None  # who is calling: a backend's slots are shared fairly among principals
     trace: dict[str, str] = field(default_factory=dict)  # W3C trace context for the backend call
 
 

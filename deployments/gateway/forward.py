@@ -77,8 +77,8 @@ def _at_least(level: Any, wanted: str | None) -> bool:
 
 
 async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, params: Mapping[str, Any],
-                  timeout_s: float, level: str | None = None) -> dict[str, Any]:
-    stream = actor.relay.options(num_returns="streaming").remote(method, dict(params), timeout_s, level)
+                  timeout_s: float, level: str | None = None, principal: str | None = None) -> dict[str, Any]:
+    stream = actor.relay.options(num_returns="streaming").remote(method, dict(params), timeout_s, level, principal)
     relay_id = None
     done = False
     try:

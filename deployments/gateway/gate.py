@@ -149,7 +149,8 @@ class Gate:
             try:
                 result = await forward(ctx, actor, method, {**params, **({"name": capability.name}
                                                                        if capability is not None else {})},
-                                       timeout_s, log_level(ctx, self.levels))
+                                       timeout_s, log_level(ctx, self.levels),
+                                       None if access.principal.anonymous else access.principal.name)
             except MCPError as exc:
                 service.metrics.gateway_request(target, method, error_kind(exc) or "error", started)
                 error = exc

@@ -58,7 +58,7 @@ class ChatService:
             selection_input = [*messages, {"role": "user", "content": rewritten}]
         selection = await self.selector.select(index, selection_input, session_id=request.session_id)
         context = CallContext(question=conversation_text(messages).split("\n")[0], intent="general",
-                              session_id=request.session_id)
+                              session_id=request.session_id, principal=request.principal)
         result = await self.llm.run_tool_loop(messages, selection.tools, selection.name_map, executor, context,
                                               request.max_turns or self.max_turns)
         if result.reroute and request.session_id:

@@ -28,7 +28,8 @@ class _BackendBase(Strict):
     health_interval_s: float = Field(default=10.0, gt=0, description="Seconds between health checks.")
     health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
     max_concurrency: int = Field(default=64, ge=1, le=10_000,
-                                 description="Calls in flight at once to this backend; more wait their turn.")
+                                 description=("Calls in flight at once to this backend; more wait their turn, "
+                                              "and a freed slot goes to the waiting principal holding fewest."))
     read_only: bool | None = Field(default=None, description=(
         "true: no call to this backend changes anything, so calls may be duplicated (parallel, hedged, "
         "consensus), retried elsewhere after a timeout and answered from the response cache; false: every "

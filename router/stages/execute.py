@@ -59,7 +59,7 @@ class Execution:
         ctx = StrategyContext(
             executor=executor, settings=res, deadline=deadline, timeout_for=lambda b: self.timeouts.get(b, 30.0),
             call=CallContext(question=request.question, intent=intent, session_id=request.session,
-                             parameters=request.parameters),
+                             parameters=request.parameters, principal=request.principal),
             hedge_delay_ms=hedge_delay, on_outcome=on_outcome, embed=self.embed, on_step=record_step,
             started=time.monotonic())
         with TRACER.start_as_current_span(f"router.strategy.{plan.mode}") as span:

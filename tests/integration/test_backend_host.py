@@ -81,6 +81,37 @@ def faulty_http(name: str) -> Iterator[str]:
         stop_process(proc)
 
 
+def test_one_principals_flood_of_slow_calls_does_not_queue_anothers_call_behind_it(ray_local: Any) -> None:
+    settings = RouterSettings.model_validate({"backends": [
+        stdio("slow", FAULTY, "--name", "slow", "--latency-ms", "800", "--jitter", "0", max_concurrency=2)]})
+    member = f"slow@{spec_fingerprint(settings.backends[0])}"
+    host = create_backend_host([(member, settings.backends[0])], settings.resilience)
+    executor = RayExecutor(ActorTable({"slow": BackendRef(host, member)}))
+
+    async def run() -> list[str]:
+        await BackendRef(host, member).start.remote(20.0)
+        done: list[str] = []
+
+        async def call(principal: str) -> None:
+            context = CallContext(question="q", intent="general", principal=principal)
+            outcome = await executor.call(answer("slow"), {"query": "x"}, timeout_s=30, context=context)
+            assert outcome.ok, outcome.error
+            done.append(principal)
+
+        flood = [asyncio.create_task(call("alice")) for _ in range(6)]  # both slots, and four calls waiting
+        await asyncio.sleep(0.3)
+        await asyncio.gather(call("bob"), *flood)
+        return done
+
+    try:
+        done = asyncio.run(run())
+        # Bob's call takes the first slot freed (with first come, first served it would end last, 7th).
+        assert done.index("bob") <= 3, done
+    finally:
+        ray.get(host.stop.remote())
+        ray.kill(host)
+
+
 def test_the_pool_packs_backends_by_kind_and_moves_a_changed_one(ray_local: Any) -> None:
     with faulty_http("stay") as stay, faulty_http("moving") as moving:
         def settings(timeout_s: float) -> RouterSettings:

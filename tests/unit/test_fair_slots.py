@@ -1,0 +1,56 @@
+"""A backend's call slots among principals: a flood from one caller does not queue another behind it."""
+
+from __future__ import annotations
+
+import asyncio
+
+from actors.slots import FairSlots
+
+
+async def _calls(slots: FairSlots, order: list[str], who: str, n: int, release: asyncio.Event) -> None:
+    async def one(i: int) -> None:
+        async with slots.held(who):
+            order.append(f"{who}{i}")
+            await release.wait()
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def test_a_freed_slot_goes_to_the_waiting_principal_that_holds_the_fewest() -> None:
+    slots, order, release = FairSlots(2), [], asyncio.Event()
+    flood = asyncio.create_task(_calls(slots, order, "alice", 6, release))
+    await asyncio.sleep(0.01)
+    bob = asyncio.create_task(_calls(slots, order, "bob", 1, release))
+    carol = asyncio.create_task(_calls(slots, order, "carol", 2, release))
+    await asyncio.sleep(0.01)
+    assert order == ["alice0", "alice1"]  # alice alone took every slot
+    release.set()
+    await asyncio.gather(flood, bob, carol)
+    # Bob and Carol each get one of the next slots freed, not a place behind alice's queue; carol's second
+    # call waits its turn, which still comes before alice's last.
+    assert {"bob0", "carol0"} < set(order[2:5]) and order.index("carol1") < order.index("alice5")
+    assert slots.in_use == 0
+
+
+async def test_a_caller_alone_gets_every_slot_and_anonymous_callers_share_one_turn() -> None:
+    slots, order, release = FairSlots(3), [], asyncio.Event()
+    first = asyncio.create_task(_calls(slots, order, "", 4, release))
+    await asyncio.sleep(0.01)
+    assert slots.in_use == 3
+    release.set()
+    await first
+    assert len(order) == 4 and slots.in_use == 0
+
+
+async def test_a_cancelled_wait_gives_up_its_place_and_never_its_slot() -> None:
+    slots, release = FairSlots(1), asyncio.Event()
+    holder = asyncio.create_task(_calls(slots, [], "alice", 1, release))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(_calls(slots, [], "bob", 1, release))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    release.set()
+    await holder
+    assert waiting.cancelled() and slots.in_use == 0
+    async with slots.held("carol"):  # the slot is free again
+        assert slots.in_use == 1
