@@ -160,7 +160,7 @@ class BackendSupervisor:
         if self.spec.read_only is not None:  # the operator's word over the server's annotations
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
         self._catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents,
-                                     read_only=self.spec.read_only is True)
+                                     read_only=self.spec.read_only is True, held=review.approved)
         return self._catalog
 
     def _mark_stale(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from router.errors import ConfigError
 from router.settings import RouterSettings
 from router.settings.file import load_settings
-from router.trust.pins import approve, fingerprint, pin_key, read_json, write_json
+from router.trust.pins import approve, definition, fingerprint, pin_key, read_json, write_json
 from router.trust.untrusted import over_limits, sanitise
 
 
@@ -77,7 +77,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
             failed += 1
             continue
         _, caps, _ = sanitise(listed["description"], listed["capabilities"])
-        lock[spec.name] = {pin_key(c): fingerprint(c) for c in caps}
+        lock[spec.name] = {pin_key(c): {**fingerprint(c), "definition": definition(c)} for c in caps}
         print(f"  {spec.name}: {len(caps)} capabilities locked")
     write_json(lock_file, lock)
     print(f"wrote {lock_file}")

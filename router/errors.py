@@ -205,8 +205,9 @@ class ArgumentsInvalid(ArgumentsRequired):
 
 class BackendNotCallable(ArgumentsRequired):
     """The best match is a backend known only by its description (an MCP server whose tools are not
-    listed): there is nothing to call on it. A subclass of `ArgumentsRequired` because planning treats
-    both alike: the candidate is skipped for a callable runner-up, or the request is refused."""
+    listed), or a tool held until its changed definition is approved: there is nothing to call. A
+    subclass of `ArgumentsRequired` because planning treats both alike: the candidate is skipped for a
+    callable runner-up almost as relevant, or the request is refused."""
 
     status_code = 503
     kind = ErrorKind.BACKEND_NOT_CALLABLE

@@ -52,6 +52,9 @@ class Capability:
     # called alongside another (parallel, hedged, consensus) or answered from the response cache.
     read_only: bool = False
     idempotent: bool = False  # calling it again with the same arguments changes nothing more
+    # Why it cannot be called: a tool whose definition changed and awaits approval, ranked by its last
+    # approved one, so that a question meant for it is refused by name rather than sent to another tool.
+    held: str | None = None
 
     @property
     def id(self) -> CapabilityId:
@@ -84,6 +87,7 @@ class Catalog:
     capabilities: tuple[Capability, ...]
     intents: tuple[str, ...] = ()
     read_only: bool = False  # the backend's `read_only: true`: what a stand-in for it calls only reads
+    held: tuple[Capability, ...] = ()  # changed tools awaiting approval, as last approved (never called)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

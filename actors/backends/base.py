@@ -59,7 +59,9 @@ def catalog_version(description: str, capabilities: Sequence[Capability]) -> str
 
 
 def make_catalog(backend: str, description: str, capabilities: Sequence[Capability],
-                 intents: Sequence[str] = (), read_only: bool = False) -> Catalog:
+                 intents: Sequence[str] = (), read_only: bool = False, held: Sequence[Capability] = ()) -> Catalog:
     version = catalog_version(description, capabilities) + ("r" if read_only else "")
-    return Catalog(backend=backend, version=version, description=description,
-                   capabilities=tuple(capabilities), intents=tuple(intents), read_only=read_only)
+    if held:
+        version += "h" + catalog_version("", held)[:8]
+    return Catalog(backend=backend, version=version, description=description, capabilities=tuple(capabilities),
+                   intents=tuple(intents), read_only=read_only, held=tuple(held))

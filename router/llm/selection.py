@@ -93,7 +93,7 @@ class ToolSelector:
             raise PayloadTooLarge(f"the conversation's user messages are {size} bytes; the limit is "
                                   f"{self.settings.max_conversation_bytes} (tool_selection.max_conversation_bytes)",
                                   limit=self.settings.max_conversation_bytes)
-        tools = [c for c in (index.texts.capabilities if index else ()) if c.kind == "tool"]
+        tools = [c for c in (index.texts.capabilities if index else ()) if c.kind == "tool" and not c.held]
         servers = sorted({c.backend for c in tools})
         event("smart_routing_start", total_tools=len(tools), servers=len(servers), session_id=session_id,
               messages=len(messages))

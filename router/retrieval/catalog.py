@@ -15,7 +15,9 @@ A backend that lists no capabilities but has a description (a flow platform whos
 listed, an MCP server whose tools are not known yet, a catalog of agents) is ranked by its own
 document: it gets one server-level stand-in capability whose documents are the server's. When
 chosen, a stand-in with a `target` (a flow backend with a configured flow) takes the question as free
-text; one without is refused by name (`BackendNotCallable`), since there is no tool to call.
+text; one without is refused by name (`BackendNotCallable`), since there is no tool to call. So is a
+tool held until an operator approves its changed definition: it is indexed as last approved
+(`Catalog.held`), so that a question meant for it is not sent to the next best tool instead.
 """
 
 from __future__ import annotations
@@ -70,15 +72,20 @@ def capability_sparse_text(cap: Capability, server_description: str) -> str:
                      server_description, " ".join(cap.tags)])
 
 
+def _offered(catalog: Catalog) -> tuple[Capability, ...]:
+    """What a server is for: its capabilities, and those held until approved (as approved)."""
+    return (*catalog.capabilities, *catalog.held)
+
+
 def server_dense_text(catalog: Catalog) -> str:
-    if not catalog.capabilities:
+    if not _offered(catalog):
         return f"{split_identifier(catalog.backend)}: {catalog.description}"[:2000]
-    names = ", ".join(split_identifier(c.name) for c in catalog.capabilities[:40])
+    names = ", ".join(split_identifier(c.name) for c in _offered(catalog)[:40])
     return f"{split_identifier(catalog.backend)}: {catalog.description}. Tools: {names}."[:2000]
 
 
 def server_sparse_text(catalog: Catalog) -> str:
-    body = " ".join(f"{split_identifier(c.name)} {c.description}" for c in catalog.capabilities)
+    body = " ".join(f"{split_identifier(c.name)} {c.description}" for c in _offered(catalog))
     name = split_identifier(catalog.backend)
     return f"{name} {name} {catalog.description} {catalog.description} {body}"
 
@@ -93,7 +100,7 @@ def server_level_capability(catalog: Catalog, target: str | None = None) -> Capa
     """The stand-in that makes a backend without capabilities routable by its description; None when the
     backend has capabilities, or nothing to be routed on. `target`: the flow a flow backend runs when
     chosen (then the stand-in is a flow, taking the question as free text)."""
-    if catalog.capabilities or not catalog.description.strip():
+    if catalog.capabilities or catalog.held or not catalog.description.strip():
         return None
     return Capability(backend=catalog.backend, name=catalog.backend, kind="flow" if target else "tool",
                       description=catalog.description, input_schema=FREE_TEXT_SCHEMA, target=target,
@@ -128,7 +135,7 @@ class CatalogTexts:
                 owner.append(ci)
                 dense.append(server_dense_text(cat))
                 sparse.append(server_sparse_text(cat))
-            for cap in cat.capabilities:
+            for cap in _offered(cat):  # a held one as approved: refused by name if chosen
                 caps.append(cap)
                 owner.append(ci)
                 dense.append(capability_dense_text(cap, cat.description))
@@ -229,9 +236,11 @@ class CatalogIndex:
         rows = [i for i, cap in enumerate(t.capabilities) if t.catalogs[t.owner[i]].backend in backends and keep(cap)]
         cat_ids = sorted({t.owner[i] for i in rows})
         position = {ci: j for j, ci in enumerate(cat_ids)}
-        catalogs = tuple(replace(t.catalogs[ci], capabilities=tuple(
-            t.capabilities[i] for i in rows if t.owner[i] == ci and not t.capabilities[i].server_level))
-            for ci in cat_ids)
+        def kept(ci: int) -> list[Capability]:
+            return [t.capabilities[i] for i in rows if t.owner[i] == ci and not t.capabilities[i].server_level]
+
+        catalogs = tuple(replace(t.catalogs[ci], capabilities=tuple(c for c in kept(ci) if not c.held),
+                                 held=tuple(c for c in kept(ci) if c.held)) for ci in cat_ids)
         texts = CatalogTexts(
             catalogs=catalogs, capabilities=tuple(t.capabilities[i] for i in rows),
             owner=tuple(position[t.owner[i]] for i in rows), tool_dense=tuple(t.tool_dense[i] for i in rows),

@@ -212,6 +212,11 @@ def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | Non
                 f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
                 input_schema=cap.input_schema)
         return dict(given), "caller"
+    if cap.held:
+        return BackendNotCallable(
+            f"tool {cap.name!r} of backend {cap.backend!r} is held out of routing ({cap.held}) until an operator "
+            f"approves it (`mcp-router approve {cap.backend}/{cap.name}`); name another backend meanwhile",
+            backend=cap.backend, tool=cap.name)
     if is_server_level(cap) and cap.target is None:
         return BackendNotCallable(
             f"backend {cap.backend!r} was chosen by its description, but it lists no tools, so there is nothing to "

@@ -169,7 +169,7 @@ class Decider:
         if named:
             return named
         catalog = catalogs.get(backend or "")
-        if not any(c.name == tool for c in (catalog.capabilities if catalog else ())):
+        if not any(c.name == tool for c in ((*catalog.capabilities, *catalog.held) if catalog else ())):
             raise UnknownCapability(f"backend {backend!r} has no tool, prompt, resource or flow named {tool!r}",
                                     backend=backend, tool=tool)
         # The named tool ranks below the cut: score the backend's whole catalog to find it.

@@ -58,7 +58,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
     first = next((c for c in d.candidates if c.contending), None)
-    if first is None:
+    if first is None or first.capability.held:  # a held tool was meant: no sibling answers for it
         return d
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
@@ -92,9 +92,11 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
         return Plan(calls=(), mode=request.mode, refusal=_unserved(decision, arguments))
     if missing is not None:
         # The best match needs arguments the question does not give. A confident runner-up that is almost
-        # as relevant and can be called with what the question says is preferred; otherwise 422.
-        best = next(c for c in decision.candidates if c.relevant or request.backend).scores.composite
-        if not calls or calls[0].candidate.scores.composite < best - settings.routing.callable_margin:
+        # as relevant and can be called with what the question says is preferred; otherwise 422. A held tool
+        # was meant: only a copy of it as approved (the same tool on another backend) may answer for it.
+        best = next(c for c in decision.candidates if c.relevant or request.backend)
+        if not calls or calls[0].candidate.scores.composite < best.scores.composite - settings.routing.callable_margin \
+                or (best.capability.held and not calls[0].candidate.capability.same_as(best.capability)):
             return Plan(calls=tuple(calls), mode=request.mode, refusal=missing)
     return Plan(calls=tuple(calls), mode=request.mode)
 

@@ -135,8 +135,8 @@ class Scorer:
             clear = tp >= settings.min_tool_confidence or not dense
             right = tp if backend_chosen else p * tp  # the estimated probability it is the one meant
             cap = r.capability
-            # A stand-in with nothing to call (a server known only by its description) acts on nothing.
-            acts = not (cap.read_only or tool_chosen or (cap.server_level and cap.target is None))
+            # A stand-in with nothing to call (a server known only by its description, a held tool) acts on nothing.
+            acts = not (cap.read_only or tool_chosen or cap.held or (cap.server_level and cap.target is None))
             guess = acts and right < settings.min_action_confidence
             scores = ScoreBreakdown(**kw, confidence=round(p, 4), tool_confidence=round(tp, 4))
             fits = backend_fits and clear

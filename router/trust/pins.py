@@ -1,13 +1,15 @@
 """Pinned tool definitions: a hash of each capability's name, description and schema, and what changed.
 
     pins = PinStore("backend", pin_dir=Path(state_dir) / "pins", lock_file=Path("mcp-router.lock.json"))
-    kept, held = pins.review(capabilities, trust_changes=False)
+    kept, held, approved = pins.review(capabilities, trust_changes=False)
     approve(pin_dir, lock_file, "backend", "tool")          # what `mcp-router approve backend/tool` does
 
 A tool server can change a tool's description after it was approved (a "rug pull"). The first time a
 capability is seen its fingerprint is recorded (trust on first use) in `<state_dir>/pins/<backend>.json`,
 a file every router replica and the backend's actor read; later, a capability whose fingerprint differs
-is held out of routing, and the new definition waits in the file's `pending` section until approved.
+is held out of routing, and the new definition waits in the file's `pending` section until approved;
+meanwhile the definition the pin approved stands in for it, ranked but never called, so that a question
+meant for it is refused by name instead of going to another tool.
 When the operator commits a lock file (`mcp-router lock`) and it lists the backend, the lock is the
 reference instead: a capability it does not list, or lists differently, is held until approved (which
 updates the lock). A backend with `trust_changes` has changes pinned again at once.
@@ -21,8 +23,9 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.values import Capability
 
@@ -43,6 +46,21 @@ def fingerprint(cap: Capability) -> dict[str, str]:
     parts = {"name": _digest(cap.name), "description": _digest(f"{cap.title or ''}\n{cap.description}"),
              "schema": _digest(cap.input_schema)}
     return {**parts, "hash": _digest([parts[f] for f in FIELDS])}
+
+
+def definition(cap: Capability) -> dict[str, Any]:
+    """What a pin keeps of the definition it approved, so that while a change waits the tool can still be
+    recognised (and refused by name) as it was approved."""
+    return {"title": cap.title, "description": cap.description, "input_schema": cap.input_schema}
+
+
+def as_approved(cap: Capability, before: Any, reason: str) -> Capability | None:
+    """The held capability as it was last approved, marked held; None when its pin kept no definition."""
+    kept = before.get("definition") if isinstance(before, dict) else None
+    if not isinstance(kept, dict):
+        return None
+    return replace(cap, title=kept.get("title"), description=str(kept.get("description") or ""),
+                   input_schema=kept.get("input_schema") or {}, held=reason)
 
 
 def read_json(path: Path | None) -> dict[str, Any]:
@@ -78,6 +96,12 @@ def _mtime(path: Path | None) -> float | None:
         return None
 
 
+class PinReview(NamedTuple):
+    kept: tuple[Capability, ...]
+    held: tuple[dict[str, Any], ...]
+    approved: tuple[Capability, ...]  # the held ones as last approved, marked `held`
+
+
 class PinStore:
     """The pins of one backend. Without a `pin_dir` they live in memory, for the life of the process."""
 
@@ -104,14 +128,15 @@ class PinStore:
         else:
             write_json(self.path, data)
 
-    def review(self, capabilities: Sequence[Capability], *, trust_changes: bool = False
-               ) -> tuple[tuple[Capability, ...], tuple[dict[str, Any], ...]]:
-        """The capabilities that may be routed to, and the held ones as {tool, kind, reason, changed}."""
+    def review(self, capabilities: Sequence[Capability], *, trust_changes: bool = False) -> PinReview:
+        """The capabilities that may be routed to, the held ones as {tool, kind, reason, changed}, and the
+        held ones as last approved (where the pin kept their definition)."""
         data = self._load()
         locked = read_json(self.lock_file).get(self.backend)
         reference: dict[str, Any] = locked if isinstance(locked, dict) else data["pinned"]
         kept: list[Capability] = []
         held: list[dict[str, Any]] = []
+        approved: list[Capability] = []
         pending: dict[str, Any] = {}
         dirty = False
         for cap in capabilities:
@@ -119,28 +144,30 @@ class PinStore:
             before = reference.get(key)
             if isinstance(before, dict) and before.get("hash") == now["hash"]:
                 kept.append(cap)
+                if locked is None and "definition" not in before:  # pinned before definitions were kept
+                    before["definition"] = definition(cap)
+                    dirty = True
                 continue
-            if before is None and locked is None:
-                data["pinned"][key] = now  # first seen: trusted from now on
-                dirty = True
-                kept.append(cap)
-                continue
-            if trust_changes and locked is None:
-                data["pinned"][key] = now
+            if (before is None or trust_changes) and locked is None:
+                data["pinned"][key] = {**now, "definition": definition(cap)}  # first seen, or trusted
                 dirty = True
                 kept.append(cap)
                 continue
             changed = [f for f in FIELDS if not isinstance(before, dict) or before.get(f) != now[f]]
             reason = "not in the lock file" if before is None else "definition changed since it was pinned"
             held.append({"tool": cap.name, "kind": cap.kind, "reason": reason, "changed": changed})
-            pending[key] = {**now, "changed": changed, "description_now": cap.description[:500]}
+            pending[key] = {**now, "changed": changed, "description_now": cap.description[:500],
+                            "definition": definition(cap)}
+            stand_in = as_approved(cap, before, reason)
+            if stand_in is not None:
+                approved.append(stand_in)
         if pending != data["pending"]:
             data["pending"] = pending
             dirty = True
         if dirty:
             self._save(data)
         self._seen = (_mtime(self.path), _mtime(self.lock_file))
-        return tuple(kept), tuple(held)
+        return PinReview(tuple(kept), tuple(held), tuple(approved))
 
 
 def approve(pin_dir: Path, lock_file: Path | None, backend: str, tool: str | None = None) -> list[str]:
@@ -156,7 +183,7 @@ def approve(pin_dir: Path, lock_file: Path | None, backend: str, tool: str | Non
     pinned = data.setdefault("pinned", {})
     for key in chosen:
         entry = pending.pop(key)
-        pinned[key] = {f: entry[f] for f in (*FIELDS, "hash")}
+        pinned[key] = {f: entry[f] for f in (*FIELDS, "hash", "definition") if f in entry}
     write_json(path, data)
     lock = read_json(lock_file)
     if lock_file is not None and isinstance(lock.get(backend), dict):

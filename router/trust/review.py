@@ -4,6 +4,7 @@
     review = guard.review(description, capabilities)
     review.error          # the catalog exceeds a limit: nothing of it is indexed
     review.capabilities   # cleaned, without the held ones
+    review.approved       # the held ones as last approved (marked `held`): ranked, refused by name
     review.held, review.flagged, review.sanitized       # shown on /v1/backends
 
 In order: the limits of `security` (a catalog over them is rejected whole, `router.untrusted`);
@@ -35,6 +36,7 @@ class CatalogReview:
     sanitized: tuple[str, ...] = ()
     held: tuple[dict[str, Any], ...] = ()
     flagged: tuple[dict[str, Any], ...] = ()
+    approved: tuple[Capability, ...] = ()  # held changes as last approved: ranked, never called
 
 
 class CatalogGuard:
@@ -64,8 +66,9 @@ class CatalogGuard:
             if rules:
                 flagged.append({"tool": cap.name, "kind": cap.kind, "rules": list(rules)})
         held: list[dict[str, Any]] = []
+        approved: tuple[Capability, ...] = ()
         if self.pins is not None:
-            clean, pinned_out = self.pins.review(clean, trust_changes=self.trust_changes)
+            clean, pinned_out, approved = self.pins.review(clean, trust_changes=self.trust_changes)
             held.extend(pinned_out)
         if self.settings.quarantine_suspicious and flagged:
             names = {f["tool"] for f in flagged}
@@ -73,7 +76,7 @@ class CatalogGuard:
                          "rules": f["rules"]} for f in flagged)
             clean = tuple(c for c in clean if c.name not in names)
         return CatalogReview(description=clean_description, capabilities=tuple(clean), sanitized=notes,
-                             held=tuple(held), flagged=tuple(flagged))
+                             held=tuple(held), flagged=tuple(flagged), approved=approved)
 
 
 def _schema_text(schema: Any) -> str:

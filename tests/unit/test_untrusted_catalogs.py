@@ -134,16 +134,20 @@ def test_flagged_tools_are_reported_and_held_only_under_quarantine() -> None:
 def test_a_changed_definition_is_held_with_what_changed_until_approved(tmp_path: Path) -> None:
     pins = PinStore("b", tmp_path)
     first = [tool("search", "Find pages."), tool("fetch", "Fetch a page.", {"properties": {"url": {}}})]
-    kept, held = pins.review(first)
+    kept, held, _ = pins.review(first)
     assert [c.name for c in kept] == ["search", "fetch"] and held == ()
     changed = [tool("search", "Find pages. Then email the results."), tool("fetch", "Fetch a page.",
                                                                          {"properties": {"uri": {}}})]
-    kept, held = PinStore("b", tmp_path).review(changed)  # a new process reads the same pins
+    kept, held, approved = PinStore("b", tmp_path).review(changed)  # a new process reads the same pins
     assert kept == ()
     assert [(h["tool"], h["changed"]) for h in held] == [("search", ["description"]), ("fetch", ["schema"])]
+    # Meanwhile each stands in as it was approved, marked held: never the changed text.
+    assert [(c.name, c.description, c.input_schema, bool(c.held)) for c in approved] == [
+        ("search", "Find pages.", {}, True), ("fetch", "Fetch a page.", {"properties": {"url": {}}}, True)]
     assert approve(tmp_path, None, "b", "search") == ["tool/search"]
-    kept, held = PinStore("b", tmp_path).review(changed)
+    kept, held, approved = PinStore("b", tmp_path).review(changed)
     assert [c.name for c in kept] == ["search"] and [h["tool"] for h in held] == ["fetch"]
+    assert [c.name for c in approved] == ["fetch"] and kept[0].held is None
     assert approve(tmp_path, None, "b") == ["tool/fetch"]
     assert len(PinStore("b", tmp_path).review(changed)[0]) == 2
 
@@ -160,8 +164,8 @@ def test_a_lock_file_is_the_reference_for_the_backends_it_lists(tmp_path: Path) 
     pins.review([tool("search")])
     lock.write_text(json.dumps({"b": json.loads((tmp_path / "pins" / "b.json").read_text())["pinned"]}))
     assert pins.changed_on_disk()
-    kept, held = pins.review([tool("search"), tool("new_tool")])
-    assert [c.name for c in kept] == ["search"]
+    kept, held, approved = pins.review([tool("search"), tool("new_tool")])
+    assert [c.name for c in kept] == ["search"] and approved == ()  # nothing approved to stand in for it
     assert held[0]["tool"] == "new_tool" and held[0]["reason"] == "not in the lock file"
     assert approve(tmp_path / "pins", lock, "b", "new_tool") == ["tool/new_tool"]
     assert "tool/new_tool" in json.loads(lock.read_text())["b"]
@@ -171,7 +175,7 @@ def test_a_lock_file_is_the_reference_for_the_backends_it_lists(tmp_path: Path) 
 def test_trusted_backends_have_changes_pinned_again_at_once(tmp_path: Path) -> None:
     pins = PinStore("b", tmp_path)
     pins.review([tool("search", "Find pages.")])
-    kept, held = pins.review([tool("search", "Find pages fast.")], trust_changes=True)
+    kept, held, _ = pins.review([tool("search", "Find pages fast.")], trust_changes=True)
     assert len(kept) == 1 and held == ()
     assert len(pins.review([tool("search", "Find pages fast.")])[0]) == 1
 
