@@ -56,6 +56,8 @@ class BackendDirectory:
         self._background = Background()
         self._rebuild_lock = asyncio.Lock()
         self.index_built_at: float | None = None
+        self._index: CatalogIndex | None = None
+        self.provisional = 0  # descriptions the index holds on a previous vector, until embedded
         self.dense_error: str | None = None
 
     # -- StatsView -----------------------------------------------------------------------------
@@ -168,6 +170,10 @@ class BackendDirectory:
             # event loop, which keeps answering requests on the previous index meanwhile.
             started = time.monotonic()
             texts = await asyncio.to_thread(CatalogTexts.build, catalogs, self._flow_targets())
+            try:
+                await self._publish_provisional(catalogs, texts)
+            except Exception as exc:  # the full rebuild below still runs, and says what failed
+                log.warning("serving the changed catalogs before embedding them failed: %s", exc)
             tool_vecs, server_vecs = await self._vectors(texts)
             embedded = time.monotonic()
             index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing)
@@ -176,11 +182,46 @@ class BackendDirectory:
                     await index.tune_alpha(self.embedder.embed)
                 except Exception as exc:  # the configured alpha still routes; the next rebuild retries
                     log.warning("tuning the fusion weight failed, keeping routing.alpha: %s", exc)
-            self._on_index(catalogs, index)
-            self.index_built_at = time.time()
+            self._publish(catalogs, index, provisional=0)
             log.info("index rebuilt: %d backends, %d capabilities, dense=%s, alpha tools %.1f servers %.1f, "
                      "in %.1f s (%.1f s embedding)", len(catalogs), len(index), tool_vecs is not None,
                      index.tools.alpha, index.servers.alpha, time.monotonic() - started, embedded - started)
+
+    def _publish(self, catalogs: list[Catalog], index: CatalogIndex, provisional: int) -> None:
+        self._on_index(catalogs, index)
+        self._index, self.provisional = index, provisional
+        self.index_built_at = time.time()
+
+    async def _publish_provisional(self, catalogs: list[Catalog], texts: CatalogTexts) -> None:
+        """Serve changed catalogs before their changed descriptions are embedded: a capability (or server)
+        already in the index keeps its vector until its new one is computed; a new one is embedded first.
+        What can be called, and BM25 over the new texts, change at once; the dense half catches up with
+        the full rebuild that follows (seconds a hundred descriptions on a small machine)."""
+        before, embedder = self._index, self.embedder
+        if before is None or embedder is None or not texts.tool_dense or before.tools.vectors([]) is None:
+            return  # nothing served yet (a cold start waits for every vector), or no dense half
+        every = [*texts.tool_dense, *texts.server_dense]
+        found = await asyncio.to_thread(embedder.cached, every)
+        n = len(texts.tool_dense)
+        rows = {c.key: i for i, c in enumerate(before.texts.capabilities)}
+        servers = {c.backend: j for j, c in enumerate(before.texts.catalogs)}
+        kept = 0
+        for i in (i for i, v in enumerate(found) if v is None):
+            row = rows.get(texts.capabilities[i].key) if i < n else servers.get(texts.catalogs[i - n].backend)
+            previous = None if row is None else (before.tools if i < n else before.servers).vectors([row])
+            if previous is not None:
+                found[i], kept = previous[0], kept + 1
+        if not kept:
+            return  # nothing changed that the index already holds: the full rebuild is as soon
+        new = [i for i, v in enumerate(found) if v is None]
+        if new:
+            for i, vec in zip(new, await embedder.embed([every[i] for i in new]), strict=True):
+                found[i] = vec
+        vectors = np.stack([v for v in found if v is not None])
+        index = await asyncio.to_thread(CatalogIndex, texts, vectors[:n], vectors[n:], self.settings.routing,
+                                        (before.tools.alpha, before.servers.alpha))
+        self._publish(catalogs, index, provisional=kept)
+        log.info("changed catalogs served at once: %d descriptions on their previous vectors until embedded", kept)
 
     def _flow_targets(self) -> dict[str, str]:
         """A flow backend that lists no flows is run, when chosen by its description, on the first flow its

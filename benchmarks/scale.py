@@ -16,8 +16,10 @@ Measured for each N:
   new question at a time, each naming a random backend's tool in words; `routed_right` how often the
   router chose that backend;
 - `rps_repeated` and `rps_new`: `/v1/query` at concurrency 32 (wrk when installed);
-- `refresh_s`: after 10 % of the backends announce `tools/list_changed` at once, until the index has all
-  their new catalogs, with `storm_failed` requests failing meanwhile (a query load runs throughout). The
+- `refresh_s`: after 10 % of the backends announce `tools/list_changed` at once, until the index serves
+  all their new catalogs (a changed description on its previous vector until embedded), and
+  `refresh_embedded_s` until every new description is embedded too, with `storm_failed` requests failing
+  meanwhile (a query load runs throughout). The
   backends trust their changes (`trust_changes: true`): by default a changed tool is held out of routing
   until approved, and a question meant for it is refused (503 `backend_not_callable`) meanwhile.
 
@@ -121,18 +123,22 @@ def storm(url: str, server: str, n: int, tools: int, rng: random.Random) -> dict
     t0 = time.monotonic()
     announced = httpx.post(f"{server}/admin/change", json={"fraction": 0.1}, timeout=60).json()
     changed = [f"s{i}" for i in announced["changed"]]
-    while time.monotonic() - t0 < 120:
-        now = index_state(url).get("versions", {})
+    settled = embedded = None
+    while time.monotonic() - t0 < 120 and embedded is None:
+        state = index_state(url)
+        now = state.get("versions", {})
         if all(now.get(b) and now.get(b) != before.get(b) for b in changed):
-            break
+            settled = settled or time.monotonic() - t0
+            if not state.get("provisional_vectors"):
+                embedded = time.monotonic() - t0
         time.sleep(0.2)
-    else:
+    if settled is None or embedded is None:
         raise TimeoutError("the refresh storm did not settle within 120 s")
-    settled = time.monotonic() - t0
     time.sleep(1.0)
     stop.set()
     worker.join()
-    return {"refresh_s": round(settled, 2), "changed_backends": len(changed), "storm_requests": sent[0],
+    return {"refresh_s": round(settled, 2), "refresh_embedded_s": round(embedded, 2),
+            "changed_backends": len(changed), "storm_requests": sent[0],
             "storm_failed": failed[0]}
 
 
@@ -241,10 +247,11 @@ def main() -> None:
         finally:
             subprocess.run(stop, capture_output=True)
     keys = ("backends", "tools", "start_s", "start_warm_s", "rss_mb", "decision_p50_ms", "query_p50_ms", "routed_right",
-            "rps_repeated", "rps_new", "refresh_s", "storm_failed")
-    print("".join(f"{k:>16}" for k in keys))
+            "rps_repeated", "rps_new", "refresh_s", "refresh_embedded_s", "storm_failed")
+    width = max(map(len, keys)) + 1
+    print("".join(f"{k:>{width}}" for k in keys))
     for row in rows:
-        print("".join(f"{row.get(k, ''):>16}" for k in keys) + ("  (two nodes: " + json.dumps(
+        print("".join(f"{row.get(k, ''):>{width}}" for k in keys) + ("  (two nodes: " + json.dumps(
             row["backends_per_node"]) + ")" if row.get("nodes") else ""))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=2))

@@ -272,6 +272,7 @@ class RouterService:
         # What this replica routes on: the catalogs in its index, and when it was built.
         indexed = self.router.catalogs
         data["index"] = {"backends": len(indexed), "built_at": self.directory.index_built_at,
+                         "provisional_vectors": self.directory.provisional,
                          "capabilities": sum(len(c.capabilities) for n, c in indexed.items() if n in visible),
                          "versions": {n: c.version for n, c in indexed.items() if n in visible}}
         return data

@@ -264,6 +264,11 @@ class CachedEmbedder:
         self.model_id = model_id or inner.model_id
         self.computed = 0  # texts embedded by the model (not served from the cache)
 
+    def cached(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """Each text's vector if the cache has it (nothing is embedded)."""
+        known = self._cache.get_many(self.model_id, texts) if self._cache is not None else {}
+        return [known.get(EmbeddingCache.key(t)) for t in texts]
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:

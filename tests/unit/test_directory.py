@@ -1,16 +1,25 @@
-"""The directory's view of catalog changes: changes announced together are indexed in one rebuild, and a
-reader of the statuses never waits for it."""
+"""The directory's view of catalog changes: changes announced together are indexed in one rebuild, a
+reader of the statuses never waits for it, and changed catalogs are served before their new descriptions
+are embedded."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from actors.backends.base import make_catalog
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable
 from actors.host import BackendRef
+from router.retrieval.catalog import CatalogIndex
+from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache
 from router.settings import RouterSettings
 from router.values import BackendStatus, Capability, Catalog
+from tests.unit.helpers import embed_texts
 
 
 class _Method:
@@ -68,3 +77,70 @@ async def test_catalogs_changed_together_are_indexed_in_one_rebuild_without_hold
     await directory.refresh_statuses(settle_s=0)  # nothing changed since: no rebuild
     await asyncio.sleep(0.05)
     assert len(indexed) == 2
+
+
+class GatedEmbedder:
+    """Embeds at once, except texts holding `slow`, which wait for the gate (a model busy with them)."""
+
+    model_id = "gated"
+
+    def __init__(self, slow: str) -> None:
+        self.slow, self.gate, self.asked = slow, asyncio.Event(), []
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.asked.append(list(texts))
+        if any(self.slow in t for t in texts):
+            await self.gate.wait()
+        return embed_texts(texts)
+
+
+async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new_descriptions_are_embedded(
+        tmp_path: Path) -> None:
+    settings = RouterSettings.model_validate({"backends": [
+        {"name": n, "kind": "mcp_http", "url": f"http://127.0.0.1:9/{n}/mcp"} for n in ("a", "b")]})
+    tools = {"a": [Capability(backend="a", name="forecast", description="Weather forecast for a city.")],
+             "b": [Capability(backend="b", name="convert", description="Convert between units.")]}
+    host = FakeHost(["a", "b"])
+    host.catalog = lambda name: make_catalog(name, f"{name} service", tools[name])  # type: ignore[method-assign]
+    host._statuses = lambda members: _versions(host, members)  # type: ignore[method-assign]
+    host.get_statuses = _Method(host._statuses)
+    embedder = GatedEmbedder(slow="REVISED")
+    published: list[tuple[dict[str, str], CatalogIndex]] = []
+    directory = BackendDirectory(settings, ActorTable({n: BackendRef(host, n) for n in ("a", "b")}), None,
+                                 CachedEmbedder(embedder, EmbeddingCache(tmp_path)),
+                                 on_index=lambda cats, index: published.append(({c.backend: c.version for c in cats},
+                                                                                 index)))
+    await directory.wait_ready(timeout_s=1)
+    first = published[-1][1]
+    assert directory.provisional == 0
+
+    # `a` rewrites its tool's description (not yet embedded: the model is busy), `b` adds a tool.
+    tools["a"] = [Capability(backend="a", name="forecast", description="REVISED: weather forecast, hourly.")]
+    tools["b"] = [*tools["b"], Capability(backend="b", name="round", description="Round a number.")]
+    await directory.refresh_statuses(settle_s=0)
+    assert directory._syncing is not None
+    for _ in range(100):
+        if directory.provisional:
+            break
+        await asyncio.sleep(0.01)
+    versions, served = published[-1]
+    assert versions == {"a": make_catalog("a", "a service", tools["a"]).version,
+                        "b": make_catalog("b", "b service", tools["b"]).version}
+    # a's tool and b's server document (its tool list grew) on their previous vectors; a's text still embedding
+    assert directory.provisional == 2 and not directory._syncing.done()
+    names = [c.name for c in served.texts.capabilities]
+    assert names == ["forecast", "convert", "round"]  # b's new tool is served, embedded first
+    old_row = [c.key for c in first.texts.capabilities].index("a/tool/forecast")
+    np.testing.assert_array_equal(served.tools.vectors([0]), first.tools.vectors([old_row]))
+    assert "REVISED" in served.texts.tool_sparse[0]  # BM25 reads the new description at once
+
+    embedder.gate.set()
+    await directory._syncing
+    assert directory.provisional == 0
+    final = published[-1][1]
+    np.testing.assert_array_equal(final.tools.vectors([0])[0], embed_texts([final.texts.tool_dense[0]])[0])
+
+
+async def _versions(host: FakeHost, members: list[str]) -> dict[str, BackendStatus]:
+    return {m: BackendStatus(name=m, kind="mcp_http", transport="streamable-http", health="ok",
+                             catalog_version=host.catalog(m).version) for m in members}
