@@ -276,12 +276,15 @@ class CachedEmbedder:
         if self._cache is None:
             self.computed += len(texts)
             return await self._inner.embed(texts)
-        known = self._cache.get_many(self.model_id, texts)
-        missing = list(dict.fromkeys(t for t in texts if EmbeddingCache.key(t) not in known))
+        # Reading and writing tens of thousands of rows takes a good part of a second: off the event loop,
+        # which keeps answering questions while a catalog is indexed.
+        found = await asyncio.to_thread(self.cached, texts)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        new: dict[str, np.ndarray] = {}
         if missing:
             fresh = await self._inner.embed(missing)
             self.computed += len(missing)
-            new = {EmbeddingCache.key(t): fresh[i] for i, t in enumerate(missing)}
-            self._cache.put_many(self.model_id, new)
-            known.update(new)
-        return np.stack([known[EmbeddingCache.key(t)] for t in texts]).astype(np.float32)
+            new = {t: fresh[i] for i, t in enumerate(missing)}
+            await asyncio.to_thread(self._cache.put_many, self.model_id,
+                                    {EmbeddingCache.key(t): v for t, v in new.items()})
+        return np.stack([new[t] if v is None else v for t, v in zip(texts, found, strict=True)]).astype(np.float32)
