@@ -12,7 +12,8 @@ reconnects with exponential backoff after a failure. Calls share the one session
 `max_concurrency` slots shared fairly among the principals calling (`actors.slots`). Calls never raise
 for backend faults: they return a failed `CallOutcome`, which also feeds the outlier detector that
 ejects a failing backend; an unexpected exception inside a call is a failed outcome too, so it releases
-what the call took (its slot, a half-open probe). Each call is its own Ray task: cancelling it cancels the MCP request.
+what the call took (its slot, a half-open probe). Each call is its own Ray task: cancelling it cancels
+the MCP request.
 """
 
 from __future__ import annotations

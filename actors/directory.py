@@ -196,7 +196,7 @@ class BackendDirectory:
         """Serve changed catalogs before their changed descriptions are embedded: a capability (or server)
         already in the index keeps its vector until its new one is computed; a new one is embedded first.
         What can be called, and BM25 over the new texts, change at once; the dense half catches up with
-        the full rebuild that follows (seconds a hundred descriptions on a small machine)."""
+        the full rebuild that follows (a few seconds for a hundred descriptions on a small machine)."""
         before, embedder = self._index, self.embedder
         if before is None or embedder is None or not texts.tool_dense or before.tools.vectors([]) is None:
             return  # nothing served yet (a cold start waits for every vector), or no dense half
