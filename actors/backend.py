@@ -7,7 +7,8 @@ application's `BackendPool` creates and owns (`actors.pool`), and router replica
     outcome = await ref.call.remote(capability, {"query": "..."}, 10.0, call_context)
 
 A supervisor task connects, refreshes the catalog when its TTL expires or the server says it
-changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`), and
+changed, runs a health check every `health_interval_s` (bounded by `health_timeout_s`; a backend no
+call reached since its last check only every `health_idle_interval_s`), and
 reconnects with exponential backoff after a failure. Calls share the one session, bounded by
 `max_concurrency` slots shared fairly among the principals calling (`actors.slots`). Calls never raise
 for backend faults: they return a failed `CallOutcome`, which also feeds the outlier detector that
@@ -70,6 +71,8 @@ class BackendSupervisor:
         self._last_error: str | None = None
         self._last_error_at: float | None = None
         self._last_check_at: float | None = None
+        self._checked_at = time.monotonic()  # the last check (or the start): idle backends wait longer
+        self._called_at = float("-inf")  # the last call or relayed request
         self._inflight = 0
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -119,7 +122,16 @@ class BackendSupervisor:
             await self._sleep(self.spec.health_interval_s)
             if self._closing:
                 break
+            if not self._check_due():
+                continue
             await self._check()
+
+    def _check_due(self) -> bool:
+        """Whether the health check is due: at every interval once a call reached the backend since the last
+        check, or once something is pending (a changed catalog, an approval); idle, at the idle interval."""
+        idle = self.spec.health_idle_interval_s or 6 * self.spec.health_interval_s
+        return (self._called_at > self._checked_at or self._stale or time.monotonic() - self._checked_at >= idle
+                or (self._listed is not None and self.guard.pins_changed()))
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -138,7 +150,7 @@ class BackendSupervisor:
             self._fail(_describe(exc, self.spec.name, "health check"))
             await self.backend.close()
         finally:
-            self._last_check_at = time.time()
+            self._last_check_at, self._checked_at = time.time(), time.monotonic()
 
     async def _refresh_catalog(self) -> Catalog:
         self._stale = False
@@ -170,7 +182,7 @@ class BackendSupervisor:
 
     def _set_health_ok(self) -> None:
         self._health = "healthy"
-        self._last_check_at = time.time()
+        self._last_check_at, self._checked_at = time.time(), time.monotonic()
 
     def _fail(self, message: str) -> None:
         self._health = "down"
@@ -184,6 +196,7 @@ class BackendSupervisor:
         admission, refusal = await self._admit(capability, timeout_s, force)
         if refusal is not None:
             return refusal
+        self._called_at = time.monotonic()
         started = time.perf_counter()
         self._inflight += 1
         try:
@@ -215,6 +228,7 @@ class BackendSupervisor:
         if refusal is not None:
             yield _relay_error(ErrorKind.BACKEND_UNAVAILABLE, refusal.error or "")
             return
+        self._called_at = time.monotonic()
         started = time.perf_counter()
         self._inflight += 1
         outcome = CallOutcome(backend=self.spec.name, capability=method, ok=True, latency_ms=0.0)

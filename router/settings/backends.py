@@ -26,6 +26,10 @@ class _BackendBase(Strict):
     catalog_ttl_s: float = Field(default=60.0, gt=0, description=(
         "How long the tool catalog is cached; a list-changed notification refreshes it at once."))
     health_interval_s: float = Field(default=10.0, gt=0, description="Seconds between health checks.")
+    health_idle_interval_s: float | None = Field(default=None, gt=0, description=(
+        "Seconds between health checks while no call has reached the backend since the last check (Envoy's "
+        "no-traffic interval: idle backends are not pinged for nothing; a call that finds one down fails over "
+        "and marks it down at once). Unset: six times `health_interval_s`."))
     health_timeout_s: float = Field(default=5.0, gt=0, description="Longest one health check may take.")
     max_concurrency: int = Field(default=64, ge=1, le=10_000,
                                  description=("Calls in flight at once to this backend; more wait their turn, "

@@ -166,3 +166,21 @@ async def test_the_backend_setting_read_only_overrides_what_the_server_declares(
         catalog = await sup.catalog()
         assert catalog is not None and [c.repeatable for c in catalog.capabilities] == [expected]
         await sup.shutdown()
+
+
+async def test_an_idle_backend_is_checked_at_the_idle_interval_and_a_called_one_at_every_interval() -> None:
+    sup = supervisor(["ok"] * 100, health_interval_s=0.05, health_idle_interval_s=0.6)
+    checks: list[float] = []
+
+    async def health(timeout_s: float) -> None:
+        checks.append(asyncio.get_running_loop().time())
+
+    sup.backend.health = health  # type: ignore[method-assign]
+    await sup.start(wait_s=2)
+    await asyncio.sleep(0.5)
+    assert checks == []  # idle: nobody pinged it for nothing
+    for _ in range(8):  # in use: checked at every interval again
+        assert (await call(sup)).ok
+        await asyncio.sleep(0.05)
+    assert len(checks) >= 3
+    await sup.shutdown()
