@@ -236,11 +236,12 @@ class CatalogIndex:
         rows = [i for i, cap in enumerate(t.capabilities) if t.catalogs[t.owner[i]].backend in backends and keep(cap)]
         cat_ids = sorted({t.owner[i] for i in rows})
         position = {ci: j for j, ci in enumerate(cat_ids)}
-        def kept(ci: int) -> list[Capability]:
-            return [t.capabilities[i] for i in rows if t.owner[i] == ci and not t.capabilities[i].server_level]
-
-        catalogs = tuple(replace(t.catalogs[ci], capabilities=tuple(c for c in kept(ci) if not c.held),
-                                 held=tuple(c for c in kept(ci) if c.held)) for ci in cat_ids)
+        kept: dict[int, list[Capability]] = {}  # each catalog's rows, in one pass over them
+        for i in rows:
+            if not t.capabilities[i].server_level:
+                kept.setdefault(t.owner[i], []).append(t.capabilities[i])
+        catalogs = tuple(replace(t.catalogs[ci], capabilities=tuple(c for c in kept.get(ci, ()) if not c.held),
+                                 held=tuple(c for c in kept.get(ci, ()) if c.held)) for ci in cat_ids)
         texts = CatalogTexts(
             catalogs=catalogs, capabilities=tuple(t.capabilities[i] for i in rows),
             owner=tuple(position[t.owner[i]] for i in rows), tool_dense=tuple(t.tool_dense[i] for i in rows),
