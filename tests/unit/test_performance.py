@@ -85,3 +85,22 @@ def test_load_applies_the_new_window() -> None:
     assert restored.snapshots()[("a", "general")].count == 10
     restored.record("a", "general", rec(99.0))
     assert restored.snapshots()[("a", "general")].count == 10
+
+
+def test_snapshots_after_more_records_equal_those_computed_afresh() -> None:
+    h = PerformanceHistory(window=20)
+    for i in range(30):
+        h.record(f"b{i % 3}", "general", rec(float(i), ok=i % 4 != 0))
+    h.snapshots()
+    h.record("b1", "general", rec(500.0, ok=False))  # only b1's histories changed since
+    fresh = PerformanceHistory.load(h.dump(), window=20).snapshots()
+    assert h.snapshots() == fresh and fresh[("b1", "general")].success_rate_10 < 1.0
+
+
+def test_a_snapshot_saved_with_records_as_objects_still_loads() -> None:
+    h = PerformanceHistory(window=50)
+    h.record("a", "general", rec(7.0, ok=False, error_type="backend_timeout", ts=100.0))
+    old = {"window": 50, "history": [["a", "general", [{"ts": 100.0, "latency_ms": 7.0, "ok": False,
+                                                         "error_type": "backend_timeout"}]]]}
+    restored = PerformanceHistory.load(old, window=50)
+    assert restored.snapshots()[("a", "general")] == h.snapshots()[("a", "general")]
