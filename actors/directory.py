@@ -170,11 +170,12 @@ class BackendDirectory:
             # event loop, which keeps answering requests on the previous index meanwhile.
             started = time.monotonic()
             texts = await asyncio.to_thread(CatalogTexts.build, catalogs, self._flow_targets())
+            cached = None
             try:
-                await self._publish_provisional(catalogs, texts)
+                cached = await self._publish_provisional(catalogs, texts)
             except Exception as exc:  # the full rebuild below still runs, and says what failed
                 log.warning("serving the changed catalogs before embedding them failed: %s", exc)
-            tool_vecs, server_vecs = await self._vectors(texts)
+            tool_vecs, server_vecs = await self._vectors(texts, cached)
             embedded = time.monotonic()
             index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing)
             if tool_vecs is not None and self.embedder is not None:
@@ -192,16 +193,19 @@ class BackendDirectory:
         self._index, self.provisional = index, provisional
         self.index_built_at = time.time()
 
-    async def _publish_provisional(self, catalogs: list[Catalog], texts: CatalogTexts) -> None:
+    async def _publish_provisional(self, catalogs: list[Catalog],
+                                   texts: CatalogTexts) -> list[np.ndarray | None] | None:
         """Serve changed catalogs before their changed descriptions are embedded: a capability (or server)
         already in the index keeps its vector until its new one is computed; a new one is embedded first.
         What can be called, and BM25 over the new texts, change at once; the dense half catches up with
-        the full rebuild that follows (a few seconds for a hundred descriptions on a small machine)."""
+        the full rebuild that follows (a few seconds for a hundred descriptions on a small machine).
+        Returns what the embedding cache held of every text, so that the rebuild does not read it again."""
         before, embedder = self._index, self.embedder
         if before is None or embedder is None or not texts.tool_dense or before.tools.vectors([]) is None:
-            return  # nothing served yet (a cold start waits for every vector), or no dense half
+            return None  # nothing served yet (a cold start waits for every vector), or no dense half
         every = [*texts.tool_dense, *texts.server_dense]
-        found = await asyncio.to_thread(embedder.cached, every)
+        cached = await asyncio.to_thread(embedder.cached, every)
+        found = list(cached)
         n = len(texts.tool_dense)
         rows = {c.key: i for i, c in enumerate(before.texts.capabilities)}
         servers = {c.backend: j for j, c in enumerate(before.texts.catalogs)}
@@ -212,7 +216,7 @@ class BackendDirectory:
             if previous is not None:
                 found[i], kept = previous[0], kept + 1
         if not kept:
-            return  # nothing changed that the index already holds: the full rebuild is as soon
+            return cached  # nothing changed that the index already holds: the full rebuild is as soon
         new = [i for i, v in enumerate(found) if v is None]
         if new:
             for i, vec in zip(new, await embedder.embed([every[i] for i in new]), strict=True):
@@ -222,6 +226,7 @@ class BackendDirectory:
                                         (before.tools.alpha, before.servers.alpha))
         self._publish(catalogs, index, provisional=kept)
         log.info("changed catalogs served at once: %d descriptions on their previous vectors until embedded", kept)
+        return cached
 
     def _flow_targets(self) -> dict[str, str]:
         """A flow backend that lists no flows is run, when chosen by its description, on the first flow its
@@ -229,11 +234,20 @@ class BackendDirectory:
         return {b.name: b.flows[0].id for b in self.settings.enabled_backends
                 if isinstance(b, FlowiseSpec | LangflowSpec) and b.flows}
 
-    async def _vectors(self, texts: CatalogTexts) -> tuple[np.ndarray | None, np.ndarray | None]:
+    async def _vectors(self, texts: CatalogTexts, cached: list[np.ndarray | None] | None = None
+                       ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Every text's vector; `cached`: what the embedding cache already gave of them (only the rest is
+        asked for)."""
         if self.embedder is None or not texts.tool_dense:
             return None, None
+        every = [*texts.tool_dense, *texts.server_dense]
         try:
-            vecs = await self.embedder.embed(list(texts.tool_dense) + list(texts.server_dense))
+            if cached is None:
+                vecs = await self.embedder.embed(every)
+            else:
+                missing = list(dict.fromkeys(t for t, v in zip(every, cached, strict=True) if v is None))
+                fresh = dict(zip(missing, await self.embedder.embed(missing), strict=True)) if missing else {}
+                vecs = np.stack([fresh[t] if v is None else v for t, v in zip(every, cached, strict=True)])
         except Exception as exc:
             # Without vectors the router still routes, on BM25 alone; the next catalog change retries.
             self.dense_error = str(exc)

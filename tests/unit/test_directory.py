@@ -137,6 +137,9 @@ async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new
     embedder.gate.set()
     await directory._syncing
     assert directory.provisional == 0
+    # The full rebuild asked the model only for what was still missing: a's new text, b's server document.
+    rebuilt = next(batch for batch in embedder.asked if served.texts.tool_dense[0] in batch)
+    assert sorted(rebuilt) == sorted([served.texts.tool_dense[0], served.texts.server_dense[1]])
     final = published[-1][1]
     np.testing.assert_array_equal(final.tools.vectors([0])[0], embed_texts([final.texts.tool_dense[0]])[0])
 
