@@ -22,7 +22,7 @@ import ray
 from actors.background import Background
 from actors.executor import ActorTable
 from actors.host import BackendRef
-from router.retrieval.catalog import CatalogIndex, CatalogTexts
+from router.retrieval.catalog import MAX_PROBES, CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder
 from router.settings import FlowiseSpec, LangflowSpec, RouterSettings
 from router.stages.scoring import PerfSnapshot
@@ -33,6 +33,9 @@ _FLUSH_S = 0.2
 # Catalogs announced together (a deploy touching many servers) change within a second or so of each other:
 # waiting this long after the first, then fetching every changed one, indexes them in one rebuild.
 _SETTLE_S = 0.5
+# A replica's start waits for its first index's fusion weights up to this many capabilities, so that a small
+# catalog answers its first question as every later one; tuning embeds at most twice as many short texts.
+_TUNED_BEFORE_READY = MAX_PROBES
 
 
 class BackendDirectory:
@@ -50,6 +53,7 @@ class BackendDirectory:
         self._statuses_at = float("-inf")
         self._refreshing: asyncio.Future[None] | None = None
         self._syncing: asyncio.Future[None] | None = None
+        self._tuning: asyncio.Future[None] | None = None
         self._perf: dict[tuple[str, str], PerfSnapshot] = {}
         self._catalogs: dict[str, Catalog] = {}
         self._pending: list[tuple[str, str, float, float, bool, str | None]] = []
@@ -83,8 +87,9 @@ class BackendDirectory:
 
     async def stop(self) -> None:
         await self._background.stop()
-        if self._syncing is not None:
-            self._syncing.cancel()
+        for task in (self._syncing, self._tuning):
+            if task is not None:
+                task.cancel()
         await self.flush()
 
     async def flush(self) -> None:
@@ -177,16 +182,44 @@ class BackendDirectory:
                 log.warning("serving the changed catalogs before embedding them failed: %s", exc)
             tool_vecs, server_vecs = await self._vectors(texts, cached)
             embedded = time.monotonic()
-            index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing)
-            if tool_vecs is not None and self.embedder is not None:
-                try:
-                    await index.tune_alpha(self.embedder.embed)
-                except Exception as exc:  # the configured alpha still routes; the next rebuild retries
-                    log.warning("tuning the fusion weight failed, keeping routing.alpha: %s", exc)
+            before = self._index  # its fusion weights serve until this catalog's own are tuned
+            alphas = (before.tools.alpha, before.servers.alpha) if before is not None and before.tools.dense else None
+            index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing,
+                                            alphas)
             self._publish(catalogs, index, provisional=0)
-            log.info("index rebuilt: %d backends, %d capabilities, dense=%s, alpha tools %.1f servers %.1f, "
-                     "in %.1f s (%.1f s embedding)", len(catalogs), len(index), tool_vecs is not None,
-                     index.tools.alpha, index.servers.alpha, time.monotonic() - started, embedded - started)
+            log.info("index rebuilt: %d backends, %d capabilities, dense=%s, in %.1f s (%.1f s embedding)",
+                     len(catalogs), len(index), tool_vecs is not None, time.monotonic() - started,
+                     embedded - started)
+            if self._tuning is not None:
+                self._tuning.cancel()
+            if tool_vecs is not None and self.embedder is not None and self.settings.routing.self_tune_alpha:
+                self._tuning = asyncio.ensure_future(self._tune(catalogs, index))
+
+    async def _tune(self, catalogs: list[Catalog], index: CatalogIndex) -> None:
+        """Tune the new index's fusion weights and serve them, unless a newer index is served by then. Served
+        first and tuned after: tuning embeds up to 400 pseudo-queries and searches with each (seconds at
+        tens of thousands of capabilities), which a new catalog need not wait for."""
+        assert self.embedder is not None
+        tuned = index.with_alphas(self.settings.routing.alpha, self.settings.routing.alpha)
+        started = time.monotonic()
+        try:
+            await tuned.tune_alpha(self.embedder.embed)
+        except Exception as exc:  # the weights served still route; the next rebuild retries
+            log.warning("tuning the fusion weight failed, keeping routing.alpha: %s", exc)
+            return
+        async with self._rebuild_lock:
+            if self._index is not index:
+                return  # a newer index is served: its own tuning follows
+            if (tuned.tools.alpha, tuned.servers.alpha) != (index.tools.alpha, index.servers.alpha):
+                self._publish(catalogs, tuned, provisional=0)
+        log.info("fusion weight tuned: tools %.1f, servers %.1f, in %.1f s", tuned.tools.alpha, tuned.servers.alpha,
+                 time.monotonic() - started)
+
+    async def tuned(self) -> None:
+        """Wait for the fusion weights of the index being served, if they are being tuned."""
+        if self._tuning is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._tuning)
 
     def _publish(self, catalogs: list[Catalog], index: CatalogIndex, provisional: int) -> None:
         self._on_index(catalogs, index)
@@ -270,6 +303,8 @@ class BackendDirectory:
             await self._syncing
         if not self._catalogs:
             await self.rebuild()
+        if self._index is not None and len(self._index) <= _TUNED_BEFORE_READY:
+            await self.tuned()  # a larger catalog is served at once, and tuned after
         with contextlib.suppress(ray.exceptions.RayError, asyncio.TimeoutError):
             await self.refresh_perf()
 

@@ -23,6 +23,7 @@ tool held until an operator approves its changed definition: it is indexed as la
 from __future__ import annotations
 
 import asyncio
+import copy
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -250,6 +251,13 @@ class CatalogIndex:
             server_sparse=tuple(server_sparse_text(c) for c in catalogs))  # only what the principal may see
         return CatalogIndex(texts, self.tools.vectors(rows), self.servers.vectors(cat_ids), self.settings,
                             alphas=(self.tools.alpha, self.servers.alpha))
+
+    def with_alphas(self, tools: float, servers: float) -> CatalogIndex:
+        """The same index (its texts, vectors and BM25 shared) with other fusion weights."""
+        twin = copy.copy(self)
+        twin.tools, twin.servers = copy.copy(self.tools), copy.copy(self.servers)
+        twin.tools.alpha, twin.servers.alpha = tools, servers
+        return twin
 
     async def tune_alpha(self, embed: Callable[[list[str]], Awaitable[np.ndarray]]) -> tuple[float, float]:
         """Set each level's fusion weight from the catalog's own pseudo-queries (`self_tuned_alpha`, with

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from actors import directory as directory_module
 from actors.backends.base import make_catalog
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable
@@ -147,3 +148,65 @@ async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new
 async def _versions(host: FakeHost, members: list[str]) -> dict[str, BackendStatus]:
     return {m: BackendStatus(name=m, kind="mcp_http", transport="streamable-http", health="ok",
                              catalog_version=host.catalog(m).version) for m in members}
+
+
+async def test_a_new_index_is_served_at_once_and_its_tuned_fusion_weights_follow(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    gate = _slow_tuning(monkeypatch, (0.9, 0.8))
+    monkeypatch.setattr(directory_module, "_TUNED_BEFORE_READY", 1)  # a "large" catalog of two
+    settings = RouterSettings.model_validate({"backends": [
+        {"name": n, "kind": "mcp_http", "url": f"http://127.0.0.1:9/{n}/mcp"} for n in ("a", "b")]})
+    host = FakeHost(["a", "b"])
+    published: list[CatalogIndex] = []
+    directory = BackendDirectory(settings, ActorTable({n: BackendRef(host, n) for n in ("a", "b")}), None,
+                                 CachedEmbedder(GatedEmbedder(slow="\0"), EmbeddingCache(tmp_path)),
+                                 on_index=lambda cats, index: published.append(index))
+
+    def weights() -> list[tuple[float, float]]:
+        return [(i.tools.alpha, i.servers.alpha) for i in published]
+
+    await asyncio.wait_for(directory.wait_ready(timeout_s=1), 1)  # ready on the configured weight
+    assert weights() == [(0.6, 0.6)]
+    host.versions["a"] = 2  # a newer index before the tuning ends: that tuning is dropped
+    await directory.sync_catalogs()
+    served = len(published)
+    assert served > 1 and set(weights()) == {(0.6, 0.6)}
+
+    gate.set()
+    await directory.tuned()
+    assert len(published) == served + 1 and weights()[-1] == (0.9, 0.8)
+    assert published[-1].texts is published[-2].texts  # the newest index, tuned: not the one it replaced
+    assert published[-2].tools.alpha == 0.6  # a served index never changes under a search
+
+    host.versions["b"] = 2  # the next rebuild starts from the tuned weights
+    await directory.sync_catalogs()
+    assert set(weights()[served + 1:]) == {(0.9, 0.8)}
+
+
+async def test_a_small_catalog_is_tuned_before_the_replica_is_ready(tmp_path: Path, monkeypatch: Any) -> None:
+    gate = _slow_tuning(monkeypatch, (0.9, 0.9))
+    settings = RouterSettings.model_validate({"backends": [
+        {"name": "a", "kind": "mcp_http", "url": "http://127.0.0.1:9/a/mcp"}]})
+    published: list[CatalogIndex] = []
+    directory = BackendDirectory(settings, ActorTable({"a": BackendRef(FakeHost(["a"]), "a")}), None,
+                                 CachedEmbedder(GatedEmbedder(slow="\0"), EmbeddingCache(tmp_path)),
+                                 on_index=lambda cats, index: published.append(index))
+    ready = asyncio.ensure_future(directory.wait_ready(timeout_s=1))
+    await asyncio.sleep(0.1)
+    assert not ready.done() and len(published) == 1
+    gate.set()
+    await asyncio.wait_for(ready, 1)
+    assert published[-1].tools.alpha == 0.9
+
+
+def _slow_tuning(monkeypatch: Any, alphas: tuple[float, float]) -> asyncio.Event:
+    """Tuning that ends at `alphas` once the returned gate opens (a large catalog's pseudo-queries embedding)."""
+    gate = asyncio.Event()
+
+    async def tune(index: CatalogIndex, embed: Any) -> tuple[float, float]:
+        await gate.wait()
+        index.tools.alpha, index.servers.alpha = alphas
+        return alphas
+
+    monkeypatch.setattr(CatalogIndex, "tune_alpha", tune)
+    return gate
