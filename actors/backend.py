@@ -24,6 +24,7 @@ import contextlib
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -42,6 +43,8 @@ from router.values import BackendStatus, CallContext, CallOutcome, Capability, C
 
 log = logging.getLogger("mcp_router.backend")
 _MAX_BACKOFF_S = 30.0
+# Health intervals vary by this fraction (Envoy's interval jitter): backends that connected together spread out.
+_JITTER = 0.1
 # When Ray kills an actor, the worker kills its child processes (a stdio server, a launched one) before
 # the process ends, and a call in flight can see the closed connection in between. Reporting that
 # failure only after this pause lets a dying actor die first, so its caller sees the actor's death and
@@ -119,7 +122,7 @@ class BackendSupervisor:
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
                     continue
                 self._first_attempt.set()
-            await self._sleep(self.spec.health_interval_s)
+            await self._sleep(self.spec.health_interval_s * random.uniform(1 - _JITTER, 1 + _JITTER))
             if self._closing:
                 break
             if not self._check_due():
@@ -335,9 +338,7 @@ class BackendSupervisor:
 
     def status(self) -> BackendStatus:
         cat = self._catalog
-        counts = {k: 0 for k in ("tool", "prompt", "resource", "flow")}
-        for c in cat.capabilities if cat else ():
-            counts[c.kind] += 1
+        counts = Counter(c.kind for c in cat.capabilities) if cat else Counter()
         review = self._review
         health: HealthState = self._health
         if health == "healthy" and self.detector.ejected:

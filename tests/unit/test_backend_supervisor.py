@@ -184,3 +184,20 @@ async def test_an_idle_backend_is_checked_at_the_idle_interval_and_a_called_one_
         await asyncio.sleep(0.05)
     assert len(checks) >= 3
     await sup.shutdown()
+
+
+async def test_health_intervals_are_jittered_so_backends_started_together_do_not_check_together() -> None:
+    sup = supervisor(["ok"] * 100, health_interval_s=0.02)
+    slept: list[float] = []
+    sleep = sup._sleep
+
+    async def recorded(seconds: float) -> None:
+        slept.append(seconds)
+        await sleep(seconds)
+
+    sup._sleep = recorded  # type: ignore[method-assign]
+    await sup.start(wait_s=2)
+    await asyncio.sleep(0.5)
+    await sup.shutdown()
+    assert len(slept) >= 10 and all(0.018 <= s <= 0.022 for s in slept)
+    assert len(set(slept)) == len(slept)  # no two intervals alike
