@@ -63,6 +63,12 @@ class RouterIngress:
         self.service = await build_service(settings, pool, embedder, generation)
         self.audit = AuditLog(settings.audit)
 
+    async def __del__(self) -> None:
+        """Serve's graceful stop: background work ends (an index being tuned) and buffered outcomes are sent."""
+        service = getattr(self, "service", None)  # None when the replica failed to start
+        if service is not None:
+            await service.directory.stop()
+
     def __serve_build_asgi_app__(self) -> Any:
         return build_asgi_app(self.service, self.audit)
 
