@@ -363,6 +363,21 @@ def value_kinds(question: str) -> dict[str, list[str]]:
     return {kind: values for kind, values in found.items() if values}
 
 
+# Verbs that, leading a request, ask for something to be changed, which a tool declared read-only cannot do
+# ("Remember that Bob likes tea" is not answered by reading the memory). Verbs that also ask for output
+# ("create a chart", "write a poem", "add 3 and 4") are left out.
+_CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
+                           "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel"})
+_REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
+
+
+def asks_for_change(question: str) -> str | None:
+    """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
+    lead = _REQUEST_LEAD.match(question)
+    verb = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
+    return verb.group(0) if verb is not None and verb.group(0) in _CHANGE_VERBS else None
+
+
 def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
     """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
     text = f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}"

@@ -19,23 +19,30 @@ from collections.abc import Mapping
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
 from router.request import Request
 from router.settings import RouterSettings
-from router.stages.arguments import derive_arguments, unserved, value_kinds, values_taken
+from router.stages.arguments import asks_for_change, derive_arguments, unserved, value_kinds, values_taken
 from router.stages.decide import tool_contenders
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
 Derived = tuple[dict, str] | ArgumentsRequired
+READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 
 
 class Arguments:
     """The arguments of each candidate for one request, derived once: settling and planning both ask; and
-    the kinds of value the question carries that only some tools take (`unserved`)."""
+    what of the question only some tools can serve (`unserved`): the kinds of value it carries, and a request
+    to change something, which a read-only tool cannot do."""
 
     def __init__(self, request: Request) -> None:
         self.request = request
         self._derived: dict[str, Derived] = {}
-        self.kinds = value_kinds(request.question) if request.tool is None else {}  # a named tool is the caller's
+        named = request.tool is not None  # a named tool is the caller's choice
+        self.kinds = value_kinds(request.question) if not named else {}
+        self.change = asks_for_change(request.question) if not named else None
 
     def unserved(self, capability: Capability) -> str | None:
+        """What of the question the capability cannot serve (a kind of value, or `READS_ONLY`), else None."""
+        if self.change is not None and capability.read_only:
+            return READS_ONLY
         return unserved(capability, self.kinds) if self.kinds else None
 
     def of(self, capability: Capability) -> Derived:
@@ -156,11 +163,16 @@ def _refusal(d: Decision, request: Request, statuses: Mapping[str, BackendStatus
 
 
 def _unserved(d: Decision, arguments: Arguments) -> RouterError:
-    """Nothing that fits takes the question's values: the router declines rather than call a tool that
-    cannot do it (a unit converter asked for currencies)."""
-    kinds = "; ".join(f"{kind} ({', '.join(values)})" for kind, values in arguments.kinds.items())
+    """Nothing that fits can serve the question: the router declines rather than call a tool that cannot do
+    it (a unit converter asked for currencies, the memory's reader asked to remember)."""
     closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
-    near = f": the closest, {closest.capability.key}, does not say it does" if closest is not None else ""
-    return NoRelevantBackend(f"the question gives values of a kind no capability that fits it takes, {kinds}{near}",
+    if closest is not None and arguments.unserved(closest.capability) == READS_ONLY:
+        message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
+                   f"anything: the closest, {closest.capability.key}, only reads")
+    else:
+        kinds = "; ".join(f"{kind} ({', '.join(values)})" for kind, values in arguments.kinds.items())
+        near = f": the closest, {closest.capability.key}, does not say it does" if closest is not None else ""
+        message = f"the question gives values of a kind no capability that fits it takes, {kinds}{near}"
+    return NoRelevantBackend(message,
                              candidates=[c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])],
                              request_id=arguments.request.request_id)

@@ -18,13 +18,13 @@ from actors.backends import build_backend
 from router.core import Router
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend
 from router.learning.decisions import feedback_examples
-from router.models import FeedbackRequest, QueryRequest
+from router.models import FeedbackRequest, QueryRequest, RouteRequest
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import LocalMiniLM
 from router.settings.file import load_settings
 from router.values import BackendStatus, CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
-from tests.unit.router_world import query
+from tests.unit.router_world import query, route
 from tests.unit.test_learning import LocalLearning
 
 # One set of servers and one event loop for the whole module: starting them is the slow part.
@@ -154,6 +154,18 @@ async def test_a_currency_conversion_is_declined_not_sent_to_the_unit_converter(
     with pytest.raises(NoRelevantBackend) as info:
         await query(router, QueryRequest(question="Convert 100 USD to EUR"))
     assert "currency (USD, EUR)" in info.value.message and "convert_units" in info.value.message
+
+
+async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only_reads(router: Router) -> None:
+    # The memory server's read_graph (read-only by its annotations) ranks first for "Remember that ...": reading
+    # the graph would answer a request to store something with a wrong answer. Asked as a question, it reads.
+    first = (await route(router, RouteRequest(question="Remember that Bob likes tea"))).candidates[0]
+    assert first.capability == "read_graph" and first.read_only
+    with pytest.raises(NoRelevantBackend) as info:
+        await query(router, QueryRequest(question="Remember that Bob likes tea"))
+    assert "asks to remember something" in info.value.message and "memory/tool/read_graph" in info.value.message
+    answered = await query(router, QueryRequest(question="What is in the knowledge graph?"))
+    assert (answered.backend, answered.capability) in (("memory", "read_graph"), ("memory", "knowledge-graph"))
 
 
 async def test_a_tool_that_may_act_is_not_called_on_a_weak_match(router: Router) -> None:

@@ -282,3 +282,15 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     money = Capability(backend="fx", name="convert", description="Convert an amount between currencies")
     assert unserved(units, kinds) == "currency" and unserved(money, kinds) is None
     assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}
+
+
+@pytest.mark.parametrize(("question", "verb"), [
+    ("Remember that Bob likes tea", "remember"), ("Please delete all my notes", "delete"),
+    ("Could you, please, save this page", "save"), ("Kindly book a table for two", "book"),
+    ("What do you remember about Bob?", None), ("Add 3 and 4", None), ("Create a chart of sales", None),
+    ("Remembering names is hard", None),
+])
+def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
+    from router.stages.arguments import asks_for_change
+
+    assert asks_for_change(question) == verb
