@@ -29,12 +29,13 @@ server = MCPServer(
 )
 
 _N = r"(-?\d+(?:\.\d+)?)"
+_OF = r"\s+(?:(?:the|two|numbers?)\s+)*"  # "add the two numbers 3 and 4"
 _WORDS = [
     (r"(\d),(\d{3})", r"\1\2"),
     # Verb phrasings name the operation before its operands: "add 2 and 40", "subtract 3 from 10".
-    (rf"\b(?:add|sum(?: of)?|total of)\s+{_N}\s+(?:and|to|with|plus)\s+{_N}", r"\1 + \2"),
+    (rf"\b(?:add|sum(?: of)?|total of){_OF}{_N}\s+(?:and|to|with|plus)\s+{_N}", r"\1 + \2"),
     (rf"\bsubtract\s+{_N}\s+from\s+{_N}", r"\2 - \1"),
-    (rf"\b(?:multiply|product of)\s+{_N}\s+(?:by|and|with)\s+{_N}", r"\1 * \2"),
+    (rf"\b(?:multiply|product of){_OF}{_N}\s+(?:by|and|with)\s+{_N}", r"\1 * \2"),
     (rf"\bdivide\s+{_N}\s+by\s+{_N}", r"\1 / \2"),
     (rf"\bdifference between\s+{_N}\s+and\s+{_N}", r"\1 - \2"),
     (r"(\d+(?:\.\d+)?)\s*(?:%|percent)\s*of\b", r"(\1/100)*"),
@@ -81,6 +82,9 @@ def evaluate(text: str) -> tuple[str, float]:
     if not candidates:
         raise ToolError(f"no arithmetic found in {text!r}")
     expr = max(candidates, key=len).strip(" .")
+    if re.fullmatch(r"-?[\d.]+", expr) and len(re.findall(r"\d+(?:\.\d+)?", text)) > 1:
+        # Numbers with no operation found between them: answering "3 = 3" would be a wrong answer.
+        raise ToolError(f"no operation found between the numbers of {text!r}")
     try:
         value = _eval(ast.parse(expr, mode="eval"))
     except (SyntaxError, ZeroDivisionError, ValueError, OverflowError, TypeError) as exc:

@@ -11,7 +11,15 @@ from mcp_router.examples.servers.calculator import evaluate
     ("add 2 and 40", 42), ("Add 7 to 5 please", 12), ("what is the sum of 2 and 3?", 5),
     ("subtract 3 from 10", 7), ("multiply 6 by 7", 42), ("divide 10 by 4", 2.5),
     ("the difference between 10 and 4", 6), ("What is 12 times (3 + 4)?", 84), ("what is 15 percent of 80?", 12),
-    ("2^10 / 4", 256), ("What is 1,000 plus 1?", 1001),
+    ("2^10 / 4", 256), ("What is 1,000 plus 1?", 1001), ("Add two numbers 3 and 4", 7),
+    ("Multiply the numbers 6 and 7", 42),
 ])
 def test_the_arithmetic_of_a_question_is_evaluated(question: str, value: float) -> None:
     assert evaluate(question)[1] == pytest.approx(value)
+
+
+def test_numbers_with_no_operation_between_them_are_an_error_not_an_answer() -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    with pytest.raises(ToolError, match="no operation found"):
+        evaluate("the numbers 3 and 4")  # once "3 = 3"
