@@ -163,7 +163,8 @@ async def convert_units(query: str) -> str:
     storage, e.g. 'convert 5 km to miles', 'how many pounds is 3 kg', '100 F in celsius'."""
     m = _CONVERSION.search(query)
     if not m:
-        m2 = re.search(rf"how many ({_UNIT_RE}) (?:is|are|in) (-?\d+(?:\.\d+)?)\s*({_UNIT_RE})\b", query, re.I)
+        m2 = re.search(rf"how many ({_UNIT_RE}) (?:is|are|in|are in|is in) (-?\d+(?:\.\d+)?)\s*({_UNIT_RE})\b",
+                       query, re.I)
         if not m2:
             raise ToolError(f"no conversion found in {query!r}; say for example '5 km to miles'")
         dst, value, src = m2.group(1).lower(), float(m2.group(2)), m2.group(3).lower()

@@ -23,3 +23,13 @@ def test_numbers_with_no_operation_between_them_are_an_error_not_an_answer() -> 
 
     with pytest.raises(ToolError, match="no operation found"):
         evaluate("the numbers 3 and 4")  # once "3 = 3"
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("How many seconds are in 3 hours?", "3 hours = 10800 seconds"),
+    ("how many pounds is 3 kg", "3 kg = 6.61387 pounds"), ("convert 5 km to miles", "5 km = 3.10686 miles"),
+])
+async def test_a_conversion_is_found_however_it_is_asked(question: str, answer: str) -> None:
+    from mcp_router.examples.servers.calculator import convert_units
+
+    assert await convert_units(question) == answer
