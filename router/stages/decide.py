@@ -196,7 +196,7 @@ class Decider:
             if not candidates:
                 return "no_match", "nothing in the catalog is relevant enough to this question"
             best = max(candidates, key=lambda c: c.scores.confidence)
-            return "no_match", (f"no capability is likely enough to be right: the best, {best.capability.key}, "
+            return "no_match", (f"no capability is likely enough to be right: the most likely, {best.capability.key}, "
                                 f"has confidence {best.scores.confidence:.2f} < routing.min_confidence "
                                 f"{self.settings.routing.min_confidence:.2f}")
         # A session's backend was put first on purpose: that is not a close call.
