@@ -253,7 +253,7 @@ class BackendDirectory:
         new = [i for i, v in enumerate(found) if v is None]
         if new:
             for i, vec in zip(new, await embedder.embed([every[i] for i in new]), strict=True):
-                found[i] = vec
+                found[i] = cached[i] = vec  # in the cache now: the rebuild does not embed it again
         vectors = np.stack([v for v in found if v is not None])
         index = await asyncio.to_thread(CatalogIndex, texts, vectors[:n], vectors[n:], self.settings.routing,
                                         (before.tools.alpha, before.servers.alpha))
@@ -275,12 +275,7 @@ class BackendDirectory:
             return None, None
         every = [*texts.tool_dense, *texts.server_dense]
         try:
-            if cached is None:
-                vecs = await self.embedder.embed(every)
-            else:
-                missing = list(dict.fromkeys(t for t, v in zip(every, cached, strict=True) if v is None))
-                fresh = dict(zip(missing, await self.embedder.embed(missing), strict=True)) if missing else {}
-                vecs = np.stack([fresh[t] if v is None else v for t, v in zip(every, cached, strict=True)])
+            vecs = await self.embedder.embed(every, found=cached)
         except Exception as exc:
             # Without vectors the router still routes, on BM25 alone; the next catalog change retries.
             self.dense_error = str(exc)

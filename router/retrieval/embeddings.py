@@ -269,7 +269,8 @@ class CachedEmbedder:
         known = self._cache.get_many(self.model_id, texts) if self._cache is not None else {}
         return [known.get(EmbeddingCache.key(t)) for t in texts]
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], found: list[np.ndarray | None] | None = None) -> np.ndarray:
+        """`found`: what `cached` already gave of these texts, when the caller has read it (not read again)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
@@ -278,7 +279,8 @@ class CachedEmbedder:
             return await self._inner.embed(texts)
         # Reading and writing tens of thousands of rows takes a good part of a second: off the event loop,
         # which keeps answering questions while a catalog is indexed.
-        found = await asyncio.to_thread(self.cached, texts)
+        if found is None:
+            found = await asyncio.to_thread(self.cached, texts)
         missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
         new: dict[str, np.ndarray] = {}
         if missing:
