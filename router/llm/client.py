@@ -30,6 +30,7 @@ from router.errors import (
     LLMTimeout,
     RouterError,
 )
+from router.schemas import schema_errors
 from router.settings import LLMSettings
 from router.strategies.base import Executor
 from router.values import CallContext, CallOutcome, Capability
@@ -319,41 +320,6 @@ def openai_tools(name_map: Mapping[str, Capability]) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {
         "name": name, "description": f"[{cap.backend}] {cap.description or cap.title or cap.name}"[:1024],
         "parameters": _parameters(cap)}} for name, cap in name_map.items()]
-
-
-_JSON_TYPES: dict[str, Any] = {"object": dict, "array": list, "string": str, "boolean": bool,
-                               "null": type(None), "number": (int, float), "integer": int}
-
-
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _JSON_TYPES.get(name, object)) and not (
-        name in ("number", "integer") and isinstance(value, bool))
-
-
-def schema_errors(value: Any, schema: Any, path: str = "$") -> list[str]:
-    """What in `value` breaks `schema` (type, enum, required, properties, items); [] when it fits."""
-    if not isinstance(schema, dict):
-        return []
-    types = schema.get("type")
-    names = [types] if isinstance(types, str) else list(types or [])
-    if names and not any(_is_type(value, t) for t in names):
-        return [f"{path} should be {' or '.join(names)}, not {type(value).__name__}"]
-    enum = schema.get("enum")
-    errors = [f"{path} is {value!r}, not one of {enum}"] if enum is not None and value not in enum else []
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        errors += [f"{path}.{r} is required" for r in schema.get("required", []) if r not in value]
-        for key, item in value.items():
-            if key in props:
-                errors += schema_errors(item, props[key], f"{path}.{key}")
-            elif schema.get("additionalProperties") is False:
-                errors.append(f"{path}.{key} is not allowed")
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            errors += schema_errors(item, schema.get("items"), f"{path}[{i}]")
-    return errors
 
 
 def _object(props: dict[str, Any]) -> dict[str, Any]:

@@ -21,14 +21,11 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator, SchemaError, ValidationError
-from jsonschema.exceptions import UnknownType
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable
+from jsonschema import ValidationError
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
+from router.schemas import validation_errors
 from router.values import Capability
 
 FREE_TEXT_NAMES = frozenset({
@@ -235,13 +232,7 @@ def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInv
     """The first way `arguments` break the tool's input schema, as a 422 naming the field; None when they
     fit. A schema that is itself invalid cannot judge anything: the backend will."""
     schema = cap.input_schema
-    validator = _validator(schema) if isinstance(schema, dict) and schema else None
-    if validator is None:
-        return None
-    try:
-        error: ValidationError | None = next(iter(sorted(validator.iter_errors(arguments), key=_error_order)), None)
-    except (Unresolvable, UnknownType, re.error):  # a reference to nowhere, a bad pattern: the schema's fault
-        return None
+    error = next(iter(validation_errors(arguments, schema)), None)
     if error is None:
         return None
     field = _field_of(error)
@@ -250,34 +241,6 @@ def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInv
         f"fit its schema ({error.message[:200]}); pass `arguments` explicitly",
         backend=cap.backend, tool=cap.name, field=field, input_schema=schema,
     )
-
-
-# Validators by schema object (a catalog's schemas live as long as the catalog); the schema is kept with
-# its validator so that a recycled id is never mistaken for it.
-_VALIDATORS: dict[int, tuple[dict[str, Any], Validator | None]] = {}
-_MAX_VALIDATORS = 4096
-
-
-def _validator(schema: dict[str, Any]) -> Validator | None:
-    """A validator for the draft the schema names (2020-12 when it names none); None for a schema that
-    does not itself validate against its draft's metaschema (the backend judges those)."""
-    hit = _VALIDATORS.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    cls = validator_for(schema, default=Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-        validator: Validator | None = cls(schema)
-    except SchemaError:
-        validator = None
-    if len(_VALIDATORS) >= _MAX_VALIDATORS:
-        _VALIDATORS.clear()
-    _VALIDATORS[id(schema)] = (schema, validator)
-    return validator
-
-
-def _error_order(error: ValidationError) -> tuple[int, str]:
-    return len(error.absolute_path), str(list(error.absolute_path))
 
 
 def _field_of(error: ValidationError) -> str:
