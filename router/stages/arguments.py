@@ -25,6 +25,7 @@ from jsonschema import ValidationError
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
+from router.retrieval.text import STOP_WORDS, stem, tokenize, words
 from router.schemas import validation_errors
 from router.values import Capability
 
@@ -345,6 +346,22 @@ def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
     """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
     text = f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}"
     return next((kind for kind in kinds if not VALUE_KINDS[kind][1].search(text)), None)
+
+
+# Words that ask for an answer rather than say what it is about: they need no echo in a capability's texts.
+_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know".split()))
+
+
+def unmatched_words(cap: Capability, question: str) -> list[str]:
+    """The question's content words (as asked) that nothing in the capability's own texts names."""
+    own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
+                       f"{_schema_words(cap.input_schema)}"))
+    out: dict[str, str] = {}
+    for word in words(question):
+        s = stem(word)
+        if word not in STOP_WORDS and len(word) > 1 and s not in own and s not in _ASKING:
+            out.setdefault(s, word)
+    return list(out.values())
 
 
 def _schema_words(schema: Any) -> str:

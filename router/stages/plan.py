@@ -19,31 +19,58 @@ from collections.abc import Mapping
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
 from router.request import Request
 from router.settings import RouterSettings
-from router.stages.arguments import asks_for_change, derive_arguments, unserved, value_kinds, values_taken
+from router.stages.arguments import (
+    asks_for_change,
+    derive_arguments,
+    unmatched_words,
+    unserved,
+    value_kinds,
+    values_taken,
+)
 from router.stages.decide import tool_contenders
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
 Derived = tuple[dict, str] | ArgumentsRequired
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
+UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 
 
 class Arguments:
     """The arguments of each candidate for one request, derived once: settling and planning both ask; and
     what of the question only some tools can serve (`unserved`): the kinds of value it carries, and a request
-    to change something, which a read-only tool cannot do."""
+    to change something, which a read-only tool cannot do; and, below `min_untaken_confidence`, words of the
+    question that a call taking nothing from it could not be about."""
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, request: Request, min_untaken_confidence: float = 0.0) -> None:
         self.request = request
         self._derived: dict[str, Derived] = {}
-        named = request.tool is not None  # a named tool is the caller's choice
-        self.kinds = value_kinds(request.question) if not named else {}
-        self.change = asks_for_change(request.question) if not named else None
+        self.named = request.tool is not None  # a named tool is the caller's choice
+        self.kinds = value_kinds(request.question) if not self.named else {}
+        self.change = asks_for_change(request.question) if not self.named else None
+        self.min_untaken_confidence = min_untaken_confidence
+        self.unmatched: dict[str, list[str]] = {}
 
-    def unserved(self, capability: Capability) -> str | None:
-        """What of the question the capability cannot serve (a kind of value, or `READS_ONLY`), else None."""
+    def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
+        """What of the question the capability cannot serve (a kind of value, `READS_ONLY` or `UNTAKEN`), else
+        None. A call that takes nothing from the question answers the same whatever was asked ("How do I run
+        it on a cluster?" starting a demo's long-running operation): on a weak match, a word of the question
+        that the capability's texts never name is one its answer cannot be about."""
         if self.change is not None and capability.read_only:
             return READS_ONLY
-        return unserved(capability, self.kinds) if self.kinds else None
+        if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
+            return kind
+        if confidence < self.min_untaken_confidence and self._takes_nothing(capability):
+            key = capability.key
+            if key not in self.unmatched:
+                self.unmatched[key] = unmatched_words(capability, self.request.question)
+            return UNTAKEN if self.unmatched[key] else None
+        return None
+
+    def _takes_nothing(self, capability: Capability) -> bool:
+        if self.named or capability.kind == "flow":  # a flow is sent the question itself
+            return False
+        derived = self.of(capability)
+        return isinstance(derived, tuple) and derived[1] == "none needed"
 
     def of(self, capability: Capability) -> Derived:
         hit = self._derived.get(capability.key)
@@ -69,7 +96,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
         return d
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
-             and arguments.unserved(c.capability) is None]
+             and arguments.unserved(c.capability, c.scores.confidence) is None]
     taken = {c.capability.key: values_taken(arguments.of(c.capability)) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
         fitting = [c for c in close if taken[c.capability.key]]
@@ -122,7 +149,7 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
     calls: list[PlannedCall] = []
     missing: ArgumentsRequired | None = None
     # A tool that cannot take the kind of value the question gives is not called, however close it is.
-    eligible = [c for c in eligible if arguments.unserved(c.capability) is None]
+    eligible = [c for c in eligible if arguments.unserved(c.capability, c.scores.confidence) is None]
     for i, cand in enumerate(eligible):
         derived = arguments.of(cand.capability)
         if isinstance(derived, ArgumentsRequired):
@@ -166,9 +193,16 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     """Nothing that fits can serve the question: the router declines rather than call a tool that cannot do
     it (a unit converter asked for currencies, the memory's reader asked to remember)."""
     closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
-    if closest is not None and arguments.unserved(closest.capability) == READS_ONLY:
+    why = arguments.unserved(closest.capability, closest.scores.confidence) if closest is not None else None
+    if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")
+    elif closest is not None and why == UNTAKEN:
+        unmatched = ", ".join(repr(w) for w in arguments.unmatched[closest.capability.key])
+        message = (f"the closest, {closest.capability.key}, takes nothing from the question, so its answer would be "
+                   f"the same whatever was asked, and nothing it says is about {unmatched}: at confidence "
+                   f"{closest.scores.confidence:.2f} < routing.min_action_confidence "
+                   f"{arguments.min_untaken_confidence:.2f} it is not called; name it to call it anyway")
     else:
         kinds = "; ".join(f"{kind} ({', '.join(values)})" for kind, values in arguments.kinds.items())
         near = f": the closest, {closest.capability.key}, does not say it does" if closest is not None else ""

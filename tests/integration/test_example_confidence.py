@@ -168,6 +168,27 @@ async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only
     assert (answered.backend, answered.capability) in (("memory", "read_graph"), ("memory", "knowledge-graph"))
 
 
+async def test_a_call_that_takes_nothing_from_the_question_is_not_made_for_words_it_is_not_about(
+        router: Router) -> None:
+    # The reference server's argument-free tools answer the same whatever was asked. "Run" matches the name of
+    # trigger-long-running-operation and "files" the description of get-roots-list; on those weak matches the
+    # question's other words are what the caller wants, and nothing those tools say is about them.
+    for question, tool, unmatched in (("How do I run it on a cluster?", "trigger-long-running-operation", "'cluster'"),
+                                      ("List the files in my home directory", "get-roots-list", "'home', 'directory'")):
+        first = (await route(router, RouteRequest(question=question))).candidates[0]
+        assert first.capability == tool and first.scores.confidence >= 0.08  # it would have been called
+        with pytest.raises(NoRelevantBackend) as info:
+            await query(router, QueryRequest(question=question))
+        assert f"everything/tool/{tool}, takes nothing from the question" in info.value.message
+        assert f"about {unmatched}:" in info.value.message
+    # Asked for what they do, they answer, on a match as weak; and a caller who names the tool is not second-guessed.
+    resources = await query(router, QueryRequest(question="What resources do you have?"))
+    assert resources.capability == "get-resource-links" and resources.routing.confidence < 0.5
+    named = await query(router, QueryRequest(question="List the files in my home directory", backend="everything",
+                                             tool="get-roots-list"))
+    assert named.capability == "get-roots-list"
+
+
 async def test_a_tool_that_may_act_is_not_called_on_a_weak_match(router: Router) -> None:
     # The reference server's toggle-simulated-logging starts something, and nothing in the question makes it
     # likely enough to be meant: the router asks rather than acting.

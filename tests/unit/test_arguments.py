@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired
-from router.stages.arguments import derive_arguments, free_text_parameter, is_free_text
+from router.stages.arguments import derive_arguments, free_text_parameter, is_free_text, unmatched_words
 from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 
@@ -294,3 +294,11 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     from router.stages.arguments import asks_for_change
 
     assert asks_for_change(question) == verb
+
+
+def test_the_words_of_a_question_a_capability_is_not_about() -> None:
+    roots = Capability(backend="everything", name="get-roots-list",
+                       description="Lists the current MCP roots provided by the client.")
+    # Stop words and words that only ask ("list", "show") need no echo; the rest are named as asked.
+    assert unmatched_words(roots, "List the files in my home directory") == ["files", "home", "directory"]
+    assert unmatched_words(roots, "Show me the roots the client provides") == []
