@@ -258,26 +258,59 @@ def _derive(cap: Capability, question: str) -> tuple[dict[str, Any], str] | Argu
     free = free_text_parameter(cap)
     if free is not None:
         return {free: question}, f"question as {free!r}"
+    if not _required(cap.input_schema):
+        return {}, "none needed"
+    found = _extract(cap, question)
+    if isinstance(found, ArgumentsRequired):
+        return found
+    out, spans, _, _ = found
+    _source_where_the_time_is(out, spans)
+    return out, "extracted: " + ", ".join(sorted(out))
+
+
+Extracted = tuple[dict[str, Any], dict[str, tuple[int, int]], dict[str, Extractor], list[tuple[int, int]]]
+
+
+def _extract(cap: Capability, question: str) -> Extracted | ArgumentsRequired:
+    """Each required parameter's value by its shape, where in the question it was, and which extractor found it."""
     props = _properties(cap.input_schema)
     required = _required(cap.input_schema)
-    if not required:
-        return {}, "none needed"
     used: list[tuple[int, int]] = []
     out: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
+    by: dict[str, Extractor] = {}
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first.
     for name in [n for n in props if n in required] + [n for n in required if n not in props]:
         spec = props.get(name, {})
-        value = next((v for ex in EXTRACTORS if (v := ex(question, name, spec, used)) is not None), None)
-        if value is None:
+        for extract in EXTRACTORS:
+            if (value := extract(question, name, spec, used)) is not None:
+                break
+        else:
             return ArgumentsRequired(
                 f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
                 f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
             )
-        out[name], spans[name] = value, used[-1]
-    _source_where_the_time_is(out, spans)
-    return out, "extracted: " + ", ".join(sorted(out))
+        out[name], spans[name], by[name] = value, used[-1], extract
+    return out, spans, by, used
+
+
+def values_left(cap: Capability, question: str) -> list[Any]:
+    """Values the question gives of a kind the tool's derived arguments take, which none of them took: "the
+    time difference between Tokyo and Paris" names two places, and the current time of one leaves the other."""
+    if free_text_parameter(cap) is not None or not _required(cap.input_schema):
+        return []
+    found = _extract(cap, question)
+    if isinstance(found, ArgumentsRequired):
+        return []
+    out, _, by, used = found
+    props = _properties(cap.input_schema)
+    left: list[Any] = []
+    for name, extract in by.items():
+        value = extract(question, name, props.get(name, {}), used)
+        if value is not None and value not in out.values() and value not in left:
+            left.append(value)
+    return left
 
 
 _SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")

@@ -25,6 +25,7 @@ from router.stages.arguments import (
     unmatched_words,
     unserved,
     value_kinds,
+    values_left,
     values_taken,
 )
 from router.stages.decide import tool_contenders
@@ -33,13 +34,15 @@ from router.values import BackendStatus, Candidate, Capability, Decision, Plan, 
 Derived = tuple[dict, str] | ArgumentsRequired
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
+LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
 
 
 class Arguments:
     """The arguments of each candidate for one request, derived once: settling and planning both ask; and
     what of the question only some tools can serve (`unserved`): the kinds of value it carries, and a request
-    to change something, which a read-only tool cannot do; and, below `min_untaken_confidence`, words of the
-    question that a call taking nothing from it could not be about."""
+    to change something, which a read-only tool cannot do; values of a kind the call takes that it leaves unused;
+    and, below `min_untaken_confidence`, words of the question that a call taking nothing from it could not be
+    about."""
 
     def __init__(self, request: Request, min_untaken_confidence: float = 0.0) -> None:
         self.request = request
@@ -49,22 +52,33 @@ class Arguments:
         self.change = asks_for_change(request.question) if not self.named else None
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
+        self.left: dict[str, list] = {}
 
     def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
-        """What of the question the capability cannot serve (a kind of value, `READS_ONLY` or `UNTAKEN`), else
-        None. A call that takes nothing from the question answers the same whatever was asked ("How do I run
+        """What of the question the capability cannot serve (a kind of value, `READS_ONLY`, `LEFT` or `UNTAKEN`),
+        else None. A call that takes nothing from the question answers the same whatever was asked ("How do I run
         it on a cluster?" starting a demo's long-running operation): on a weak match, a word of the question
         that the capability's texts never name is one its answer cannot be about."""
         if self.change is not None and capability.read_only:
             return READS_ONLY
         if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
             return kind
+        if self._leaves_values(capability):
+            return LEFT
         if confidence < self.min_untaken_confidence and self._takes_nothing(capability):
             key = capability.key
             if key not in self.unmatched:
                 self.unmatched[key] = unmatched_words(capability, self.request.question)
             return UNTAKEN if self.unmatched[key] else None
         return None
+
+    def _leaves_values(self, capability: Capability) -> bool:
+        key = capability.key
+        if key not in self.left:
+            derived = self.of(capability)
+            extracted = not self.named and isinstance(derived, tuple) and derived[1].startswith("extracted")
+            self.left[key] = values_left(capability, self.request.question) if extracted else []
+        return bool(self.left[key])
 
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself
@@ -197,6 +211,10 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")
+    elif closest is not None and why == LEFT:
+        left = ", ".join(repr(v) for v in arguments.left[closest.capability.key])
+        message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "
+                   "it would answer only part of the question")
     elif closest is not None and why == UNTAKEN:
         unmatched = ", ".join(repr(w) for w in arguments.unmatched[closest.capability.key])
         message = (f"the closest, {closest.capability.key}, takes nothing from the question, so its answer would be "

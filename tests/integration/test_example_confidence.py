@@ -168,6 +168,18 @@ async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only
     assert (answered.backend, answered.capability) in (("memory", "read_graph"), ("memory", "knowledge-graph"))
 
 
+async def test_a_call_that_would_leave_some_of_the_question_s_values_unused_is_not_made(router: Router) -> None:
+    # convert_time fits "the time difference between Tokyo and Paris" best but needs a time the question does not
+    # give; the current time of Tokyo, which the router called instead, answers half of it. The caller now hears
+    # what convert_time needs.
+    question = "What's the time difference between Tokyo and Paris?"
+    with pytest.raises(ArgumentsRequired) as info:
+        await query(router, QueryRequest(question=question))
+    assert (info.value.details["tool"], info.value.details["missing"]) == ("convert_time", "time")
+    answered = await query(router, QueryRequest(question="What time is it in Tokyo? Tokyo, please"))
+    assert answered.capability == "get_current_time" and "Asia/Tokyo" in answered.answer
+
+
 async def test_a_call_that_takes_nothing_from_the_question_is_not_made_for_words_it_is_not_about(
         router: Router) -> None:
     # The reference server's argument-free tools answer the same whatever was asked. "Run" matches the name of

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired
-from router.stages.arguments import derive_arguments, free_text_parameter, is_free_text, unmatched_words
+from router.stages.arguments import derive_arguments, free_text_parameter, is_free_text, unmatched_words, values_left
 from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 
@@ -302,3 +302,11 @@ def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     # Stop words and words that only ask ("list", "show") need no echo; the rest are named as asked.
     assert unmatched_words(roots, "List the files in my home directory") == ["files", "home", "directory"]
     assert unmatched_words(roots, "Show me the roots the client provides") == []
+
+
+def test_the_values_a_call_would_leave_unused() -> None:
+    now = Capability(backend="time", name="get_current_time", input_schema=TIMEZONE_SCHEMA)
+    assert values_left(now, "What's the time difference between Tokyo and Paris?") == ["Europe/Paris"]
+    assert values_left(now, "What time is it in Tokyo? Tokyo, please") == []  # the same place twice
+    add = Capability(backend="calc", name="add", input_schema=NUMBERS_SCHEMA)
+    assert values_left(add, "add 2 and 40") == [] and values_left(add, "add 2, 3 and 4") == [4]
