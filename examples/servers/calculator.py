@@ -32,6 +32,9 @@ _N = r"(-?\d+(?:\.\d+)?)"
 _OF = r"\s+(?:(?:the|two|numbers?)\s+)*"  # "add the two numbers 3 and 4"
 _WORDS = [
     (r"(\d),(\d{3})", r"\1\2"),
+    # "add 2, 3 and 4": a list of operands is their sum.
+    (rf"\b(?:add|sum(?: of)?|total of){_OF}{_N}((?:\s*,\s*-?\d+(?:\.\d+)?)+),?\s+and\s+{_N}",
+     lambda m: " + ".join([m.group(1), *re.findall(r"-?\d+(?:\.\d+)?", m.group(2)), m.group(3)])),
     # Verb phrasings name the operation before its operands: "add 2 and 40", "subtract 3 from 10".
     (rf"\b(?:add|sum(?: of)?|total of){_OF}{_N}\s+(?:and|to|with|plus)\s+{_N}", r"\1 + \2"),
     (rf"\bsubtract\s+{_N}\s+from\s+{_N}", r"\2 - \1"),
@@ -73,6 +76,10 @@ def _eval(node: ast.AST) -> float:
     raise ToolError(f"unsupported expression element: {ast.dump(node)[:60]}")
 
 
+def _numbers(text: str) -> list[str]:
+    return re.findall(r"\d+(?:\.\d+)?", re.sub(r"(\d),(\d{3})", r"\1\2", text))
+
+
 def evaluate(text: str) -> tuple[str, float]:
     expr = text.lower()
     for pattern, repl in _WORDS:
@@ -85,6 +92,11 @@ def evaluate(text: str) -> tuple[str, float]:
     if re.fullmatch(r"-?[\d.]+", expr) and len(re.findall(r"\d+(?:\.\d+)?", text)) > 1:
         # Numbers with no operation found between them: answering "3 = 3" would be a wrong answer.
         raise ToolError(f"no operation found between the numbers of {text!r}")
+    found = {float(n) for n in _numbers(expr)}
+    unused = [n for n in _numbers(text) if float(n) not in found]
+    if unused:
+        # "multiply 6 by 7 and add 3" is not 42: an answer that leaves a number out answers another question.
+        raise ToolError(f"the arithmetic found, {expr!r}, leaves out {', '.join(unused)} of {text!r}")
     try:
         value = _eval(ast.parse(expr, mode="eval"))
     except (SyntaxError, ZeroDivisionError, ValueError, OverflowError, TypeError) as exc:
@@ -94,8 +106,8 @@ def evaluate(text: str) -> tuple[str, float]:
 
 @server.tool(annotations=READ_ONLY)
 async def calculate(query: str) -> str:
-    """Evaluate arithmetic: add (plus), subtract (minus), multiply (times), divide, powers, percentages,
-    square roots, sin, log, pi. The query may be a question such as 'what is 12 times (3 + 4)?' or
+    """Evaluate arithmetic: add (plus), subtract (minus), multiply (times), divide, powers (squared, cubed),
+    percentages, square roots, sin, log, pi. The query may be a question such as 'what is 12 times (3 + 4)?' or
     'what is 15 percent of 80?', or a bare expression like '2^10 / 4'."""
     expr, value = evaluate(query)
     shown = int(value) if float(value).is_integer() else round(value, 10)
@@ -163,11 +175,13 @@ async def convert_units(query: str) -> str:
     storage, e.g. 'convert 5 km to miles', 'how many pounds is 3 kg', '100 F in celsius'."""
     m = _CONVERSION.search(query)
     if not m:
-        m2 = re.search(rf"how many ({_UNIT_RE}) (?:is|are|in|are in|is in) (-?\d+(?:\.\d+)?)\s*({_UNIT_RE})\b",
-                       query, re.I)
+        m2 = re.search(rf"how many ({_UNIT_RE}) (?:is|are|in|are in|is in) (-?\d+(?:\.\d+)?\s*|an?\s+|one\s+)"
+                       rf"({_UNIT_RE})\b", query, re.I)
         if not m2:
             raise ToolError(f"no conversion found in {query!r}; say for example '5 km to miles'")
-        dst, value, src = m2.group(1).lower(), float(m2.group(2)), m2.group(3).lower()
+        amount = m2.group(2).strip()
+        dst, value, src = m2.group(1).lower(), float(amount) if amount[0].isdigit() or amount[0] == "-" else 1.0, \
+            m2.group(3).lower()
     else:
         value, src, dst = float(m.group(1)), m.group(2).lower(), m.group(3).lower()
     if src in _TEMPS and dst in _TEMPS:

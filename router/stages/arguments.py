@@ -213,7 +213,8 @@ def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | Non
     if cap.held:
         return BackendNotCallable(
             f"tool {cap.name!r} of backend {cap.backend!r} is held out of routing ({cap.held}) until an operator "
-            f"approves it (`mcp-router approve {cap.backend}/{cap.name}`); name another backend meanwhile",
+            f"approves it (`mcp-router approve {cap.backend}/{cap.name} --config PATH`); name another backend "
+            "meanwhile",
             backend=cap.backend, tool=cap.name)
     if is_server_level(cap) and cap.target is None:
         return BackendNotCallable(

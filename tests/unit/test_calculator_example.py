@@ -12,7 +12,7 @@ from mcp_router.examples.servers.calculator import evaluate
     ("subtract 3 from 10", 7), ("multiply 6 by 7", 42), ("divide 10 by 4", 2.5),
     ("the difference between 10 and 4", 6), ("What is 12 times (3 + 4)?", 84), ("what is 15 percent of 80?", 12),
     ("2^10 / 4", 256), ("What is 1,000 plus 1?", 1001), ("Add two numbers 3 and 4", 7),
-    ("Multiply the numbers 6 and 7", 42),
+    ("Multiply the numbers 6 and 7", 42), ("Add 2, 3 and 4", 9), ("What's 3 squared?", 9),
 ])
 def test_the_arithmetic_of_a_question_is_evaluated(question: str, value: float) -> None:
     assert evaluate(question)[1] == pytest.approx(value)
@@ -23,10 +23,13 @@ def test_numbers_with_no_operation_between_them_are_an_error_not_an_answer() -> 
 
     with pytest.raises(ToolError, match="no operation found"):
         evaluate("the numbers 3 and 4")  # once "3 = 3"
+    with pytest.raises(ToolError, match="leaves out 3 of"):
+        evaluate("Multiply 6 by 7 and add 3")  # once "6 * 7 = 42"
 
 
 @pytest.mark.parametrize(("question", "answer"), [
     ("How many seconds are in 3 hours?", "3 hours = 10800 seconds"),
+    ("How many minutes in a day?", "1 day = 1440 minutes"),
     ("how many pounds is 3 kg", "3 kg = 6.61387 pounds"), ("convert 5 km to miles", "5 km = 3.10686 miles"),
 ])
 async def test_a_conversion_is_found_however_it_is_asked(question: str, answer: str) -> None:
