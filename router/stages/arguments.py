@@ -6,7 +6,7 @@
 The rules, in order: the caller's arguments win; a tool with no required parameters gets none; a
 tool whose one required parameter is free text (query, question, text, prompt, ...) gets the
 question; otherwise each required parameter is extracted from the question by its JSON-schema
-shape (an enum value named in the question, an IANA time zone from a city name, a time of day,
+shape (an enum value named in the question, an IANA time zone from a city or a one-clock country, a time of day,
 numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
 naming the tool and its schema. Whatever the router derived is then validated against the tool's
 input schema (JSON Schema, the draft the schema names), so a value that does not fit is an
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from jsonschema import ValidationError
@@ -27,6 +26,7 @@ from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallabl
 from router.retrieval.catalog import is_server_level
 from router.retrieval.text import STOP_WORDS, stem, tokenize, words
 from router.schemas import validation_errors
+from router.stages.timezones import zone_named
 from router.values import Capability
 
 FREE_TEXT_NAMES = frozenset({
@@ -112,27 +112,10 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     return value
 
 
-@lru_cache(maxsize=1)
-def _zones() -> dict[str, str]:
-    from zoneinfo import available_timezones
-
-    out: dict[str, str] = {}
-    for zone in sorted(available_timezones()):
-        if zone.startswith(("Etc/", "SystemV/", "posix/", "right/")):
-            continue
-        city = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
-        out.setdefault(city, zone)
-        out.setdefault(zone.lower(), zone)
-    for alias in ("UTC", "GMT"):
-        out[alias.lower()] = alias
-    return out
-
-
 def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     hint = f"{name} {spec.get('description', '')}".lower()
     if "timezone" not in hint and "time zone" not in hint and name.lower() not in ("tz", "zone"):
         return None
-    zones = _zones()
     best: tuple[int, tuple[int, int], str] | None = None
     # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo".
     for word in _WORD_START.finditer(question):
@@ -143,12 +126,12 @@ def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
         words = text.split()
         # Longest prefix first: "New York City" -> "new york".
         for n in range(len(words), 0, -1):
-            cand = " ".join(words[:n]).lower()
-            if cand in zones:
+            zone = zone_named(" ".join(words[:n]).lower(), proper=text[0].isupper())
+            if zone is not None:
                 end = m.start() + len(" ".join(words[:n]))
                 span = (m.start(), end)
                 if _free(span, used) and (best is None or m.start() < best[0]):
-                    best = (m.start(), span, zones[cand])
+                    best = (m.start(), span, zone)
                 break
     if best is None:
         return None

@@ -310,3 +310,22 @@ def test_the_values_a_call_would_leave_unused() -> None:
     assert values_left(now, "What time is it in Tokyo? Tokyo, please") == []  # the same place twice
     add = Capability(backend="calc", name="add", input_schema=NUMBERS_SCHEMA)
     assert values_left(add, "add 2 and 40") == [] and values_left(add, "add 2, 3 and 4") == [4]
+
+
+@pytest.mark.parametrize(("question", "zone"), [
+    ("What time is it in India?", "Asia/Kolkata"), ("What time is it in the UK?", "Europe/London"),
+    ("Time in Germany now", "Europe/Berlin"), ("What time is it in Japan?", "Asia/Tokyo"),
+    ("What time is it in South Korea?", "Asia/Seoul"),
+])
+def test_a_country_that_keeps_one_clock_names_its_zone(question: str, zone: str) -> None:
+    now = Capability(backend="time", name="get_current_time", input_schema=TIMEZONE_SCHEMA)
+    assert derive_arguments(now, question) == ({"timezone": zone}, "extracted: timezone")
+
+
+@pytest.mark.parametrize("question", [
+    "What time is it in the United States?", "What time is it in China?",  # several clocks: which is a guess
+    "how long to roast a turkey",  # a common noun, not the country
+])
+def test_a_country_of_several_clocks_or_a_common_noun_names_no_zone(question: str) -> None:
+    now = Capability(backend="time", name="get_current_time", input_schema=TIMEZONE_SCHEMA)
+    assert isinstance(derive_arguments(now, question), ArgumentsRequired)
