@@ -6,8 +6,8 @@
 The rules, in order: the caller's arguments win; a tool with no required parameters gets none; a
 tool whose one required parameter is free text (query, question, text, prompt, ...) gets the
 question; otherwise each required parameter is extracted from the question by its JSON-schema
-shape (an enum value named in the question, an IANA time zone from a city or a one-clock country, a time of day,
-numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
+shape (an enum value named in the question, an IANA time zone from a city or a one-clock country, a time
+of day, numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
 naming the tool and its schema. Whatever the router derived is then validated against the tool's
 input schema (JSON Schema, the draft the schema names), so a value that does not fit is an
 `ArgumentsInvalid` (422) naming the field, never a malformed call; the caller's own arguments go to the
