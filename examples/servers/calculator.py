@@ -89,9 +89,10 @@ def evaluate(text: str) -> tuple[str, float]:
     if not candidates:
         raise ToolError(f"no arithmetic found in {text!r}")
     expr = max(candidates, key=len).strip(" .")
-    if re.fullmatch(r"-?[\d.]+", expr) and len(re.findall(r"\d+(?:\.\d+)?", text)) > 1:
-        # Numbers with no operation found between them: answering "3 = 3" would be a wrong answer.
-        raise ToolError(f"no operation found between the numbers of {text!r}")
+    if re.fullmatch(r"-?[\d.]+", expr):
+        # A number with no operation found on it: answering "3 = 3" to "the area of a circle of radius 3" or
+        # "the numbers 3 and 4" would be a wrong answer.
+        raise ToolError(f"no operation found on the numbers of {text!r}")
     found = {float(n) for n in _numbers(expr)}
     unused = [n for n in _numbers(text) if float(n) not in found]
     if unused:

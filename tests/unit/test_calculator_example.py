@@ -23,6 +23,8 @@ def test_numbers_with_no_operation_between_them_are_an_error_not_an_answer() -> 
 
     with pytest.raises(ToolError, match="no operation found"):
         evaluate("the numbers 3 and 4")  # once "3 = 3"
+    with pytest.raises(ToolError, match="no operation found"):
+        evaluate("Calculate the area of a circle with radius 3")  # once "3 = 3" too
     with pytest.raises(ToolError, match="leaves out 3 of"):
         evaluate("Multiply 6 by 7 and add 3")  # once "6 * 7 = 42"
 
