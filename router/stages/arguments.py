@@ -370,7 +370,7 @@ _ASKING = frozenset(map(stem, "show list get print display see find fetch return
 
 
 def unmatched_words(cap: Capability, question: str) -> list[str]:
-    """The question's content words (as asked) that nothing in the capability's own texts names."""
+    """The question's content words (lower-cased) that nothing in the capability's own texts names."""
     own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
                        f"{_schema_words(cap.input_schema)}"))
     out: dict[str, str] = {}

@@ -18,7 +18,7 @@ from router.errors import ArgumentsRequired, BackendNotCallable
 from router.llm.client import LLMClient
 from router.request import Request
 from router.stages.arguments import schema_violation
-from router.stages.plan import Arguments, planned_calls
+from router.stages.plan import MODEL_CHOICE, Arguments, planned_calls
 from router.values import BackendStatus, Candidate, Catalog, Decision, Plan, PlannedCall
 
 
@@ -52,8 +52,7 @@ async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], m
         marked = [dataclasses.replace(c, relevant=False, unclear_tool=True) if chosen(c) else c for c in ordered]
         return dataclasses.replace(d, candidates=tuple(marked), verdict="ambiguous", kind="llm", message=(
             f"the model chose backend {choice.server!r} but not one of its tools ({choice.reasoning}); name the tool"))
-    chose = "the model's choice"
-    marked = [dataclasses.replace(c, relevant=True, unclear_tool=False, unsure_action=False, placed=chose)
+    marked = [dataclasses.replace(c, relevant=True, unclear_tool=False, unsure_action=False, placed=MODEL_CHOICE)
               if chosen(c) and c in contending else c for c in ordered]
     return dataclasses.replace(d, candidates=tuple(marked), verdict="route", kind="llm",
                                message=f"the model chose {choice.server}" + (f"/{choice.tool}" if choice.tool else "")

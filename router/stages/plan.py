@@ -35,6 +35,7 @@ Derived = tuple[dict, str] | ArgumentsRequired
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
+MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
 
 
 class Arguments:
@@ -53,6 +54,11 @@ class Arguments:
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}
+
+    def doubt(self, candidate: Candidate) -> str | None:
+        """`unserved` for a candidate at its confidence; one an LLM chose has had the question read."""
+        sure = candidate.placed == MODEL_CHOICE
+        return self.unserved(candidate.capability, 1.0 if sure else candidate.scores.confidence)
 
     def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
         """What of the question the capability cannot serve (a kind of value, `READS_ONLY`, `LEFT` or `UNTAKEN`),
@@ -110,7 +116,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
         return d
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
-             and arguments.unserved(c.capability, c.scores.confidence) is None]
+             and arguments.doubt(c) is None]
     taken = {c.capability.key: values_taken(arguments.of(c.capability)) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
         fitting = [c for c in close if taken[c.capability.key]]
@@ -163,7 +169,7 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
     calls: list[PlannedCall] = []
     missing: ArgumentsRequired | None = None
     # A tool that cannot take the kind of value the question gives is not called, however close it is.
-    eligible = [c for c in eligible if arguments.unserved(c.capability, c.scores.confidence) is None]
+    eligible = [c for c in eligible if arguments.doubt(c) is None]
     for i, cand in enumerate(eligible):
         derived = arguments.of(cand.capability)
         if isinstance(derived, ArgumentsRequired):
@@ -207,7 +213,7 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     """Nothing that fits can serve the question: the router declines rather than call a tool that cannot do
     it (a unit converter asked for currencies, the memory's reader asked to remember)."""
     closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
-    why = arguments.unserved(closest.capability, closest.scores.confidence) if closest is not None else None
+    why = arguments.doubt(closest) if closest is not None else None
     if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")

@@ -209,6 +209,19 @@ async def test_when_nothing_is_likely_enough_the_model_may_choose_among_the_clos
     assert chooser.seen  # the closest candidates were offered although none reached the threshold
 
 
+async def test_a_call_taking_nothing_from_the_question_that_the_model_chose_is_made() -> None:
+    # Without a model, an argument-free tool on a weak match is not called for a word it does not name ("Paris");
+    # a model that read the question and chose it is not second-guessed.
+    question = "what notes do I have about Paris"
+    weak = notes_world(TOOL_SURE, backends=UNSURE, routing={"min_confidence": 0.0})
+    with pytest.raises(NoRelevantBackend, match=r"takes nothing from the question.* about 'paris'"):
+        await query(weak.router, QueryRequest(question=question))
+    w = notes_world(TOOL_SURE, backends=UNSURE)
+    with_llm(w, Choice("server", server="notes", tool="list_notes", reasoning="notes"))
+    resp = await query(w.router, QueryRequest(question=question))
+    assert (resp.backend, resp.capability) == ("notes", "list_notes")
+
+
 async def test_when_nothing_is_likely_enough_the_model_may_agree_or_ask() -> None:
     w = notes_world(TOOL_SURE, backends=UNSURE)
     with_llm(w, Choice("none", reasoning="nothing here bakes bread"))
