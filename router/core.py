@@ -146,7 +146,7 @@ class Router:
     async def _query(self, request: Request) -> QueryResponse:
         started = time.monotonic()
         stages: dict[str, float] = {}
-        arguments = Arguments(request, self.settings.routing.min_action_confidence)
+        arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
         d = settle_by_arguments(await self.decide(request, stages), arguments, self.settings)
         if self.llm is not None and assist.needs_choice(d):
             d = await assist.choose(self.llm, d, self.view(request.access).catalogs,

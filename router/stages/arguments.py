@@ -369,10 +369,11 @@ def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
 _ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know".split()))
 
 
-def unmatched_words(cap: Capability, question: str) -> list[str]:
-    """The question's content words (lower-cased) that nothing in the capability's own texts names."""
+def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
+    """The question's content words (lower-cased) that nothing in the capability's texts, or its server's
+    description, names."""
     own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
-                       f"{_schema_words(cap.input_schema)}"))
+                       f"{_schema_words(cap.input_schema)} {server_description}"))
     out: dict[str, str] = {}
     for word in words(question):
         s = stem(word)

@@ -29,7 +29,7 @@ from router.stages.arguments import (
     values_taken,
 )
 from router.stages.decide import tool_contenders
-from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
+from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
 Derived = tuple[dict, str] | ArgumentsRequired
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
@@ -45,8 +45,10 @@ class Arguments:
     and, below `min_untaken_confidence`, words of the question that a call taking nothing from it could not be
     about."""
 
-    def __init__(self, request: Request, min_untaken_confidence: float = 0.0) -> None:
+    def __init__(self, request: Request, min_untaken_confidence: float = 0.0,
+                 catalogs: Mapping[str, Catalog] | None = None) -> None:
         self.request = request
+        self.catalogs = catalogs or {}  # what each backend says it is for
         self._derived: dict[str, Derived] = {}
         self.named = request.tool is not None  # a named tool is the caller's choice
         self.kinds = value_kinds(request.question) if not self.named else {}
@@ -64,7 +66,7 @@ class Arguments:
         """What of the question the capability cannot serve (a kind of value, `READS_ONLY`, `LEFT` or `UNTAKEN`),
         else None. A call that takes nothing from the question answers the same whatever was asked ("How do I run
         it on a cluster?" starting a demo's long-running operation): on a weak match, a word of the question
-        that the capability's texts never name is one its answer cannot be about."""
+        that neither the capability's texts nor its server's description name is one its answer cannot be about."""
         if self.change is not None and capability.read_only:
             return READS_ONLY
         if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
@@ -74,7 +76,9 @@ class Arguments:
         if confidence < self.min_untaken_confidence and self._takes_nothing(capability):
             key = capability.key
             if key not in self.unmatched:
-                self.unmatched[key] = unmatched_words(capability, self.request.question)
+                catalog = self.catalogs.get(capability.backend)
+                self.unmatched[key] = unmatched_words(capability, self.request.question,
+                                                      catalog.description if catalog is not None else "")
             return UNTAKEN if self.unmatched[key] else None
         return None
 
