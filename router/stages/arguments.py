@@ -123,12 +123,12 @@ def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
         if m is None:
             continue
         text = m.group(0)
-        words = text.split()
+        parts = text.split()
         # Longest prefix first: "New York City" -> "new york".
-        for n in range(len(words), 0, -1):
-            zone = zone_named(" ".join(words[:n]).lower(), proper=text[0].isupper())
+        for n in range(len(parts), 0, -1):
+            zone = zone_named(" ".join(parts[:n]).lower(), proper=text[0].isupper())
             if zone is not None:
-                end = m.start() + len(" ".join(words[:n]))
+                end = m.start() + len(" ".join(parts[:n]))
                 span = (m.start(), end)
                 if _free(span, used) and (best is None or m.start() < best[0]):
                     best = (m.start(), span, zone)
