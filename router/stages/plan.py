@@ -222,7 +222,7 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")
     elif closest is not None and why == LEFT:
-        left = ", ".join(repr(v) for v in arguments.left[closest.capability.key])
+        left = ", ".join(repr(v) if isinstance(v, str) else f"{v:g}" for v in arguments.left[closest.capability.key])
         message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "
                    "it would answer only part of the question")
     elif closest is not None and why == UNTAKEN:

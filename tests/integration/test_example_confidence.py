@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from actors.backends import build_backend
+from benchmarks.plan_outcomes import Healthy
 from router.core import Router
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend
 from router.learning.decisions import feedback_examples
@@ -22,7 +23,7 @@ from router.models import FeedbackRequest, QueryRequest, RouteRequest
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import LocalMiniLM
 from router.settings.file import load_settings
-from router.values import BackendStatus, CallContext, CallOutcome, Capability
+from router.values import CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
 from tests.unit.router_world import query, route
 from tests.unit.test_learning import LocalLearning
@@ -46,21 +47,6 @@ class _Direct:
                                                               context=context)
 
 
-class _Healthy:
-    def __init__(self, names: list[str]) -> None:
-        self._statuses = {n: BackendStatus(name=n, kind="mcp_stdio", transport="stdio", health="healthy")
-                          for n in names}
-
-    def statuses(self) -> dict[str, BackendStatus]:
-        return self._statuses
-
-    def perf(self) -> dict:
-        return {}
-
-    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
-        pass
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def router() -> AsyncIterator[Router]:
     if not (EXAMPLES / "node_modules" / "@modelcontextprotocol").is_dir():
@@ -76,7 +62,7 @@ async def router() -> AsyncIterator[Router]:
         async def embed(texts: list[str]) -> np.ndarray:
             return model.encode(list(texts))
 
-        r = Router(settings, executor=_Direct(backends), embed=embed, stats=_Healthy(list(backends)))
+        r = Router(settings, executor=_Direct(backends), embed=embed, stats=Healthy(list(backends)))
         texts = CatalogTexts.build(catalogs)
         r.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
                                               model.encode(list(texts.server_dense)), settings.routing))
