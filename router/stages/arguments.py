@@ -162,7 +162,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
     if kind not in ("number", "integer"):
         return None
     for m in _NUMBER.finditer(question):
-        if not _free(m.span(), used):
+        if not _free(m.span(), used) or _part_of_other_value(question, m.start(), m.end()):
             continue
         raw = m.group(0)
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
@@ -174,6 +174,20 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         used.append(m.span())
         return value
     return None
+
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
+_OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)
+_NAME_AFTER = re.compile(r"\s+[A-Z][a-z]")
+
+
+def _part_of_other_value(question: str, start: int, end: int) -> bool:
+    """A number that belongs to a date ("August 8, 2008", "8 Aug"), a time ("11:00", "9 am"), a range or code
+    ("2-68") or a name or address ("88 Century Avenue") is not an operand: taken for one, it made a latitude
+    of a street number and a gender of a day of the month."""
+    return bool(_OTHER_VALUE_BEFORE.search(question, 0, start) or _OTHER_VALUE_AFTER.match(question, end)
+                or _NAME_AFTER.match(question, end))
 
 
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)

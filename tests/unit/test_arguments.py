@@ -329,3 +329,15 @@ def test_a_country_that_keeps_one_clock_names_its_zone(question: str, zone: str)
 def test_a_country_of_several_clocks_or_a_common_noun_names_no_zone(question: str) -> None:
     now = Capability(backend="time", name="get_current_time", input_schema=TIMEZONE_SCHEMA)
     assert isinstance(derive_arguments(now, question), ArgumentsRequired)
+
+
+@pytest.mark.parametrize("question", [
+    "Find parking near 88 Century Avenue, floor 2",  # a street number is not a latitude
+    "What is the 八字 of a boy born on August 8, 2008 at 11:00 am?",  # a date and a time are not operands
+    "Explore the area near Nanjing West Road 2-68",  # nor a range or a code
+])
+def test_a_number_that_belongs_to_a_date_a_time_an_address_or_a_code_is_not_taken_for_an_operand(
+        question: str) -> None:
+    where = tool("find_parking", {"type": "object", "required": ["latitude", "longitude"], "properties": {
+        "latitude": {"type": "number"}, "longitude": {"type": "number"}}})
+    assert isinstance(derive_arguments(where, question), ArgumentsRequired)
