@@ -24,7 +24,6 @@ from jsonschema import ValidationError
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
-from router.retrieval.text import STOP_WORDS, stem, tokenize, words
 from router.schemas import validation_errors
 from router.stages.timezones import zone_named
 from router.values import Capability
@@ -193,10 +192,20 @@ def _part_of_other_value(question: str, start: int, end: int) -> bool:
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)
 
 
-def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | None = None
-                     ) -> tuple[dict[str, Any], str] | ArgumentsRequired:
+Derived = tuple[dict[str, Any], str] | ArgumentsRequired
+
+
+def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | None = None) -> Derived:
     """Arguments for `cap` and where they came from, or the `ArgumentsRequired` (422) naming what is
     missing: a candidate that cannot take the question is an expected outcome, not an exception."""
+    return derive_with_leftovers(cap, question, given)[0]
+
+
+def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] | None = None
+                          ) -> tuple[Derived, list[Any]]:
+    """`derive_arguments`, and the values the question gives of a kind the derived arguments take that none
+    of them took: "the time difference between Tokyo and Paris" names two places, and the current time of
+    one leaves the other. Both come from one reading of the question."""
     if given is not None:
         lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
                                                                  if n not in given]
@@ -205,26 +214,26 @@ def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | Non
             return ArgumentsRequired(
                 f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
                 f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
-                input_schema=cap.input_schema)
-        return dict(given), "caller"
+                input_schema=cap.input_schema), []
+        return (dict(given), "caller"), []
     if cap.held:
         return BackendNotCallable(
             f"tool {cap.name!r} of backend {cap.backend!r} is held out of routing ({cap.held}) until an operator "
             f"approves it (`mcp-router approve {cap.backend}/{cap.name} --config PATH`); name another backend "
             "meanwhile",
-            backend=cap.backend, tool=cap.name)
+            backend=cap.backend, tool=cap.name), []
     if is_server_level(cap) and cap.target is None:
         return BackendNotCallable(
             f"backend {cap.backend!r} was chosen by its description, but it lists no tools, so there is nothing to "
             "call on it yet; it becomes callable once it lists its tools (or name another backend)",
-            backend=cap.backend)
+            backend=cap.backend), []
     if cap.kind in ("resource", "flow"):
-        return {}, "none needed"
-    derived = _derive(cap, question)
+        return ({}, "none needed"), []
+    derived, left = _derive(cap, question)
     if isinstance(derived, ArgumentsRequired):
-        return derived
+        return derived, []
     invalid = schema_violation(cap, derived[0])
-    return invalid if invalid is not None else derived
+    return (invalid, []) if invalid is not None else (derived, left)
 
 
 def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInvalid | None:
@@ -252,25 +261,12 @@ def _field_of(error: ValidationError) -> str:
     return "arguments"
 
 
-def _derive(cap: Capability, question: str) -> tuple[dict[str, Any], str] | ArgumentsRequired:
+def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     free = free_text_parameter(cap)
     if free is not None:
-        return {free: question}, f"question as {free!r}"
+        return ({free: question}, f"question as {free!r}"), []
     if not _required(cap.input_schema):
-        return {}, "none needed"
-    found = _extract(cap, question)
-    if isinstance(found, ArgumentsRequired):
-        return found
-    out, spans, _, _ = found
-    _source_where_the_time_is(out, spans)
-    return out, "extracted: " + ", ".join(sorted(out))
-
-
-Extracted = tuple[dict[str, Any], dict[str, tuple[int, int]], dict[str, Extractor], list[tuple[int, int]]]
-
-
-def _extract(cap: Capability, question: str) -> Extracted | ArgumentsRequired:
-    """Each required parameter's value by its shape, where in the question it was, and which extractor found it."""
+        return ({}, "none needed"), []
     props = _properties(cap.input_schema)
     required = _required(cap.input_schema)
     used: list[tuple[int, int]] = []
@@ -288,27 +284,15 @@ def _extract(cap: Capability, question: str) -> Extracted | ArgumentsRequired:
                 f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
                 f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
-            )
+            ), []
         out[name], spans[name], by[name] = value, used[-1], extract
-    return out, spans, by, used
-
-
-def values_left(cap: Capability, question: str) -> list[Any]:
-    """Values the question gives of a kind the tool's derived arguments take, which none of them took: "the
-    time difference between Tokyo and Paris" names two places, and the current time of one leaves the other."""
-    if free_text_parameter(cap) is not None or not _required(cap.input_schema):
-        return []
-    found = _extract(cap, question)
-    if isinstance(found, ArgumentsRequired):
-        return []
-    out, _, by, used = found
-    props = _properties(cap.input_schema)
     left: list[Any] = []
-    for name, extract in by.items():
+    for name, extract in by.items():  # each extractor once more, past every span already taken
         value = extract(question, name, props.get(name, {}), used)
         if value is not None and value not in out.values() and value not in left:
             left.append(value)
-    return left
+    _source_where_the_time_is(out, spans)
+    return (out, "extracted: " + ", ".join(sorted(out))), left
 
 
 _SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")
@@ -331,74 +315,8 @@ def _source_where_the_time_is(out: dict[str, Any], spans: dict[str, tuple[int, i
         out[source], out[target] = out[target], out[source]
 
 
-def values_taken(derived: tuple[dict[str, Any], str] | ArgumentsRequired) -> int:
+def values_taken(derived: Derived) -> int:
     """How many of a tool's arguments the question's own values gave (its words as free text give none)."""
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
         return 0
     return len(derived[0])
-
-
-# Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
-# parameters) never name the kind cannot serve such a value, however close its other words are: "Convert 100
-# USD to EUR" is not a unit conversion. (An ISO code counts in capitals only: "eur" is a word's part.)
-VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
-    "currency": (
-        re.compile(r"(?<![A-Za-z])(?:USD|EUR|GBP|JPY|CNY|RMB|CHF|CAD|AUD|NZD|INR|KRW|BRL|MXN|SEK|NOK|DKK|PLN|HKD|"
-                   r"SGD|ZAR|TRY|RUB|BTC|ETH)(?![A-Za-z])|[$€£¥₹]\s?\d|\d\s?[$€£¥₹]|"
-                   r"(?i:\b(?:dollars?|euros?|yen|rupees?|pounds sterling|bitcoins?)\b)"),
-        re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
-                   r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
-    ),
-}
-
-
-def value_kinds(question: str) -> dict[str, list[str]]:
-    """The kinds of `VALUE_KINDS` the question carries, with the values found."""
-    found = {kind: [m.group(0).strip() for m in given.finditer(question)] for kind, (given, _) in VALUE_KINDS.items()}
-    return {kind: values for kind, values in found.items() if values}
-
-
-# Verbs that, leading a request, ask for something to be changed, which a tool declared read-only cannot do
-# ("Remember that Bob likes tea" is not answered by reading the memory). Verbs that also ask for output
-# ("create a chart", "write a poem", "add 3 and 4") are left out.
-_CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
-                           "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel"})
-_REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
-
-
-def asks_for_change(question: str) -> str | None:
-    """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
-    lead = _REQUEST_LEAD.match(question)
-    verb = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
-    return verb.group(0) if verb is not None and verb.group(0) in _CHANGE_VERBS else None
-
-
-def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
-    """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
-    text = f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}"
-    return next((kind for kind in kinds if not VALUE_KINDS[kind][1].search(text)), None)
-
-
-# Words that ask for an answer rather than say what it is about: they need no echo in a capability's texts.
-_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know".split()))
-
-
-def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
-    """The question's content words (lower-cased) that nothing in the capability's texts, or its server's
-    description, names."""
-    own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
-                       f"{_schema_words(cap.input_schema)} {server_description}"))
-    out: dict[str, str] = {}
-    for word in words(question):
-        s = stem(word)
-        if word not in STOP_WORDS and len(word) > 1 and s not in own and s not in _ASKING:
-            out.setdefault(s, word)
-    return list(out.values())
-
-
-def _schema_words(schema: Any) -> str:
-    if isinstance(schema, dict):
-        return " ".join(f"{k} {_schema_words(v)}" for k, v in schema.items())
-    if isinstance(schema, list):
-        return " ".join(_schema_words(v) for v in schema)
-    return schema if isinstance(schema, str) else ""

@@ -19,19 +19,11 @@ from collections.abc import Mapping
 from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
 from router.request import Request
 from router.settings import RouterSettings
-from router.stages.arguments import (
-    asks_for_change,
-    derive_arguments,
-    unmatched_words,
-    unserved,
-    value_kinds,
-    values_left,
-    values_taken,
-)
+from router.stages.arguments import Derived, derive_with_leftovers, values_taken
 from router.stages.decide import tool_contenders
+from router.stages.serving import asks_for_change, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
-Derived = tuple[dict, str] | ArgumentsRequired
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
@@ -55,7 +47,7 @@ class Arguments:
         self.change = asks_for_change(request.question) if not self.named else None
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
-        self.left: dict[str, list] = {}
+        self.left: dict[str, list] = {}  # the question's values each derivation left unused
 
     def doubt(self, candidate: Candidate) -> str | None:
         """`unserved` for a candidate at its confidence; one an LLM chose has had the question read."""
@@ -83,12 +75,8 @@ class Arguments:
         return None
 
     def _leaves_values(self, capability: Capability) -> bool:
-        key = capability.key
-        if key not in self.left:
-            derived = self.of(capability)
-            extracted = not self.named and isinstance(derived, tuple) and derived[1].startswith("extracted")
-            self.left[key] = values_left(capability, self.request.question) if extracted else []
-        return bool(self.left[key])
+        self.of(capability)
+        return not self.named and bool(self.left[capability.key])
 
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself
@@ -97,11 +85,11 @@ class Arguments:
         return isinstance(derived, tuple) and derived[1] == "none needed"
 
     def of(self, capability: Capability) -> Derived:
-        hit = self._derived.get(capability.key)
-        if hit is None:
-            hit = self._derived[capability.key] = derive_arguments(capability, self.request.question,
-                                                                   self.request.arguments)
-        return hit
+        key = capability.key
+        if key not in self._derived:
+            self._derived[key], self.left[key] = derive_with_leftovers(capability, self.request.question,
+                                                                      self.request.arguments)
+        return self._derived[key]
 
 
 def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSettings) -> Decision:

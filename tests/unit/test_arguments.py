@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired
-from router.stages.arguments import derive_arguments, free_text_parameter, is_free_text, unmatched_words, values_left
+from router.stages.arguments import derive_arguments, derive_with_leftovers, free_text_parameter, is_free_text
+from router.stages.serving import unmatched_words
 from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 
@@ -274,7 +275,7 @@ def test_the_place_a_time_of_day_is_given_in_is_the_source(question: str, source
 
 
 def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> None:
-    from router.stages.arguments import unserved, value_kinds
+    from router.stages.serving import unserved, value_kinds
 
     kinds = value_kinds("Convert 100 USD to EUR")
     assert kinds == {"currency": ["USD", "EUR"]}
@@ -291,7 +292,7 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("Remembering names is hard", None),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
-    from router.stages.arguments import asks_for_change
+    from router.stages.serving import asks_for_change
 
     assert asks_for_change(question) == verb
 
@@ -305,6 +306,9 @@ def test_the_words_of_a_question_a_capability_is_not_about() -> None:
 
 
 def test_the_values_a_call_would_leave_unused() -> None:
+    def values_left(cap: Capability, question: str) -> list:
+        return derive_with_leftovers(cap, question)[1]
+
     now = Capability(backend="time", name="get_current_time", input_schema=TIMEZONE_SCHEMA)
     assert values_left(now, "What's the time difference between Tokyo and Paris?") == ["Europe/Paris"]
     assert values_left(now, "What time is it in Tokyo? Tokyo, please") == []  # the same place twice

@@ -1,0 +1,77 @@
+"""What of a question a capability can serve, whatever its arguments: the kinds of value it carries (amounts
+in a currency), a request to change something (which a read-only tool cannot do), and the words a call that
+takes nothing from the question would have to be about. The plan stage declines a call that cannot serve the
+question rather than make it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from router.retrieval.text import STOP_WORDS, stem, tokenize, words
+from router.values import Capability
+
+# Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
+# parameters) never name the kind cannot serve such a value, however close its other words are: "Convert 100
+# USD to EUR" is not a unit conversion. (An ISO code counts in capitals only: "eur" is a word's part.)
+VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    "currency": (
+        re.compile(r"(?<![A-Za-z])(?:USD|EUR|GBP|JPY|CNY|RMB|CHF|CAD|AUD|NZD|INR|KRW|BRL|MXN|SEK|NOK|DKK|PLN|HKD|"
+                   r"SGD|ZAR|TRY|RUB|BTC|ETH)(?![A-Za-z])|[$€£¥₹]\s?\d|\d\s?[$€£¥₹]|"
+                   r"(?i:\b(?:dollars?|euros?|yen|rupees?|pounds sterling|bitcoins?)\b)"),
+        re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
+                   r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
+    ),
+}
+
+
+def value_kinds(question: str) -> dict[str, list[str]]:
+    """The kinds of `VALUE_KINDS` the question carries, with the values found."""
+    found = {kind: [m.group(0).strip() for m in given.finditer(question)] for kind, (given, _) in VALUE_KINDS.items()}
+    return {kind: values for kind, values in found.items() if values}
+
+
+# Verbs that, leading a request, ask for something to be changed, which a tool declared read-only cannot do
+# ("Remember that Bob likes tea" is not answered by reading the memory). Verbs that also ask for output
+# ("create a chart", "write a poem", "add 3 and 4") are left out.
+_CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
+                           "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel"})
+_REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
+
+
+def asks_for_change(question: str) -> str | None:
+    """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
+    lead = _REQUEST_LEAD.match(question)
+    verb = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
+    return verb.group(0) if verb is not None and verb.group(0) in _CHANGE_VERBS else None
+
+
+def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
+    """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
+    text = f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}"
+    return next((kind for kind in kinds if not VALUE_KINDS[kind][1].search(text)), None)
+
+
+# Words that ask for an answer rather than say what it is about: they need no echo in a capability's texts.
+_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know".split()))
+
+
+def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
+    """The question's content words (lower-cased) that nothing in the capability's texts, or its server's
+    description, names."""
+    own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
+                       f"{_schema_words(cap.input_schema)} {server_description}"))
+    out: dict[str, str] = {}
+    for word in words(question):
+        s = stem(word)
+        if word not in STOP_WORDS and len(word) > 1 and s not in own and s not in _ASKING:
+            out.setdefault(s, word)
+    return list(out.values())
+
+
+def _schema_words(schema: Any) -> str:
+    if isinstance(schema, dict):
+        return " ".join(f"{k} {_schema_words(v)}" for k, v in schema.items())
+    if isinstance(schema, list):
+        return " ".join(_schema_words(v) for v in schema)
+    return schema if isinstance(schema, str) else ""
