@@ -241,11 +241,16 @@ class McpBackend:
                                         read_only=True)
                              for p in prompts.prompts]
                 if "resources" in wanted and server.resources is not None:
-                    resources = await client.list_resources()
-                    caps += [Capability(backend=self.name, name=r.name, kind="resource", title=r.title,
-                                        description=r.description or str(r.uri), target=str(r.uri),
-                                        read_only=True)
-                             for r in resources.resources]
+                    cursor = None
+                    while True:
+                        listed = await client.list_resources(cursor=cursor)
+                        caps += [Capability(backend=self.name, name=r.name, kind="resource", title=r.title,
+                                            description=r.description or str(r.uri), target=str(r.uri),
+                                            read_only=True)
+                                 for r in listed.resources]
+                        cursor = listed.next_cursor
+                        if not cursor:
+                            break
         except TimeoutError:
             raise BackendTimeout(f"backend {self.name!r} did not list its capabilities within "
                                  f"{self.spec.timeout_s:.0f} s", backend=self.name) from None

@@ -17,7 +17,13 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
-from mcp_router.servers.knowledge_base.server import BearerGuard, build_engine, build_rag_server, parse_args
+from mcp_router.servers.knowledge_base.server import (
+    BearerGuard,
+    build_engine,
+    build_rag_server,
+    parse_args,
+    section_resources,
+)
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
@@ -32,9 +38,10 @@ class KnowledgeBase:
                              "(runtime_env.env_vars); the router sends it as an mcp_http backend header")
         self.engine = build_engine(args)
         await self.engine.ingest(Path(args.docs))
+        self.resources = section_resources(Path(args.docs))
 
     def __serve_build_asgi_app__(self) -> Any:
-        server = build_rag_server(self.engine)
+        server = build_rag_server(self.engine, self.resources)
         app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
                                          host="0.0.0.0")  # behind Serve: no DNS-rebinding host check
         return BearerGuard(app, self.token)

@@ -178,40 +178,59 @@ def sections(text: str) -> Iterator[tuple[str, str]]:
         yield heading, "\n".join(lines)
 
 
+def document_parts(path: Path, source: str, raw: str, warnings: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(heading, text, extra metadata) of each part of one file: a Markdown section, a JSONL record, a
+    whole text file."""
+    doc_type = DOC_TYPES[path.suffix.lower()]
+    if doc_type == "md":
+        return [(h, body, {}) for h, body in sections(raw)]
+    if doc_type == "txt":
+        return [("", raw, {})]
+    parts: list[tuple[str, str, dict[str, Any]]] = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            warnings.append(f"{source}:{n}: not valid JSON ({exc.msg}); line skipped")
+            continue
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            warnings.append(f"{source}:{n}: expected an object with a non-empty 'text' string; "
+                            "line skipped")
+            continue
+        extra = {k: _meta_value(v) for k, v in record.items()
+                 if k != "text" and k not in RESERVED and v is not None}
+        heading = str(record.get("title") or record.get("question") or record.get("heading") or "")
+        parts.append((heading, text, {**extra, "line": n}))
+    return parts
+
+
 def parse_document(path: Path, source: str, raw: str, chunking: Chunking,
                    warnings: list[str]) -> list[Chunk]:
     """The chunks of one file, with their metadata and stable ids (``<source>#<n>``)."""
     doc_type = DOC_TYPES[path.suffix.lower()]
-    parts: list[tuple[str, str, dict[str, Any]]] = []  # (heading, text, extra metadata)
-    if doc_type == "md":
-        parts = [(h, body, {}) for h, body in sections(raw)]
-    elif doc_type == "txt":
-        parts = [("", raw, {})]
-    else:
-        for n, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                warnings.append(f"{source}:{n}: not valid JSON ({exc.msg}); line skipped")
-                continue
-            text = record.get("text") if isinstance(record, dict) else None
-            if not isinstance(text, str) or not text.strip():
-                warnings.append(f"{source}:{n}: expected an object with a non-empty 'text' string; "
-                                "line skipped")
-                continue
-            extra = {k: _meta_value(v) for k, v in record.items()
-                     if k != "text" and k not in RESERVED and v is not None}
-            heading = str(record.get("title") or record.get("question") or record.get("heading") or "")
-            parts.append((heading, text, {**extra, "line": n}))
     chunks: list[Chunk] = []
-    for heading, body, extra in parts:
+    for heading, body, extra in document_parts(path, source, raw, warnings):
         for text in chunk_text(body, chunking):
             meta = {**extra, "source": source, "heading": heading, "doc_type": doc_type,
                     "chunk_index": len(chunks)}
             chunks.append(Chunk(f"{source}#{len(chunks)}", source, text, meta))
     return chunks
+
+
+def folder_sections(folder: Path) -> list[tuple[str, str, str]]:
+    """(source, heading, text) of every part of the folder's documents, in a stable order."""
+    out: list[tuple[str, str, str]] = []
+    for path in discover(folder):
+        source = path.relative_to(folder).as_posix()
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # ingesting reports it
+        out += [(source, heading, text.strip()) for heading, text, _ in document_parts(path, source, raw, [])]
+    return out
 
 
 def _meta_value(value: Any) -> Any:

@@ -1,29 +1,21 @@
-"""The bundled example, in-process (no Ray): its real stdio servers, the local model, the shipped
-confidence model. What a new user's first questions get: answers where a tool fits, a 422 naming the
+"""The bundled example, in-process (no Ray): its real servers (the knowledge base on stdio), the local model, the
+shipped confidence model. What a new user's first questions get: answers where a tool fits, a 422 naming the
 tool when the question lacks its arguments, a question back when the right server is clear but not
 which of its tools, and a refusal rather than a guess when nothing fits."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 import pytest_asyncio
 
-from actors.backends import build_backend
-from benchmarks.plan_outcomes import Healthy
+from benchmarks.example_questions import example_router
 from router.core import Router
 from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend
 from router.learning.decisions import feedback_examples
 from router.models import FeedbackRequest, QueryRequest, RouteRequest
-from router.retrieval.catalog import CatalogIndex, CatalogTexts
-from router.retrieval.embeddings import LocalMiniLM
-from router.settings.file import load_settings
-from router.values import CallContext, CallOutcome, Capability
 from tests.conftest import EXAMPLES
 from tests.unit.router_world import query, route
 from tests.unit.test_learning import LocalLearning
@@ -31,45 +23,13 @@ from tests.unit.test_learning import LocalLearning
 # One set of servers and one event loop for the whole module: starting them is the slow part.
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-# The knowledge base is left out: it is an HTTP server the backend launches on a fixed port.
-STDIO = ("calculator", "time", "everything", "memory")
-
-
-class _Direct:
-    """Calls each backend directly (what the backend actors do under Ray)."""
-
-    def __init__(self, backends: dict[str, Any]) -> None:
-        self.backends = backends
-
-    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
-                   context: CallContext, force: bool = False) -> CallOutcome:
-        return await self.backends[capability.backend].call(capability, arguments, timeout_s=timeout_s,
-                                                              context=context)
-
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def router() -> AsyncIterator[Router]:
+async def router(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Router]:
     if not (EXAMPLES / "node_modules" / "@modelcontextprotocol").is_dir():
         pytest.skip("the example's npm servers are not installed (make setup)")
-    settings = load_settings(EXAMPLES / "router.yaml")
-    settings = settings.model_copy(update={"backends": [b for b in settings.backends if b.name in STDIO]})
-    backends = {spec.name: build_backend(spec) for spec in settings.backends}
-    try:
-        await asyncio.wait_for(asyncio.gather(*(b.connect() for b in backends.values())), 60)
-        catalogs = [await b.list_capabilities() for b in backends.values()]
-        model = LocalMiniLM(model=settings.embeddings.model)  # the model `make demo` runs
-
-        async def embed(texts: list[str]) -> np.ndarray:
-            return model.encode(list(texts))
-
-        r = Router(settings, executor=_Direct(backends), embed=embed, stats=Healthy(list(backends)))
-        texts = CatalogTexts.build(catalogs)
-        r.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
-                                              model.encode(list(texts.server_dense)), settings.routing))
+    async with example_router(tmp_path_factory.mktemp("rag")) as r:
         yield r
-    finally:
-        for b in backends.values():
-            await b.shutdown()
 
 
 @pytest.mark.parametrize(("question", "backend", "answer"), [
@@ -168,23 +128,20 @@ async def test_a_call_that_would_leave_some_of_the_question_s_values_unused_is_n
 
 async def test_a_call_that_takes_nothing_from_the_question_is_not_made_for_words_it_is_not_about(
         router: Router) -> None:
-    # The reference server's argument-free tools answer the same whatever was asked. "Run" matches the name of
-    # trigger-long-running-operation and "files" the description of get-roots-list; on those weak matches the
-    # question's other words are what the caller wants, and nothing those tools say is about them.
-    for question, tool, unmatched in (("How do I run it on a cluster?", "trigger-long-running-operation", "'cluster'"),
-                                      ("List the files in my home directory", "get-roots-list", "'home', 'directory'")):
-        first = (await route(router, RouteRequest(question=question))).candidates[0]
-        assert first.capability == tool and first.scores.confidence >= 0.08  # it would have been called
-        with pytest.raises(NoRelevantBackend) as info:
-            await query(router, QueryRequest(question=question))
-        assert f"everything/tool/{tool}, takes nothing from the question" in info.value.message
-        assert f"about {unmatched}:" in info.value.message
-    # Asked for what they do, they answer, on a match as weak; their server's description counts ("The MCP reference
-    # test server (echo, sums, sample prompts and resources)"); a caller who names the tool is not second-guessed.
-    for question, tool in (("What resources do you have?", "get-resource-links"),
-                           ("Give me a sample image", "get-tiny-image")):
-        answered = await query(router, QueryRequest(question=question))
-        assert answered.capability == tool and answered.routing is not None and answered.routing.confidence < 0.5
+    # The reference server's argument-free tools answer the same whatever was asked: "files" matches the description
+    # of get-roots-list, and on that weak match the question's other words are what the caller wants, and nothing
+    # that tool says is about them.
+    question = "List the files in my home directory"
+    first = (await route(router, RouteRequest(question=question))).candidates[0]
+    assert first.capability == "get-roots-list" and first.scores.confidence >= 0.08  # it would have been called
+    with pytest.raises(NoRelevantBackend) as info:
+        await query(router, QueryRequest(question=question))
+    assert "everything/tool/get-roots-list, takes nothing from the question" in info.value.message
+    assert "about 'home', 'directory':" in info.value.message
+    # Asked for what it does, such a tool answers on a match as weak; a caller who names the tool is not second-guessed.
+    answered = await query(router, QueryRequest(question="What resources do you have?"))
+    assert answered.capability == "get-resource-links"
+    assert answered.routing is not None and answered.routing.confidence < 0.5
     named = await query(router, QueryRequest(question="List the files in my home directory", backend="everything",
                                              tool="get-roots-list"))
     assert named.capability == "get-roots-list"
@@ -214,3 +171,28 @@ async def test_the_question_s_values_choose_the_conversion_and_the_breakdown_say
     current = next(c for c in resp.routing.candidates if c.capability == "get_current_time")
     assert current.scores.composite > first.scores.composite and current.rank > first.rank
     assert first.placed is not None and "values" in first.placed
+
+
+@pytest.mark.parametrize(("question", "section"), [
+    # Each of these was declined (or, "How do I run it on a cluster?", started the reference server's long-running
+    # operation) while the knowledge base offered only its one search tool, whose description names no topic.
+    ("How do I run it on a cluster?", "operations.md: Running on a cluster"),
+    ("Do I need an API key?", "faq.md: Do I need an API key to run the demo?"),
+    ("What is the default request deadline?", "resilience.md: Deadlines and timeouts"),
+    ("Can I use remote embeddings?", "embeddings.md: Remote embeddings"),
+])
+async def test_a_question_the_documentation_answers_reads_its_section(router: Router, question: str,
+                                                                     section: str) -> None:
+    resp = await query(router, QueryRequest(question=question))
+    assert (resp.backend, resp.kind, resp.capability) == ("knowledge-base", "resource", section)
+    heading = section.split(": ", 1)[1]
+    assert resp.answer.startswith(f"# {heading}\n\n")
+
+
+async def test_a_section_that_shares_none_of_the_question_s_words_is_not_read_for_it(router: Router) -> None:
+    # The closest section is about hedging, but "work" is the caller's word, not its: a weak match to a read that
+    # takes nothing from the question answers the same whatever was asked.
+    with pytest.raises(NoRelevantBackend) as info:
+        await query(router, QueryRequest(question="How does hedging work?"))
+    assert "knowledge-base/resource/faq.jsonl: When does hedging send a second request?" in info.value.message
+    assert "about 'work':" in info.value.message

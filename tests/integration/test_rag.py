@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_router.cli.local import free_port
 from mcp_router.servers.knowledge_base.engine import EXTRACTIVE_LABEL, NO_EVIDENCE, RagEngine
 from mcp_router.servers.knowledge_base.ingest import Chunking
-from mcp_router.servers.knowledge_base.server import build_rag_server
+from mcp_router.servers.knowledge_base.server import SUMMARY_CHARS, build_rag_server, section_resources
 from mcp_router.servers.knowledge_base.store import ChunkStore, FilterError
 from router.retrieval.embeddings import LocalMiniLM
 from router.settings import LLMSettings
@@ -281,6 +281,28 @@ async def test_mcp_tool_in_process_result_shape_extractive_answer_and_validation
                               "unknown operator '$like'")]:
             res = await client.call_tool(TOOL, args)
             assert res.is_error and needle in res.content[0].text, (args, res.content)
+
+
+async def test_each_section_is_a_resource_a_client_can_list_and_read(tmp_path: Path, docs: Path,
+                                                                     model: LocalMiniLM) -> None:
+    (docs / "long.md").write_text("# Long\n\n" + "A sentence about nothing in particular. " * 20, encoding="utf-8")
+    engine, _ = make_engine(tmp_path, model)
+    async with Client(build_rag_server(engine, section_resources(docs))) as client:
+        listed = (await client.list_resources()).resources
+        # Named by document and heading; records of a JSONL file without a title by their file, numbered.
+        assert [(str(r.uri), r.name) for r in listed] == [
+            ("kb://billing.md#0", "billing.md: Billing"), ("kb://billing.md#1", "billing.md: Refunds"),
+            ("kb://long.md#0", "long.md: Long"), ("kb://notes.jsonl#0", "notes.jsonl"),
+            ("kb://notes.jsonl#1", "notes.jsonl (2)"), ("kb://notes.jsonl#2", "notes.jsonl (3)"),
+            ("kb://shipping.txt#0", "shipping.txt")]
+        by_name = {r.name: r for r in listed}
+        # The description is the section's text, or its opening when longer, cut at a word.
+        assert by_name["notes.jsonl (2)"].description == NOTES[1]["text"]
+        long = by_name["long.md: Long"].description
+        assert long is not None and long.endswith("particular. …") and len(long) <= SUMMARY_CHARS + 2
+        read = await client.read_resource("kb://billing.md#1")
+        assert read.contents[0].text == "# Refunds\n\nRefunds are issued within five business days after a support " \
+                                        "agent approves them."
 
 
 async def test_stdio_subprocess_serves_the_tool(tmp_path: Path, docs: Path) -> None:

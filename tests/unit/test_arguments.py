@@ -303,6 +303,10 @@ def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     # Stop words and words that only ask ("list", "show") need no echo; the rest are named as asked.
     assert unmatched_words(roots, "List the files in my home directory") == ["files", "home", "directory"]
     assert unmatched_words(roots, "Show me the roots the client provides") == []
+    image = Capability(backend="everything", name="get-tiny-image", description="Returns a tiny MCP logo image.")
+    assert unmatched_words(image, "Give me a sample image") == ["sample"]
+    # What its server says it is for counts as its own words.
+    assert unmatched_words(image, "Give me a sample image", "The MCP reference test server (sample prompts)") == []
 
 
 def test_the_values_a_call_would_leave_unused() -> None:

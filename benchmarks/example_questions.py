@@ -1,0 +1,165 @@
+"""What the bundled example answers: a new user's questions, asked of the router as `make demo` runs it.
+
+    python benchmarks/example_questions.py [--show] [--json OUT]
+
+The router runs in-process (no Ray) with the example's real servers (the knowledge base on stdio rather
+than on its fixed port, with a fresh store), the shipped model and confidence model, every backend
+healthy. Three sets of questions, written as a user would ask them: about the documentation the
+knowledge base holds, for the other servers' tools, and for things nothing configured does. Each is
+counted by what it got: an answer from the backend that should answer, an answer from another, a
+refusal (404, 409 or 422), or a call that failed. `--show` prints every question with what it got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from actors.backends import build_backend  # noqa: E402
+from benchmarks.plan_outcomes import Healthy  # noqa: E402
+from router.core import Router  # noqa: E402
+from router.errors import ErrorKind, RouterError  # noqa: E402
+from router.models import QueryRequest  # noqa: E402
+from router.request import Request  # noqa: E402
+from router.retrieval.catalog import CatalogIndex, CatalogTexts  # noqa: E402
+from router.retrieval.embeddings import LocalMiniLM  # noqa: E402
+from router.settings import McpHttpSpec, McpStdioSpec, ResilienceSettings  # noqa: E402
+from router.settings.file import load_settings  # noqa: E402
+from router.values import CallContext, CallOutcome, Capability  # noqa: E402
+
+EXAMPLES = ROOT / "examples"
+NOTHING = None  # the backend of a question nothing configured can answer
+
+QUESTIONS: dict[str, list[tuple[str, str | None]]] = {
+    "documentation": [(q, "knowledge-base") for q in (
+        "How does hedging work?", "What ports does the router use?", "How do I configure a backend?",
+        "What happens when a backend fails?", "How are backends ejected?", "What is the default request deadline?",
+        "How does the router pick a backend?", "What is the composite score?", "Which intents are there?",
+        "How do I run the router on a cluster?", "Do I need an API key?", "Where is state stored between restarts?",
+        "How are documents chunked?", "Can I filter chunks by metadata?", "Which embedding model is used?",
+        "Can I use remote embeddings?", "What backend kinds are supported?",
+        "What does the health endpoint report when a backend is down?", "What is the consensus mode?",
+        "How does the embedding cache work?", "Can I use my Claude Desktop config?",
+        "How do I see why a question went to a backend?")],
+    "tools": [
+        *[(q, "calculator") for q in (
+            "What is 6 times 7?", "add 2 and 40", "What is 12 times (3 + 4)?", "Convert 5 km to miles",
+            "What is 15 percent of 80?", "Divide 100 by 4", "What's 3 squared?", "How many minutes in a day?",
+            "Convert 30 celsius to fahrenheit", "How many grams in a pound?", "What is the square root of 144?",
+            "Subtract 17 from 50", "Add 2, 3 and 4")],
+        *[(q, "time") for q in (
+            "What time is it in Tokyo?", "What time is it in London right now?",
+            "What time is it in New York when it is 9am in London?", "Convert 3pm Paris time to Tokyo time")],
+        *[(q, "everything") for q in (
+            "Echo back the message hello router", "Echo hello world", "Give me a sample image",
+            "What resources do you have?", "Print all environment variables", "Sum 5 and 9")],
+        *[(q, "memory") for q in ("What's in memory?", "What is in the knowledge graph?")]],
+    "nothing fits": [(q, NOTHING) for q in (
+        "What is the capital of France?", "Bake a sourdough bread recipe", "What is the weather in Paris tomorrow?",
+        "Tell me a joke", "Who won the world cup in 2018?", "Translate hello into French", "Book a flight to Berlin",
+        "What is the stock price of Apple?", "Write a poem about the sea", "How do I cook rice?")],
+}
+
+
+def on_stdio(spec: McpHttpSpec, store: Path) -> McpStdioSpec:
+    """The example's knowledge base as the demo launches it, but on stdio: the same server and documents, without
+    the fixed port the demo gives it."""
+    assert spec.launch is not None
+    args = list(spec.launch.args)
+    args = args[:args.index("--http")]  # then only the port
+    args[args.index("--store") + 1] = str(store)
+    return McpStdioSpec(name=spec.name, intents=spec.intents, command=sys.executable, args=args, cwd=spec.launch.cwd)
+
+
+class _Direct:
+    """Calls each backend directly (what the backend actors do under Ray)."""
+
+    def __init__(self, backends: dict[str, Any]) -> None:
+        self.backends = backends
+
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        return await self.backends[capability.backend].call(capability, arguments, timeout_s=timeout_s,
+                                                              context=context)
+
+
+@asynccontextmanager
+async def example_router(store: Path) -> AsyncIterator[Router]:
+    """The bundled example's router with its real servers connected; `store` holds the knowledge base's chunks."""
+    settings = load_settings(EXAMPLES / "router.yaml")
+    settings = settings.model_copy(update={"backends": [on_stdio(b, store) if isinstance(b, McpHttpSpec) else b
+                                                        for b in settings.backends]})
+    backends = {spec.name: build_backend(spec) for spec in settings.backends}
+    try:
+        await asyncio.wait_for(asyncio.gather(*(b.connect() for b in backends.values())), 60)
+        catalogs = [await b.list_capabilities() for b in backends.values()]
+        model = LocalMiniLM(model=settings.embeddings.model)  # the model `make demo` runs
+
+        async def embed(texts: list[str]) -> Any:
+            return model.encode(list(texts))
+
+        router = Router(settings, executor=_Direct(backends), embed=embed, stats=Healthy(list(backends)))
+        texts = CatalogTexts.build(catalogs)
+        router.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
+                                                   model.encode(list(texts.server_dense)), settings.routing))
+        yield router
+    finally:
+        for b in backends.values():
+            await b.shutdown()
+
+
+async def ask(router: Router, question: str, expected: str | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"question": question, "expected": expected}
+    try:
+        resp = await router.query(Request.of(QueryRequest(question=question), ResilienceSettings()))
+    except RouterError as exc:
+        refused = exc.kind in (ErrorKind.NO_RELEVANT_BACKEND, ErrorKind.AMBIGUOUS_ROUTE, ErrorKind.ARGUMENTS_REQUIRED)
+        return {**row, "outcome": f"refused ({exc.status_code})" if refused else "call failed",
+                "detail": f"{exc.code}: {exc.message[:120]}"}
+    right = resp.backend == expected
+    return {**row, "outcome": "answered, right backend" if right else "answered, other backend",
+            "detail": f"{resp.backend}/{resp.capability}: {resp.answer[:80]!r}"}
+
+
+async def run(show: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as store:
+        async with example_router(Path(store)) as router:
+            rows = {name: [await ask(router, q, expected) for q, expected in questions]
+                    for name, questions in QUESTIONS.items()}
+    if show:
+        for name, answered in rows.items():
+            print(f"\n{name}")
+            for r in answered:
+                print(f"  {r['question'][:60]:<62}{r['outcome']:<26}{r['detail']}")
+    return {name: {"questions": len(answered), **Counter(r["outcome"] for r in answered), "rows": answered}
+            for name, answered in rows.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--show", action="store_true", help="print every question with what it got")
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    report = asyncio.run(run(args.show))
+    columns = ("answered, right backend", "answered, other backend", "refused (404)", "refused (409)",
+               "refused (422)", "call failed")
+    print(f"\n{'set':<16}{'questions':>10}" + "".join(f"{c:>26}" for c in columns))
+    for name, counts in report.items():
+        print(f"{name:<16}{counts['questions']:>10}" + "".join(f"{counts.get(c, 0):>26}" for c in columns))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
