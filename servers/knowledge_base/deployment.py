@@ -38,7 +38,7 @@ class KnowledgeBase:
                              "(runtime_env.env_vars); the router sends it as an mcp_http backend header")
         self.engine = build_engine(args)
         await self.engine.ingest(Path(args.docs))
-        self.resources = section_resources(Path(args.docs))
+        self.resources = section_resources(Path(args.docs), args.max_resources)
 
     def __serve_build_asgi_app__(self) -> Any:
         server = build_rag_server(self.engine, self.resources)
@@ -48,11 +48,11 @@ class KnowledgeBase:
 
 
 def app(args: dict[str, str]) -> Application:
-    """Builder: `docs` (required) and optionally `store`, `chunk_size`, `chunk_overlap`, `alpha`."""
+    """Builder: `docs` (required) and optionally `store`, `chunk_size`, `chunk_overlap`, `alpha`, `max_resources`."""
     if "docs" not in args:
         raise ValueError("the knowledge-base application needs the argument docs=<folder of documents>")
     argv = ["--docs", args["docs"], "--store", args.get("store", ".state/rag")]
-    for key in ("chunk_size", "chunk_overlap", "alpha"):
+    for key in ("chunk_size", "chunk_overlap", "alpha", "max_resources"):
         if key in args:
             argv += [f"--{key.replace('_', '-')}", str(args[key])]
     return KnowledgeBase.bind(argv)  # type: ignore[attr-defined]

@@ -45,6 +45,7 @@ TOKEN_ENV = "MCP_ROUTER_KB_TOKEN"
 # A section's opening, as its resource's description: enough to say what the section covers. Openings twice as long
 # matched other servers' short questions in the bundled example ("What is 6 times 7?" went to the composite score).
 SUMMARY_CHARS = 200
+MAX_RESOURCES = 1000
 
 TOOL_DESCRIPTION = """\
 Answer a question from the mcp-router project documentation and knowledge base (retrieval-augmented).
@@ -78,12 +79,18 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def section_resources(folder: Path) -> list[TextResource]:
+def section_resources(folder: Path, limit: int = MAX_RESOURCES) -> list[TextResource]:
     """Each section of the documents as a resource (`kb://<source>#<n>`): a client can list and read what the
-    knowledge base holds, and a router can tell from their texts which questions it covers."""
+    knowledge base holds, and a router can tell from their texts which questions it covers. Beyond `limit`
+    sections none is listed: a router rejects a catalog larger than its `security.max_capabilities` (2000) whole,
+    search tool and all, and a part of the sections would draw the questions of the rest."""
+    found = folder_sections(folder)
+    if len(found) > limit:
+        log.warning("%d sections, more than --max-resources %d: none is listed as a resource", len(found), limit)
+        return []
     resources: list[TextResource] = []
     parts: dict[str, int] = {}
-    for source, heading, text in folder_sections(folder):
+    for source, heading, text in found:
         n = parts[source] = parts.get(source, -1) + 1
         name = f"{source}: {heading}" if heading else source
         if n and any(r.name == name for r in resources[-n:]):  # a heading repeated within its document
@@ -158,12 +165,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk-overlap", type=int, default=120)
     parser.add_argument("--chunk-unit", choices=["chars", "words"], default="chars")
     parser.add_argument("--alpha", type=float, default=0.5, help="default dense weight of the fusion, 0 to 1")
+    parser.add_argument("--max-resources", type=int, default=MAX_RESOURCES, help=(
+        "most sections listed as resources; a folder with more lists none (the search tool still answers)"))
     parser.add_argument("--llm-base-url", default=os.environ.get("RAG_LLM_BASE_URL"))
     parser.add_argument("--llm-model", default=os.environ.get("RAG_LLM_MODEL"))
     parser.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
     args = parser.parse_args(argv)
     if not 0 <= args.alpha <= 1:
         parser.error(f"--alpha must be between 0 and 1, got {args.alpha}")
+    if args.max_resources < 0:
+        parser.error(f"--max-resources must be 0 or more, got {args.max_resources}")
     return args
 
 
@@ -179,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {exc}") from None
     report = asyncio.run(engine.ingest(docs))
     log.info("ingested %s: %s", docs, json.dumps(report.as_dict()))
-    server = build_rag_server(engine, section_resources(docs))
+    server = build_rag_server(engine, section_resources(docs, args.max_resources))
     if args.http is None:
         server.run()
         return

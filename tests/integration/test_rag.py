@@ -303,6 +303,8 @@ async def test_each_section_is_a_resource_a_client_can_list_and_read(tmp_path: P
         read = await client.read_resource("kb://billing.md#1")
         assert read.contents[0].text == "# Refunds\n\nRefunds are issued within five business days after a support " \
                                         "agent approves them."
+    # More sections than the limit: none is listed, rather than a part that would draw the others' questions.
+    assert len(section_resources(docs, limit=7)) == 7 and section_resources(docs, limit=6) == []
 
 
 async def test_stdio_subprocess_serves_the_tool(tmp_path: Path, docs: Path) -> None:
