@@ -191,7 +191,8 @@ class Decider:
         if first is not None and first.unclear_tool and not session:
             # The best backend fits, but not one of its tools clearly: a weaker backend is not called
             # instead, and neither is a guess among its tools.
-            return "ambiguous", _unclear_tool_message(first, candidates, self.settings.routing.min_tool_confidence)
+            return "ambiguous", unclear_tool_message(first, tool_contenders(first, candidates),
+                                                     self.settings.routing.min_tool_confidence)
         if not relevant:
             if not candidates:
                 return "no_match", "nothing in the catalog is relevant enough to this question"
@@ -215,9 +216,8 @@ def tool_contenders(first: Candidate, candidates: Sequence[Candidate], limit: in
     return [c for c in candidates if c.capability.backend == first.capability.backend][:limit]
 
 
-def _unclear_tool_message(first: Candidate, candidates: Sequence[Candidate], threshold: float) -> str:
-    tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})"
-                      for c in tool_contenders(first, candidates))
+def unclear_tool_message(first: Candidate, contenders: Sequence[Candidate], threshold: float) -> str:
+    tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})" for c in contenders)
     return (f"backend {first.capability.backend!r} fits (confidence {first.scores.confidence:.2f}), but not clearly "
             f"one of its tools: {tools} (tool confidence < routing.min_tool_confidence "
             f"{threshold:.2f}); name the tool")

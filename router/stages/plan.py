@@ -20,7 +20,7 @@ from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable,
 from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
-from router.stages.decide import tool_contenders
+from router.stages.decide import tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
@@ -130,7 +130,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
 def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
          settings: RouterSettings) -> Plan:
     request = arguments.request
-    refusal = _refusal(decision, request, statuses)
+    refusal = _refusal(decision, arguments, statuses, settings)
     if refusal is not None:
         return Plan(calls=(), mode=request.mode, refusal=refusal)
     calls, missing = planned_calls(decision, arguments, statuses)
@@ -173,7 +173,9 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
     return calls, missing
 
 
-def _refusal(d: Decision, request: Request, statuses: Mapping[str, BackendStatus]) -> RouterError | None:
+def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
+             settings: RouterSettings) -> RouterError | None:
+    request = arguments.request
     closest = [c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])]
     if not d.candidates:
         return NoRelevantBackend("no backend offers anything to route to" if not request.backend else
@@ -188,8 +190,13 @@ def _refusal(d: Decision, request: Request, statuses: Mapping[str, BackendStatus
         if first is not None and first.unsure_action:  # whether to act at all
             return AmbiguousRoute(d.message, candidates=closest, request_id=request.request_id)
         if first is not None and first.unclear_tool:  # which of one backend's tools
-            return AmbiguousRoute(d.message, request_id=request.request_id, candidates=[
-                c.info(i + 1).model_dump() for i, c in enumerate(tool_contenders(first, d.candidates))])
+            # Those that could serve the question: the memory's readers are no choice for "Remember that ...".
+            listed = tool_contenders(first, d.candidates)
+            tools = tool_contenders(first, [c for c in d.candidates if arguments.doubt(c) is None]) or listed
+            message = d.message if tools == listed else unclear_tool_message(first, tools,
+                                                                             settings.routing.min_tool_confidence)
+            return AmbiguousRoute(message, request_id=request.request_id,
+                                  candidates=[c.info(i + 1).model_dump() for i, c in enumerate(tools)])
         return AmbiguousRoute(d.message, candidates=closest[:2], request_id=request.request_id)
     if request.backend and not request.fallback_on_override:
         status = statuses.get(request.backend)

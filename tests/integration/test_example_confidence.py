@@ -58,6 +58,9 @@ async def test_a_memory_request_names_the_memory_server_and_asks_which_of_its_to
     listed = info.value.details["candidates"]
     assert listed and {c["backend"] for c in listed} == {"memory"}
     assert "backend 'memory' fits" in info.value.message
+    # The tools to choose from are those that could do it: read_graph ranks first, but only reads.
+    assert not any(c["read_only"] for c in listed) and "read_graph" not in info.value.message
+    assert "add_observations" in {c["capability"] for c in listed}
 
 
 async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its_paraphrases(
