@@ -1,6 +1,6 @@
 """What the bundled example answers: a new user's questions, asked of the router as `make demo` runs it.
 
-    python benchmarks/example_questions.py [--show] [--json OUT]
+    python benchmarks/example_questions.py [--project-docs] [--show] [--json OUT]
 
 The router runs in-process (no Ray) with the example's real servers (the knowledge base on stdio rather
 than on its fixed port, with a fresh store), the shipped model and confidence model, every backend
@@ -8,6 +8,8 @@ healthy. Three sets of questions, written as a user would ask them: about the do
 knowledge base holds, for the other servers' tools, and for things nothing configured does. Each is
 counted by what it got: an answer from the backend that should answer, an answer from another, a
 refusal (404, 409 or 422), or a call that failed. `--show` prints every question with what it got.
+`--project-docs` gives the knowledge base the project's own documentation instead of the example's (about
+150 sections nothing was tuned on), with questions about it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ from router.values import CallContext, CallOutcome, Capability  # noqa: E402
 EXAMPLES = ROOT / "examples"
 NOTHING = None  # the backend of a question nothing configured can answer
 
+# Questions about the project's own documentation (docs/), for `--project-docs`.
+PROJECT_DOCUMENTATION = [(q, "knowledge-base") for q in (
+    "How does hedging work?", "How do I connect Claude Desktop to the router?", "What is the default min_confidence?",
+    "How are API keys created?", "What does the console show?", "How do I run the load test?",
+    "How is the confidence model fitted?", "What is smart tool selection?", "How do I add a Flowise backend?",
+    "What happens when a replica is killed?", "How does the router learn from feedback?",
+    "Which ports does the router use?", "How do I run the router on a cluster?", "What is the trained retrieval model?",
+    "How are tool definitions pinned?")]
+
 QUESTIONS: dict[str, list[tuple[str, str | None]]] = {
     "documentation": [(q, "knowledge-base") for q in (
         "How does hedging work?", "What ports does the router use?", "How do I configure a backend?",
@@ -72,13 +83,15 @@ QUESTIONS: dict[str, list[tuple[str, str | None]]] = {
 }
 
 
-def on_stdio(spec: McpHttpSpec, store: Path) -> McpStdioSpec:
-    """The example's knowledge base as the demo launches it, but on stdio: the same server and documents, without
-    the fixed port the demo gives it."""
+def on_stdio(spec: McpHttpSpec, store: Path, docs: Path | None = None) -> McpStdioSpec:
+    """The example's knowledge base as the demo launches it, but on stdio: the same server and documents (or
+    `docs`), without the fixed port the demo gives it."""
     assert spec.launch is not None
     args = list(spec.launch.args)
     args = args[:args.index("--http")]  # then only the port
     args[args.index("--store") + 1] = str(store)
+    if docs is not None:
+        args[args.index("--docs") + 1] = str(docs.resolve())
     return McpStdioSpec(name=spec.name, intents=spec.intents, command=sys.executable, args=args, cwd=spec.launch.cwd)
 
 
@@ -95,10 +108,16 @@ class _Direct:
 
 
 @asynccontextmanager
-async def example_router(store: Path) -> AsyncIterator[Router]:
-    """The bundled example's router with its real servers connected; `store` holds the knowledge base's chunks."""
+async def example_router(store: Path, docs: Path | None = None) -> AsyncIterator[Router]:
+    """The bundled example's router with its real servers connected; `store` holds the knowledge base's chunks (of
+    `docs`, when given, instead of the example's documents)."""
     settings = load_settings(EXAMPLES / "router.yaml")
-    settings = settings.model_copy(update={"backends": [on_stdio(b, store) if isinstance(b, McpHttpSpec) else b
+    kb = [on_stdio(b, store, docs) for b in settings.backends if isinstance(b, McpHttpSpec)]
+    if docs is not None:  # ingested first: a large folder takes longer than the server's handshake may
+        from mcp_router.servers.knowledge_base.server import build_engine, parse_args
+
+        await build_engine(parse_args(kb[0].args[2:])).ingest(docs)
+    settings = settings.model_copy(update={"backends": [kb[0] if isinstance(b, McpHttpSpec) else b
                                                         for b in settings.backends]})
     backends = {spec.name: build_backend(spec) for spec in settings.backends}
     try:
@@ -132,11 +151,12 @@ async def ask(router: Router, question: str, expected: str | None) -> dict[str, 
             "detail": f"{resp.backend}/{resp.capability}: {resp.answer[:80]!r}"}
 
 
-async def run(show: bool) -> dict[str, Any]:
+async def run(show: bool, docs: Path | None = None) -> dict[str, Any]:
+    sets = QUESTIONS if docs is None else {**QUESTIONS, "documentation": PROJECT_DOCUMENTATION}
     with tempfile.TemporaryDirectory() as store:
-        async with example_router(Path(store)) as router:
+        async with example_router(Path(store), docs) as router:
             rows = {name: [await ask(router, q, expected) for q, expected in questions]
-                    for name, questions in QUESTIONS.items()}
+                    for name, questions in sets.items()}
     if show:
         for name, answered in rows.items():
             print(f"\n{name}")
@@ -148,10 +168,12 @@ async def run(show: bool) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--project-docs", action="store_true", help="the knowledge base holds the project's own "
+                        "documentation (docs/) instead of the example's, with questions about it")
     parser.add_argument("--show", action="store_true", help="print every question with what it got")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
-    report = asyncio.run(run(args.show))
+    report = asyncio.run(run(args.show, ROOT / "docs" if args.project_docs else None))
     columns = ("answered, right backend", "answered, other backend", "refused (404)", "refused (409)",
                "refused (422)", "call failed")
     print(f"\n{'set':<16}{'questions':>10}" + "".join(f"{c:>26}" for c in columns))
