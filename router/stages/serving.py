@@ -52,10 +52,8 @@ def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
     return next((kind for kind in kinds if not VALUE_KINDS[kind][1].search(text)), None)
 
 
-# Words that ask for an answer rather than say what it is about ("how does hedging work?"): they need no echo in a
-# capability's texts.
-_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know "
-                              "work".split()))
+# Words that ask for an answer rather than say what it is about: they need no echo in a capability's texts.
+_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know".split()))
 
 
 def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
