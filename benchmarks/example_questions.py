@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from actors.backends import build_backend  # noqa: E402
 from benchmarks.plan_outcomes import Healthy  # noqa: E402
+from mcp_router.servers.knowledge_base.server import build_engine, parse_args  # noqa: E402
 from router.core import Router  # noqa: E402
 from router.errors import ErrorKind, RouterError  # noqa: E402
 from router.models import QueryRequest  # noqa: E402
@@ -114,9 +115,9 @@ async def example_router(store: Path, docs: Path | None = None) -> AsyncIterator
     settings = load_settings(EXAMPLES / "router.yaml")
     kb = [on_stdio(b, store, docs) for b in settings.backends if isinstance(b, McpHttpSpec)]
     if docs is not None:  # ingested first: a large folder takes longer than the server's handshake may
-        from mcp_router.servers.knowledge_base.server import build_engine, parse_args
-
-        await build_engine(parse_args(kb[0].args[2:])).ingest(docs)
+        engine = build_engine(parse_args(kb[0].args[2:]))
+        await engine.ingest(docs)
+        engine.store.close()
     settings = settings.model_copy(update={"backends": [kb[0] if isinstance(b, McpHttpSpec) else b
                                                         for b in settings.backends]})
     backends = {spec.name: build_backend(spec) for spec in settings.backends}

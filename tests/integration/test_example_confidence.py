@@ -177,8 +177,8 @@ async def test_the_question_s_values_choose_the_conversion_and_the_breakdown_say
 
 
 @pytest.mark.parametrize(("question", "section"), [
-    # Each of these was declined (or, "How do I run it on a cluster?", started the reference server's long-running
-    # operation) while the knowledge base offered only its one search tool, whose description names no topic.
+    # Each of these was declined while the knowledge base offered only its one search tool, whose description names
+    # no topic ("How do I run it on a cluster?" came closest to the reference server's long-running operation).
     ("How do I run it on a cluster?", "operations.md: Running on a cluster"),
     ("Do I need an API key?", "faq.md: Do I need an API key to run the demo?"),
     ("What is the default request deadline?", "resilience.md: Deadlines and timeouts"),
