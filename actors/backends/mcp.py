@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -77,6 +77,18 @@ def _prompt_schema(prompt: Any) -> dict[str, Any]:
         "properties": {a.name: {"type": "string", "description": a.description or ""} for a in args},
         "required": [a.name for a in args if a.required],
     }
+
+
+async def _every_page(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated MCP listing (`tools/list`, `prompts/list`, `resources/list`), page by page."""
+    items: list[Any] = []
+    cursor = None
+    while True:
+        page = await list_page(cursor=cursor)
+        items += getattr(page, field)
+        cursor = page.next_cursor
+        if not cursor:
+            return items
 
 
 class McpBackend:
@@ -222,35 +234,20 @@ class McpBackend:
         try:
             async with asyncio.timeout(self.spec.timeout_s):
                 if "tools" in wanted and server.tools is not None:
-                    cursor = None
-                    while True:
-                        page = await client.list_tools(cursor=cursor)
-                        # A tool that runs only as an MCP task cannot answer a plain call: not routable.
-                        caps += [Capability(backend=self.name, name=t.name, kind="tool", title=t.title,
-                                            description=t.description or "", input_schema=t.input_schema or {},
-                                            read_only=_hint(t, "read_only_hint"),
-                                            idempotent=_hint(t, "idempotent_hint"))
-                                 for t in page.tools if not _task_only(t)]
-                        cursor = page.next_cursor
-                        if not cursor:
-                            break
+                    # A tool that runs only as an MCP task cannot answer a plain call: not routable.
+                    caps += [Capability(backend=self.name, name=t.name, kind="tool", title=t.title,
+                                        description=t.description or "", input_schema=t.input_schema or {},
+                                        read_only=_hint(t, "read_only_hint"), idempotent=_hint(t, "idempotent_hint"))
+                             for t in await _every_page(client.list_tools, "tools") if not _task_only(t)]
                 if "prompts" in wanted and server.prompts is not None:
-                    prompts = await client.list_prompts()
                     caps += [Capability(backend=self.name, name=p.name, kind="prompt", title=p.title,
                                         description=p.description or "", input_schema=_prompt_schema(p),
                                         read_only=True)
-                             for p in prompts.prompts]
+                             for p in await _every_page(client.list_prompts, "prompts")]
                 if "resources" in wanted and server.resources is not None:
-                    cursor = None
-                    while True:
-                        listed = await client.list_resources(cursor=cursor)
-                        caps += [Capability(backend=self.name, name=r.name, kind="resource", title=r.title,
-                                            description=r.description or str(r.uri), target=str(r.uri),
-                                            read_only=True)
-                                 for r in listed.resources]
-                        cursor = listed.next_cursor
-                        if not cursor:
-                            break
+                    caps += [Capability(backend=self.name, name=r.name, kind="resource", title=r.title,
+                                        description=r.description or str(r.uri), target=str(r.uri), read_only=True)
+                             for r in await _every_page(client.list_resources, "resources")]
         except TimeoutError:
             raise BackendTimeout(f"backend {self.name!r} did not list its capabilities within "
                                  f"{self.spec.timeout_s:.0f} s", backend=self.name) from None

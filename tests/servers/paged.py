@@ -1,4 +1,4 @@
-"""A test MCP server (stdio) that lists its tools and its resources two to a page, as a server with a large
+"""A test MCP server (stdio) that lists its tools, prompts and resources two to a page, as a server with a large
 catalog may: a client that reads only the first page misses the rest."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from mcp.server.stdio import stdio_server
 PAGE = 2
 TOOLS = [types.Tool(name=f"tool_{i}", description=f"Tool number {i}.", input_schema={"type": "object"})
          for i in range(5)]
+PROMPTS = [types.Prompt(name=f"prompt_{i}", description=f"Prompt number {i}.") for i in range(3)]
 RESOURCES = [types.Resource(uri=f"paged://doc/{i}", name=f"doc_{i}", description=f"Document number {i}.")
              for i in range(5)]
 
@@ -26,6 +27,11 @@ async def list_tools(ctx: object, params: types.PaginatedRequestParams | None) -
     return types.ListToolsResult(tools=tools, next_cursor=cursor)
 
 
+async def list_prompts(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    prompts, cursor = page(PROMPTS, params)
+    return types.ListPromptsResult(prompts=prompts, next_cursor=cursor)
+
+
 async def list_resources(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
     resources, cursor = page(RESOURCES, params)
     return types.ListResourcesResult(resources=resources, next_cursor=cursor)
@@ -39,8 +45,8 @@ async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.C
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"called {params.name}")])
 
 
-server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
-                on_read_resource=read_resource)
+server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool, on_list_prompts=list_prompts,
+                on_list_resources=list_resources, on_read_resource=read_resource)
 
 
 async def main() -> None:
