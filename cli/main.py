@@ -177,6 +177,10 @@ def cmd_route(args: argparse.Namespace) -> int:
         print(json.dumps(body, indent=2))
         return 0 if resp.status_code == 200 else 1
     print(f"{body['decision']}: {body['message']} (intent {body['intent']}, {body['decision_ms']:.1f} ms)")
+    if body.get("calls"):
+        print("would call: " + ", then ".join(body["calls"]))
+    else:
+        print(f"would answer {body.get('status')} {body.get('error') or ''}".rstrip())
     for c in body["candidates"]:
         s = c["scores"]
         print(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} composite={s['composite']:.3f} "

@@ -108,7 +108,8 @@ def build_mcp_server(service: RouterService, settings: RouterSettings) -> MCPSer
     async def explain_route(
         question: str, intent: IntentName | None = None, backend: BackendName = "auto",
     ) -> dict[str, Any]:
-        """Dry run: the ranked candidates for a question with every score component; calls nothing."""
+        """Dry run: what universal_query would do with the question (the calls it would make, or the refusal it
+        would answer) and the ranked candidates with every score component; calls nothing."""
         req = _parse(RouteRequest, question=question, intent=intent, backend=None if backend == "auto" else backend)
         return (await _run(service.route(req, _caller()))).model_dump(mode="json")
 

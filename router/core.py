@@ -123,11 +123,22 @@ class Router:
         return d
 
     async def route(self, request: Request) -> RouteResponse:
-        """A dry run: the decision, with every candidate's scores; nothing is called."""
-        d = await self.decide(request)
-        return RouteResponse(decision=d.verdict, message=d.message, intent=d.intent,
-                             intent_source=d.analysis.intent_source, intent_scores=d.analysis.intent_scores,
-                             method=d.method, candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
+        """A dry run: what /v1/query would do with the question (the decision as the question's values settle
+        it, then the calls it would make or the refusal it would answer), with every candidate's scores.
+        Nothing is called, and no LLM is asked: with one configured, it may still choose among close tools."""
+        arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
+        d = settle_by_arguments(await self.decide(request), arguments, self.settings)
+        p = plan(d, arguments, self.stats.statuses(), self.settings)
+        refused = p.refusal
+        verdict = d.verdict if refused is None else ("no_match" if isinstance(refused, NoRelevantBackend) else
+                                                    "ambiguous" if isinstance(refused, AmbiguousRoute) else "route")
+        return RouteResponse(decision=verdict, message=d.message if refused is None else refused.message,
+                             status=200 if refused is None else refused.status_code,
+                             error=None if refused is None else refused.code,
+                             calls=[] if refused else [f"{c.backend}/{c.capability.name}" for c in p.calls],
+                             intent=d.intent, intent_source=d.analysis.intent_source,
+                             intent_scores=d.analysis.intent_scores, method=d.method,
+                             candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
                              decision_ms=d.decision_ms, confidence=d.confidence)
 
     async def query(self, request: Request) -> QueryResponse:

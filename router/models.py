@@ -255,8 +255,14 @@ class QueryResponse(_Model):
 
 
 class RouteResponse(_Model):
-    decision: Verdict
-    message: str
+    decision: Verdict = Field(description=(
+        "What the same question would get from /v1/query: `route` (a call, or a 422 or 503 named by `status`), "
+        "`no_match` (404) or `ambiguous` (409)."))
+    message: str = Field(description="Why: the decision's reason, or the refusal /v1/query would answer with.")
+    status: int = Field(default=200, description="The HTTP status /v1/query would answer with (200: it would call).")
+    error: str | None = Field(default=None, description="The refusal's `error.type`, when /v1/query would refuse.")
+    calls: list[str] = Field(default_factory=list, description=(
+        "`backend/capability` /v1/query would call, in order (the first, then those it would fall back to)."))
     confidence: float = Field(default=0.0, description=(
         "The estimated probability that the candidate the router would call first is right (declining: "
         "the best there was, below `routing.min_confidence`)."))

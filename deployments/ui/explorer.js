@@ -62,12 +62,19 @@ async function explain(form) {
       el('div', { class: `verdict v-${VERDICTS.includes(r.decision) ? r.decision : 'unknown'}` },
         el('h3', null, 'Verdict: ', badge('verdict', r.decision, VERDICTS, String(r.decision ?? '?').replace('_', ' '))),
         el('p', { class: 'verdict-msg' }, String(r.message ?? ''))),
-      kv([['confidence', pct(r.confidence)], ['intent', `${r.intent ?? '?'} (${r.intent_source ?? '?'})`], ['method', String(r.method ?? '')], ['decided in', ms(r.decision_ms)]]),
+      kv([['would', wouldDo(r)], ['confidence', pct(r.confidence)], ['intent', `${r.intent ?? '?'} (${r.intent_source ?? '?'})`], ['method', String(r.method ?? '')], ['decided in', ms(r.decision_ms)]]),
       intentScores(r.intent_scores),
       candidateTable(r.candidates, 'Candidates'));
   } catch (err) {
     clear(out, errorBox(err, 'Explain failed:'));
   } finally { setBusy(false); }
+}
+
+// What /v1/query would do with the question: the calls in order, or the refusal's status and type.
+function wouldDo(r) {
+  const calls = Array.isArray(r.calls) ? r.calls.map(String) : [];
+  if (calls.length) return `call ${calls.join(', then ')}`;
+  return `answer ${r.status ?? '?'} ${r.error ?? ''}`.trim();
 }
 
 function rememberIntents(scores) {

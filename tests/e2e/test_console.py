@@ -111,6 +111,7 @@ def test_an_operator_sees_the_backends_explains_a_question_and_corrects_a_409(
     expect(page.locator(".verdict")).to_contain_text("route")
     expect(page.locator(".candidate").first).to_contain_text("time")
     expect(page.locator(".candidate").first).to_contain_text("get_current_time")
+    expect(page.locator("#explorer-result")).to_contain_text("call time/get_current_time")
     page.screenshot(path=str(shots / "console-explorer.png"), full_page=True)
 
     # A description from an untrusted server is shown as text; nothing in it runs.
@@ -123,6 +124,8 @@ def test_an_operator_sees_the_backends_explains_a_question_and_corrects_a_409(
     # question is then answered by that tool.
     question = "How do I enable tracing?"
     page.get_by_label("Question").fill(question)
+    page.get_by_role("button", name="Explain").click()  # the dry run says what running it will answer
+    expect(page.locator("#explorer-result")).to_contain_text("answer 409 ambiguous_route")
     page.get_by_role("button", name="Run it").click()
     expect(page.locator(".err-type")).to_have_text("ambiguous_route")
     page.get_by_role("button", name="Wrong, it should have been…").click()

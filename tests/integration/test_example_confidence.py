@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from benchmarks.example_questions import example_router
 from router.core import Router
-from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend
+from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, RouterError
 from router.learning.decisions import feedback_examples
 from router.models import FeedbackRequest, QueryRequest, RouteRequest
 from tests.conftest import EXAMPLES
@@ -199,3 +199,27 @@ async def test_a_section_that_shares_none_of_the_question_s_words_is_not_read_fo
         await query(router, QueryRequest(question="How does hedging work?"))
     assert "knowledge-base/resource/faq.jsonl: When does hedging send a second request?" in info.value.message
     assert "about 'work':" in info.value.message
+
+
+@pytest.mark.parametrize("question", [
+    "add 2 and 40",  # a call
+    "What time is it in New York when it is 9am in London?",  # a call the question's values settle
+    "How does hedging work?", "Write a poem about the sea",  # 404s the plan adds to a route on a weak match
+    "Remember that Bob likes tea",  # a 404: only a reader fits a request to store
+    "How do I enable tracing?",  # a 409: a tool that may act, on a weak match
+    "What time is it?",  # a 422
+])
+async def test_the_dry_run_shows_what_the_query_does(router: Router, question: str) -> None:
+    # Before, the dry run was the decision alone: it showed get_current_time for the 9am question, and a route to an
+    # unrelated FAQ entry for the poem, which the query then declined.
+    shown = await route(router, RouteRequest(question=question))
+    try:
+        resp = await query(router, QueryRequest(question=question))
+    except RouterError as refused:
+        assert (shown.status, shown.error, shown.calls) == (refused.status_code, refused.code, [])
+        assert shown.message == refused.message
+        assert shown.decision == {404: "no_match", 409: "ambiguous"}.get(refused.status_code, "route")
+    else:
+        assert (shown.decision, shown.status, shown.error) == ("route", 200, None)
+        assert shown.calls[0] == f"{resp.backend}/{resp.capability}" == f"{shown.candidates[0].backend}/" \
+                                                                         f"{shown.candidates[0].capability}"

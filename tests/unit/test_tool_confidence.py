@@ -12,6 +12,7 @@ import pytest
 from router.errors import AmbiguousRoute, NoRelevantBackend
 from router.llm.client import Choice, ServerCandidate
 from router.models import QueryRequest, RouteRequest
+from router.request import Request
 from router.settings import RoutingSettings
 from router.stages.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceModel, tool_features
 from router.values import Capability
@@ -162,7 +163,10 @@ ZONES = catalog("zones", "time zones: the current time anywhere, and converting 
 async def test_of_a_backends_unclear_tools_the_one_the_questions_values_fit_is_called() -> None:
     w = with_model(world(answers(zones=ok("11:00 in Tokyo")), catalogs=[ZONES, *small_catalogs()[2:]]), SURE)
     w.router.decider.scorer.tool_confidence = TOOL_UNSURE
-    assert (await route(w.router, RouteRequest(question="What time is it in Tokyo?"))).decision == "ambiguous"
+    asked = RouteRequest(question="What time is it in Tokyo?")
+    assert (await w.router.decide(Request.dry_run(asked))).verdict == "ambiguous"  # retrieval alone cannot tell
+    shown = await route(w.router, asked)  # the dry run shows what the query then does
+    assert (shown.decision, shown.status, shown.calls) == ("route", 200, ["zones/current_time"])
     resp = await query(w.router, QueryRequest(question="What time is it in Tokyo?"))
     assert (resp.backend, resp.capability) == ("zones", "current_time")
     assert w.executor.calls[0].arguments == {"timezone": "Asia/Tokyo"}
