@@ -119,9 +119,11 @@ class ToolSelector:
         text = conversation_text(messages)
         s = self.settings
         if index is None or len(tools) <= s.min_tools or len(servers) <= s.min_servers:
+            few = (f"{len(tools)} tools, no more than tool_selection.min_tools ({s.min_tools})"
+                   if len(tools) <= s.min_tools else
+                   f"{len(servers)} servers, no more than tool_selection.min_servers ({s.min_servers})")
             return self._build(tools, servers, "below_threshold", len(tools),
-                               f"{len(tools)} tools on {len(servers)} servers: under the thresholds "
-                               f"({s.min_tools} tools, {s.min_servers} servers), so every tool is offered")
+                               f"{len(tools)} tools on {len(servers)} servers: {few}, so every tool is offered")
         try:
             ranked = await self._rank(index, text, messages)
         except (ValueError, RuntimeError, OSError) as exc:

@@ -198,8 +198,8 @@ class Decider:
                 return "no_match", "nothing in the catalog is relevant enough to this question"
             best = max(candidates, key=lambda c: c.scores.confidence)
             return "no_match", (f"no capability is likely enough to be right: the most likely, {best.capability.key}, "
-                                f"has confidence {best.scores.confidence:.2f} < routing.min_confidence "
-                                f"{self.settings.routing.min_confidence:.2f}")
+                                "has confidence " + below(best.scores.confidence, self.settings.routing.min_confidence,
+                                                          "routing.min_confidence"))
         # A session's backend was put first on purpose: that is not a close call.
         if len(relevant) > 1 and not session:
             a, b = relevant[0], relevant[1]
@@ -227,8 +227,15 @@ def _unsure_action_message(first: Candidate, threshold: float, backend_named: bo
     s = first.scores
     likely = s.tool_confidence if backend_named else s.confidence * s.tool_confidence
     return (f"{first.capability.key} may change something, and it is not likely enough to be the one meant to act "
-            f"on it: estimated {likely:.2f} < routing.min_action_confidence {threshold:.2f}; name the tool (backend "
+            f"on it: estimated {below(likely, threshold, 'routing.min_action_confidence')}; name the tool (backend "
             "and tool) to call it")
+
+
+def below(value: float, threshold: float, setting: str) -> str:
+    """"value < setting threshold" as a reader sees it: two decimals, or as many more as it takes for the two
+    not to print the same (0.0796 below 0.08 is not "0.08 < 0.08")."""
+    places = next((p for p in range(2, 7) if f"{value:.{p}f}" != f"{threshold:.{p}f}"), 6)
+    return f"{value:.{places}f} < {setting} {threshold:.{places}f}"
 
 
 def first_placed(candidates: Sequence[Candidate], why: str) -> list[Candidate]:

@@ -20,7 +20,7 @@ from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable,
 from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
-from router.stages.decide import tool_contenders, unclear_tool_message
+from router.stages.decide import below, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
@@ -222,10 +222,10 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
                    "it would answer only part of the question")
     elif closest is not None and why == UNTAKEN:
         unmatched = ", ".join(repr(w) for w in arguments.unmatched[closest.capability.key])
+        weak = below(closest.scores.confidence, arguments.min_untaken_confidence, "routing.min_action_confidence")
         message = (f"the closest, {closest.capability.key}, takes nothing from the question, so its answer would be "
-                   f"the same whatever was asked, and nothing it says is about {unmatched}: at confidence "
-                   f"{closest.scores.confidence:.2f} < routing.min_action_confidence "
-                   f"{arguments.min_untaken_confidence:.2f} it is not called; name it to call it anyway")
+                   f"the same whatever was asked, and nothing it says is about {unmatched}: at confidence {weak} it is "
+                   "not called; name it to call it anyway")
     else:
         kinds = "; ".join(f"{kind} ({', '.join(values)})" for kind, values in arguments.kinds.items())
         near = f": the closest, {closest.capability.key}, does not say it does" if closest is not None else ""

@@ -55,6 +55,9 @@ async def test_the_threshold_decides_between_answering_and_abstaining() -> None:
     assert (await route(sure.router, RouteRequest(question=ONLY_TIME))).decision == "route"
     strict = with_model(world(settings={"routing": {"min_confidence": 0.51}}), m)
     assert (await route(strict.router, RouteRequest(question=ONLY_TIME))).decision == "no_match"
+    close = with_model(world(settings={"routing": {"min_confidence": 0.504}}), m)
+    declined = await route(close.router, RouteRequest(question=ONLY_TIME))
+    assert "has confidence 0.500 < routing.min_confidence 0.504" in declined.message  # not "0.50 < ... 0.50"
 
 
 async def test_the_confidence_shows_in_the_route_and_the_routing_metadata() -> None:

@@ -49,6 +49,10 @@ SMALL = ToolSelectionSettings(min_tools=5, min_servers=3, max_tool_share=0.34)
 async def test_below_the_thresholds_every_tool_is_returned() -> None:
     sel = await ToolSelector(ToolSelectionSettings(), fake_embed).select(index(catalogs()), user("rain tomorrow?"))
     assert sel.path == "below_threshold" and len(sel.tools) == 18 and sel.metrics["reduction_ratio"] == 0.0
+    assert "18 tools, no more than tool_selection.min_tools (30)" in sel.reasoning  # the threshold that holds
+    few_servers = ToolSelectionSettings(min_tools=5, min_servers=10)
+    many_tools = await ToolSelector(few_servers, fake_embed).select(index(catalogs()), user("rain tomorrow?"))
+    assert "servers, no more than tool_selection.min_servers (10)" in many_tools.reasoning
 
 
 async def test_above_the_thresholds_retrieval_keeps_the_relevant_servers_tools() -> None:
