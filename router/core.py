@@ -125,14 +125,19 @@ class Router:
     async def route(self, request: Request) -> RouteResponse:
         """A dry run: what /v1/query would do with the question (the decision as the question's values settle
         it, then the calls it would make or the refusal it would answer), with every candidate's scores.
-        Nothing is called, and no LLM is asked: with one configured, it may still choose among close tools."""
+        Nothing is called and no LLM is asked: where the query would ask one, the message says so."""
         arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
         d = settle_by_arguments(await self.decide(request), arguments, self.settings)
         p = plan(d, arguments, self.stats.statuses(), self.settings)
         refused = p.refusal
         verdict = d.verdict if refused is None else ("no_match" if isinstance(refused, NoRelevantBackend) else
                                                     "ambiguous" if isinstance(refused, AmbiguousRoute) else "route")
-        return RouteResponse(decision=verdict, message=d.message if refused is None else refused.message,
+        message = d.message if refused is None else refused.message
+        asked = None if self.llm is None else ("choose among the candidates" if assist.needs_choice(d) else
+                                               "fill the arguments" if assist.needs_arguments(p, request) else None)
+        if asked is not None:  # what the LLM answers decides the rest
+            message += f"; /v1/query would first ask the configured LLM to {asked}"
+        return RouteResponse(decision=verdict, message=message,
                              status=200 if refused is None else refused.status_code,
                              error=None if refused is None else refused.code,
                              calls=[] if refused else [f"{c.backend}/{c.capability.name}" for c in p.calls],

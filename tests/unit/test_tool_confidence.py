@@ -195,6 +195,15 @@ async def test_the_model_picks_the_tool_retrieval_could_not_tell_and_it_is_calle
     assert sorted(offered["notes"]) == ["clear_notes", "count_notes", "list_notes"]
 
 
+async def test_the_dry_run_says_the_model_would_be_asked_and_does_not_ask_it() -> None:
+    w = notes_world(TOOL_UNSURE)
+    chooser = with_llm(w, Choice("server", server="notes", tool="count_notes", reasoning="counting"))
+    shown = await route(w.router, RouteRequest(question=QUESTION))
+    assert (shown.decision, shown.status) == ("ambiguous", 409)  # retrieval's own answer
+    assert shown.message.endswith("/v1/query would first ask the configured LLM to choose among the candidates")
+    assert chooser.seen == []
+
+
 async def test_a_server_the_model_picks_without_a_tool_still_asks_which_tool() -> None:
     w = notes_world(TOOL_UNSURE)
     with_llm(w, Choice("server", server="notes", reasoning="a notes question"))
