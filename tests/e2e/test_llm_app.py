@@ -89,6 +89,7 @@ def test_where_retrieval_declines_the_model_may_choose_among_the_closest(app: st
     question = "Is the bakery in Rome open now?"
     declined = httpx.post(f"{app}/v1/route", json={"question": question}, timeout=60).json()
     assert declined["decision"] == "no_match"  # nothing is likely enough by retrieval alone
+    assert declined["message"].endswith("would first ask the configured LLM to choose among the candidates")
     fake.push(json_reply({"decision": "server", "server": "time", "tool": "get_current_time",
                           "clarifying_question": None, "reasoning": "opening hours depend on the local time"}))
     r = httpx.post(f"{app}/v1/query", json={"question": question}, timeout=60)
