@@ -7,7 +7,8 @@ than on its fixed port, with a fresh store), the shipped model and confidence mo
 healthy. Three sets of questions, written as a user would ask them: about the documentation the
 knowledge base holds, for the other servers' tools, and for things nothing configured does. Each is
 counted by what it got: an answer from the backend that should answer, an answer from another, a
-refusal (404, 409 or 422), or a call that failed. `--show` prints every question with what it got.
+refusal (404, 409 or 422), or a call that failed; and whether the dry run (`/v1/route`) said beforehand what
+the question would get. `--show` prints every question with what it got.
 `--project-docs` gives the knowledge base the project's own documentation instead of the example's (about
 150 sections nothing was tuned on), with questions about it.
 """
@@ -33,7 +34,7 @@ from benchmarks.plan_outcomes import Healthy  # noqa: E402
 from mcp_router.servers.knowledge_base.server import build_engine, parse_args  # noqa: E402
 from router.core import Router  # noqa: E402
 from router.errors import ErrorKind, RouterError  # noqa: E402
-from router.models import QueryRequest  # noqa: E402
+from router.models import QueryRequest, RouteRequest  # noqa: E402
 from router.request import Request  # noqa: E402
 from router.retrieval.catalog import CatalogIndex, CatalogTexts  # noqa: E402
 from router.retrieval.embeddings import LocalMiniLM  # noqa: E402
@@ -140,16 +141,20 @@ async def example_router(store: Path, docs: Path | None = None) -> AsyncIterator
 
 
 async def ask(router: Router, question: str, expected: str | None) -> dict[str, Any]:
+    """What the question got, and whether the dry run (`/v1/route`) said so beforehand: the same status and, for
+    an answer, the same first call."""
+    shown = await router.route(Request.dry_run(RouteRequest(question=question)))
     row: dict[str, Any] = {"question": question, "expected": expected}
     try:
         resp = await router.query(Request.of(QueryRequest(question=question), ResilienceSettings()))
     except RouterError as exc:
         refused = exc.kind in (ErrorKind.NO_RELEVANT_BACKEND, ErrorKind.AMBIGUOUS_ROUTE, ErrorKind.ARGUMENTS_REQUIRED)
         return {**row, "outcome": f"refused ({exc.status_code})" if refused else "call failed",
-                "detail": f"{exc.code}: {exc.message[:120]}"}
+                "detail": f"{exc.code}: {exc.message[:120]}", "dry_run_agrees": shown.status == exc.status_code}
     right = resp.backend == expected
     return {**row, "outcome": "answered, right backend" if right else "answered, other backend",
-            "detail": f"{resp.backend}/{resp.capability}: {resp.answer[:80]!r}"}
+            "detail": f"{resp.backend}/{resp.capability}: {resp.answer[:80]!r}",
+            "dry_run_agrees": shown.calls[:1] == [f"{resp.backend}/{resp.capability}"]}
 
 
 async def run(show: bool, docs: Path | None = None) -> dict[str, Any]:
@@ -163,7 +168,8 @@ async def run(show: bool, docs: Path | None = None) -> dict[str, Any]:
             print(f"\n{name}")
             for r in answered:
                 print(f"  {r['question'][:60]:<62}{r['outcome']:<26}{r['detail']}")
-    return {name: {"questions": len(answered), **Counter(r["outcome"] for r in answered), "rows": answered}
+    return {name: {"questions": len(answered), **Counter(r["outcome"] for r in answered),
+                   "dry run agrees": sum(r["dry_run_agrees"] for r in answered), "rows": answered}
             for name, answered in rows.items()}
 
 
@@ -176,7 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     report = asyncio.run(run(args.show, ROOT / "docs" if args.project_docs else None))
     columns = ("answered, right backend", "answered, other backend", "refused (404)", "refused (409)",
-               "refused (422)", "call failed")
+               "refused (422)", "call failed", "dry run agrees")
     print(f"\n{'set':<16}{'questions':>10}" + "".join(f"{c:>26}" for c in columns))
     for name, counts in report.items():
         print(f"{name:<16}{counts['questions']:>10}" + "".join(f"{counts.get(c, 0):>26}" for c in columns))
