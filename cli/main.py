@@ -176,16 +176,23 @@ def cmd_route(args: argparse.Namespace) -> int:
     if args.json or resp.status_code != 200:
         print(json.dumps(body, indent=2))
         return 0 if resp.status_code == 200 else 1
-    print(f"{body['decision']}: {body['message']} (intent {body['intent']}, {body['decision_ms']:.1f} ms)")
-    if body.get("calls"):
-        print("would call: " + ", then ".join(body["calls"]))
-    else:
-        print(f"would answer {body.get('status')} {body.get('error') or ''}".rstrip())
+    print("\n".join(route_lines(body)))
+    return 0
+
+
+def route_lines(body: dict[str, Any]) -> list[str]:
+    """A dry run as a person reads it: what the query would do, then each candidate in decision order with the
+    scores that ordered it and the confidences that let it be called (and why it stands where it does)."""
+    lines = [f"{body['decision']}: {body['message']} (intent {body['intent']}, {body['decision_ms']:.1f} ms)",
+             "would call: " + ", then ".join(body["calls"]) if body.get("calls") else
+             f"would answer {body.get('status')} {body.get('error') or ''}".rstrip()]
     for c in body["candidates"]:
         s = c["scores"]
-        print(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} composite={s['composite']:.3f} "
-              f"match={s['match']:.3f} health={s['health']:.1f} perf={s['perf']:.2f}")
-    return 0
+        lines.append(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} confidence={s['confidence']:.2f} "
+                     f"tool={s['tool_confidence']:.2f} composite={s['composite']:.3f} match={s['match']:.3f} "
+                     f"health={s['health']:.1f} perf={s['perf']:.2f}"
+                     + (f"  [placed: {c['placed']}]" if c.get("placed") else ""))
+    return lines
 
 
 def cmd_backends(args: argparse.Namespace) -> int:

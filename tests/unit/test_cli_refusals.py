@@ -11,8 +11,8 @@ import pytest
 
 import mcp_router.cli.main as cli_main
 from router.errors import RouterError
-from router.models import QueryRequest
-from tests.unit.router_world import UNRELATED, query, world
+from router.models import QueryRequest, RouteRequest
+from tests.unit.router_world import UNRELATED, query, route, world
 
 
 async def refusal(question: str, **settings: Any) -> dict[str, Any]:
@@ -49,3 +49,13 @@ async def test_the_demo_prints_the_closest_candidates_and_the_arguments_a_tool_n
 
 def test_a_refusal_without_details_prints_nothing_more() -> None:
     assert cli_main.refusal_lines({}) == []
+
+
+async def test_the_route_command_prints_what_the_query_would_do_and_each_candidate_s_confidence() -> None:
+    w = world()
+    shown = await route(w.router, RouteRequest(question="What time is it?"))  # no time zone: a 422
+    lines = cli_main.route_lines(shown.model_dump(mode="json"))
+    assert lines[1] == "would answer 422 arguments_required"
+    assert "time/get_current_time" in lines[2] and "confidence=" in lines[2] and "tool=" in lines[2]
+    called = await route(w.router, RouteRequest(question="What time is it in Tokyo?"))
+    assert cli_main.route_lines(called.model_dump(mode="json"))[1].startswith("would call: time/")
