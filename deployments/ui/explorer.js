@@ -113,6 +113,7 @@ export function candidateTable(candidates, title) {
         el('strong', null, String(c.backend ?? '?')), ' / ', el('code', null, String(c.capability ?? '?')),
         ' ', el('span', { class: 'chip' }, String(c.kind ?? ''))),
       c.description ? el('p', { class: 'desc' }, String(c.description)) : null,
+      c.placed ? el('p', { class: 'placed' }, `Placed before higher composites: ${String(c.placed)}`) : null,
       grid,
       extra ? el('p', { class: 'small muted' }, extra) : null));
   }

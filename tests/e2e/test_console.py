@@ -113,6 +113,11 @@ def test_an_operator_sees_the_backends_explains_a_question_and_corrects_a_409(
     expect(page.locator(".candidate").first).to_contain_text("get_current_time")
     expect(page.locator("#explorer-result")).to_contain_text("call time/get_current_time")
     page.screenshot(path=str(shots / "console-explorer.png"), full_page=True)
+    # The question's values put the conversion first, and the card says so.
+    page.get_by_label("Question").fill("What time is it in New York when it is 9am in London?")
+    page.get_by_role("button", name="Explain").click()
+    expect(page.locator(".candidate").first).to_contain_text("convert_time")
+    expect(page.locator(".candidate .placed").first).to_contain_text("the question's values")
 
     # A description from an untrusted server is shown as text; nothing in it runs.
     page.get_by_label("Question").fill("look up customer records for Smith")
