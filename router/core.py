@@ -122,12 +122,17 @@ class Router:
             stages["decide"] = round(max(0.0, d.decision_ms - stages["analyse"]), 3)  # within decision_ms
         return d
 
+    async def _settled(self, request: Request, stages: dict[str, float] | None = None) -> tuple[Decision, Arguments]:
+        """The decision as the question's values settle it, and the arguments they give: what a query and its dry
+        run both go on from."""
+        arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
+        return settle_by_arguments(await self.decide(request, stages), arguments, self.settings), arguments
+
     async def route(self, request: Request) -> RouteResponse:
         """A dry run: what /v1/query would do with the question (the decision as the question's values settle
         it, then the calls it would make or the refusal it would answer), with every candidate's scores.
         Nothing is called and no LLM is asked: where the query would ask one, the message says so."""
-        arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
-        d = settle_by_arguments(await self.decide(request), arguments, self.settings)
+        d, arguments = await self._settled(request)
         p = plan(d, arguments, self.stats.statuses(), self.settings)
         refused = p.refusal
         verdict = d.verdict if refused is None else ("no_match" if isinstance(refused, NoRelevantBackend) else
@@ -162,8 +167,7 @@ class Router:
     async def _query(self, request: Request) -> QueryResponse:
         started = time.monotonic()
         stages: dict[str, float] = {}
-        arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
-        d = settle_by_arguments(await self.decide(request, stages), arguments, self.settings)
+        d, arguments = await self._settled(request, stages)
         if self.llm is not None and assist.needs_choice(d):
             d = await assist.choose(self.llm, d, self.view(request.access).catalogs,
                                     self.settings.routing.min_tool_confidence)
