@@ -3,10 +3,10 @@
     python benchmarks/plan_outcomes.py DATA [--json OUT] [--show]
 
 DATA is a folder in the format `routing_accuracy.py` reads (LiveMCPBench, or a converted held-out set).
-Every question is decided and planned as `/v1/query` would (no LLM, every backend healthy) and counted
-by what would happen: a call to a gold backend, a call to another backend, or a refusal (404 nothing
-likely enough or nothing that can serve the question, 409 too close or not likely enough to act, 422
-arguments the question does not give), with the rule that refused it. `--show` prints each question
+Every question goes through the router's dry run, which decides and plans as `/v1/query` would (no LLM,
+every backend healthy), and is counted by what would happen: a call to a gold backend, a call to another
+backend, or a refusal (404 nothing likely enough or nothing that can serve the question, 409 too close or
+not likely enough to act, 422 arguments the question does not give), with the rule that refused it. `--show` prints each question
 whose plan is a call or a refusal by the plan stage's own rules, with the call's arguments.
 """
 
@@ -27,7 +27,6 @@ from router.request import Request
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.settings import RouterSettings
-from router.stages.plan import Arguments, plan, settle_by_arguments
 from router.values import BackendStatus, CallOutcome
 
 # The plan stage's own refusals, told apart by their messages.
@@ -65,18 +64,15 @@ async def outcomes(data: Path, cache_dir: str) -> list[dict]:
     router.set_catalogs(catalogs, index)
     rows = []
     for q in queries:
-        request = Request(question=q.text)
-        arguments = Arguments(request, settings.routing.min_action_confidence, router.catalogs)
-        p = plan(settle_by_arguments(await router.decide(request), arguments, settings), arguments, {}, settings)
-        if p.refusal is None:
-            call = p.calls[0]
-            right = call.candidate.capability.backend in q.gold_servers
+        shown = await router.route(Request(question=q.text))  # the dry run: what /v1/query would do
+        if shown.calls:
+            right = shown.calls[0].split("/", 1)[0] in q.gold_servers
             rows.append({"question": q.text, "outcome": "call, gold backend" if right else "call, other backend",
-                         "capability": call.candidate.capability.key, "arguments": call.arguments})
+                         "capability": shown.calls[0], "arguments": shown.arguments})
             continue
-        rule = next((name for text, name in RULES.items() if text in p.refusal.message), None)
-        rows.append({"question": q.text, "outcome": f"{p.refusal.status_code} {p.refusal.code}"
-                     + (f" ({rule})" if rule else ""), "message": p.refusal.message})
+        rule = next((name for text, name in RULES.items() if text in shown.message), None)
+        rows.append({"question": q.text, "outcome": f"{shown.status} {shown.error}" + (f" ({rule})" if rule else ""),
+                     "message": shown.message})
     return rows
 
 

@@ -183,8 +183,10 @@ def cmd_route(args: argparse.Namespace) -> int:
 def route_lines(body: dict[str, Any]) -> list[str]:
     """A dry run as a person reads it: what the query would do, then each candidate in decision order with the
     scores that ordered it and the confidences that let it be called (and why it stands where it does)."""
+    given = f" with {json.dumps(body['arguments'])} ({body.get('arguments_source')})" \
+        if body.get("arguments") is not None else ""
     lines = [f"{body['decision']}: {body['message']} (intent {body['intent']}, {body['decision_ms']:.1f} ms)",
-             "would call: " + ", then ".join(body["calls"]) if body.get("calls") else
+             "would call: " + ", then ".join(body["calls"]) + given if body.get("calls") else
              f"would answer {body.get('status')} {body.get('error') or ''}".rstrip()]
     for c in body["candidates"]:
         s = c["scores"]

@@ -146,6 +146,8 @@ class Router:
                              status=200 if refused is None else refused.status_code,
                              error=None if refused is None else refused.code,
                              calls=[] if refused else [f"{c.backend}/{c.capability.name}" for c in p.calls],
+                             arguments=None if refused else p.calls[0].arguments,
+                             arguments_source=None if refused else p.calls[0].arguments_source,
                              intent=d.intent, intent_source=d.analysis.intent_source,
                              intent_scores=d.analysis.intent_scores, method=d.method,
                              candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],

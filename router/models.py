@@ -263,6 +263,9 @@ class RouteResponse(_Model):
     error: str | None = Field(default=None, description="The refusal's `error.type`, when /v1/query would refuse.")
     calls: list[str] = Field(default_factory=list, description=(
         "`backend/capability` /v1/query would call, in order (the first, then those it would fall back to)."))
+    arguments: dict[str, Any] | None = Field(default=None, description=(
+        "What the first call would be given, and `arguments_source` where it came from (as in the query's routing)."))
+    arguments_source: str | None = None
     confidence: float = Field(default=0.0, description=(
         "The estimated probability that the candidate the router would call first is right (declining: "
         "the best there was, below `routing.min_confidence`)."))

@@ -73,7 +73,8 @@ async function explain(form) {
 // What /v1/query would do with the question: the calls in order, or the refusal's status and type.
 function wouldDo(r) {
   const calls = Array.isArray(r.calls) ? r.calls.map(String) : [];
-  if (calls.length) return `call ${calls.join(', then ')}`;
+  const given = r.arguments && typeof r.arguments === 'object' ? ` with ${JSON.stringify(r.arguments)}` : '';
+  if (calls.length) return `call ${calls.join(', then ')}${given}`;
   return `answer ${r.status ?? '?'} ${r.error ?? ''}`.trim();
 }
 

@@ -111,7 +111,8 @@ def test_an_operator_sees_the_backends_explains_a_question_and_corrects_a_409(
     expect(page.locator(".verdict")).to_contain_text("route")
     expect(page.locator(".candidate").first).to_contain_text("time")
     expect(page.locator(".candidate").first).to_contain_text("get_current_time")
-    expect(page.locator("#explorer-result")).to_contain_text("call time/get_current_time")
+    would = 'call time/get_current_time with {"timezone":"Asia/Tokyo"}'  # what running it will call, and with what
+    expect(page.locator("#explorer-result")).to_contain_text(would)
     page.screenshot(path=str(shots / "console-explorer.png"), full_page=True)
     # The question's values put the conversion first, and the card says so.
     page.get_by_label("Question").fill("What time is it in New York when it is 9am in London?")

@@ -221,5 +221,7 @@ async def test_the_dry_run_shows_what_the_query_does(router: Router, question: s
         assert shown.decision == {404: "no_match", 409: "ambiguous"}.get(refused.status_code, "route")
     else:
         assert (shown.decision, shown.status, shown.error) == ("route", 200, None)
+        assert resp.routing is not None
+        assert (shown.arguments, shown.arguments_source) == (resp.routing.arguments, resp.routing.arguments_source)
         assert shown.calls[0] == f"{resp.backend}/{resp.capability}" == f"{shown.candidates[0].backend}/" \
                                                                          f"{shown.candidates[0].capability}"

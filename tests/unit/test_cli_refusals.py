@@ -58,4 +58,5 @@ async def test_the_route_command_prints_what_the_query_would_do_and_each_candida
     assert lines[1] == "would answer 422 arguments_required"
     assert "time/get_current_time" in lines[2] and "confidence=" in lines[2] and "tool=" in lines[2]
     called = await route(w.router, RouteRequest(question="What time is it in Tokyo?"))
-    assert cli_main.route_lines(called.model_dump(mode="json"))[1].startswith("would call: time/")
+    would = cli_main.route_lines(called.model_dump(mode="json"))[1]
+    assert would.startswith("would call: time/") and '"timezone": "Asia/Tokyo"' in would
