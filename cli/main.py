@@ -193,7 +193,8 @@ def route_lines(body: dict[str, Any]) -> list[str]:
         lines.append(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} confidence={s['confidence']:.2f} "
                      f"tool={s['tool_confidence']:.2f} composite={s['composite']:.3f} match={s['match']:.3f} "
                      f"health={s['health']:.1f} perf={s['perf']:.2f}"
-                     + (f"  [placed: {c['placed']}]" if c.get("placed") else ""))
+                     + (f"  [placed: {c['placed']}]" if c.get("placed") else "")
+                     + (f"  [not called: {c['ruled_out']}]" if c.get("ruled_out") else ""))
     return lines
 
 

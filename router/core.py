@@ -150,7 +150,8 @@ class Router:
                              arguments_source=None if refused else p.calls[0].arguments_source,
                              intent=d.intent, intent_source=d.analysis.intent_source,
                              intent_scores=d.analysis.intent_scores, method=d.method,
-                             candidates=[c.info(i + 1) for i, c in enumerate(d.candidates)],
+                             candidates=[c.info(i + 1).model_copy(update={"ruled_out": arguments.ruled_out(c)})
+                                         for i, c in enumerate(d.candidates)],
                              decision_ms=d.decision_ms, confidence=d.confidence)
 
     async def query(self, request: Request) -> QueryResponse:

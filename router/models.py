@@ -194,6 +194,9 @@ class CandidateInfo(_Model):
     placed: str | None = Field(default=None, description=(
         "Why the router put it before a candidate of a higher composite score: the question's values, the "
         "session's backend, learned examples, the model's choice, the caller's backend."))
+    ruled_out: str | None = Field(default=None, description=(
+        "In a dry run: why the query would not call it, likely enough as it is (it only reads and the question "
+        "asks for a change, it takes no value of a kind the question gives, ...)."))
 
 
 class AttemptInfo(_Model):

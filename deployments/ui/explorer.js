@@ -115,6 +115,7 @@ export function candidateTable(candidates, title) {
         ' ', el('span', { class: 'chip' }, String(c.kind ?? ''))),
       c.description ? el('p', { class: 'desc' }, String(c.description)) : null,
       c.placed ? el('p', { class: 'placed' }, `Placed before higher composites: ${String(c.placed)}`) : null,
+      c.ruled_out ? el('p', { class: 'placed ruled-out' }, `Not called: ${String(c.ruled_out)}`) : null,
       grid,
       extra ? el('p', { class: 'small muted' }, extra) : null));
   }

@@ -54,6 +54,17 @@ class Arguments:
         sure = candidate.placed == MODEL_CHOICE
         return self.unserved(candidate.capability, 1.0 if sure else candidate.scores.confidence)
 
+    def ruled_out(self, candidate: Candidate) -> str | None:
+        """Why a relevant candidate would not be called, in words (None: nothing rules it out)."""
+        why = self.doubt(candidate) if candidate.relevant else None
+        if why is None:
+            return None
+        return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
+                LEFT: "it would leave some of the question's values unused",
+                UNTAKEN: "it takes nothing from the question, and on a match this weak it says nothing about "
+                         + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
+                }.get(why, f"it takes no {why} value, which the question gives")
+
     def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
         """What of the question the capability cannot serve (a kind of value, `READS_ONLY`, `LEFT` or `UNTAKEN`),
         else None. A call that takes nothing from the question answers the same whatever was asked ("How do I run

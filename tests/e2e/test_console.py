@@ -119,6 +119,11 @@ def test_an_operator_sees_the_backends_explains_a_question_and_corrects_a_409(
     page.get_by_role("button", name="Explain").click()
     expect(page.locator(".candidate").first).to_contain_text("convert_time")
     expect(page.locator(".candidate .placed").first).to_contain_text("the question's values")
+    # The unit converter fits best but takes no currencies: the card says why it would not be called.
+    page.get_by_label("Question").fill("Convert 100 USD to EUR")
+    page.get_by_role("button", name="Explain").click()
+    expect(page.locator("#explorer-result")).to_contain_text("answer 404 no_relevant_backend")
+    expect(page.locator(".candidate .ruled-out").first).to_contain_text("takes no currency value")
 
     # A description from an untrusted server is shown as text; nothing in it runs.
     page.get_by_label("Question").fill("look up customer records for Smith")

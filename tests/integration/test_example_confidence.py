@@ -225,3 +225,18 @@ async def test_the_dry_run_shows_what_the_query_does(router: Router, question: s
         assert (shown.arguments, shown.arguments_source) == (resp.routing.arguments, resp.routing.arguments_source)
         assert shown.calls[0] == f"{resp.backend}/{resp.capability}" == f"{shown.candidates[0].backend}/" \
                                                                          f"{shown.candidates[0].capability}"
+
+
+@pytest.mark.parametrize(("question", "first", "why"), [
+    ("Convert 100 USD to EUR", "convert_units", "it takes no currency value, which the question gives"),
+    ("Remember that Bob likes tea", "read_graph", "it only reads, and the question asks to remember something"),
+    ("List the files in my home directory", "get-roots-list",
+     "it takes nothing from the question, and on a match this weak it says nothing about 'home', 'directory'"),
+])
+async def test_the_dry_run_says_why_a_likely_candidate_would_not_be_called(router: Router, question: str, first: str,
+                                                                          why: str) -> None:
+    shown = await route(router, RouteRequest(question=question))
+    assert shown.candidates[0].capability == first and shown.candidates[0].ruled_out == why
+    assert shown.status == 404 and not shown.calls
+    answered = await route(router, RouteRequest(question="add 2 and 40"))
+    assert answered.calls and not any(c.ruled_out for c in answered.candidates[:1])
