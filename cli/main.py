@@ -77,7 +77,7 @@ def refusal_lines(details: dict[str, Any]) -> list[str]:
         for c in details["candidates"][:3]:
             s = c.get("scores") or {}
             lines.append(f"  {c.get('rank')}. {c.get('backend')}/{c.get('capability'):<28} "
-                         f"confidence={s.get('confidence', 0.0):.2f} tool={s.get('tool_confidence', 1.0):.2f} "
+                         f"confidence={s.get('confidence', 0.0):.3f} tool={s.get('tool_confidence', 1.0):.2f} "
                          f"dense={s.get('dense', 0.0):.3f} bm25={s.get('bm25', 0.0):.2f}")
     schema = details.get("input_schema")
     if isinstance(schema, dict) and details.get("tool"):
@@ -190,7 +190,7 @@ def route_lines(body: dict[str, Any]) -> list[str]:
              f"would answer {body.get('status')} {body.get('error') or ''}".rstrip()]
     for c in body["candidates"]:
         s = c["scores"]
-        lines.append(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} confidence={s['confidence']:.2f} "
+        lines.append(f"  {c['rank']}. {c['backend']}/{c['capability']:<30} confidence={s['confidence']:.3f} "
                      f"tool={s['tool_confidence']:.2f} composite={s['composite']:.3f} match={s['match']:.3f} "
                      f"health={s['health']:.1f} perf={s['perf']:.2f}"
                      + (f"  [placed: {c['placed']}]" if c.get("placed") else "")
