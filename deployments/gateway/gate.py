@@ -8,6 +8,7 @@ policy's allow and deny lists decide what is listed and callable, exactly as in 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,8 @@ from deployments.gateway.forward import FAILOVER_KINDS, error_kind, forward, log
 from deployments.service import RouterService
 from router.errors import ErrorKind, RouterError, UnknownBackend, UnknownCapability, error_of_kind
 from router.values import Capability, Catalog
+
+log = logging.getLogger("mcp_router.gateway")
 
 _IDENTITY_TTL_S = 30.0
 _NOTIFICATION: TypeAdapter[Any] = TypeAdapter(types.ServerNotification)
@@ -108,7 +111,8 @@ class Gate:
                 continue
             try:
                 await session.send_notification(message)
-            except Exception:  # the client went away: nothing to tell it
+            except Exception as exc:  # the client went away (or its session broke): nothing to tell it
+                log.debug("dropping gateway session %s of %s: %r", sid, backend, exc)
                 known.pop(sid, None)
 
     # -- the backend -----------------------------------------------------------------------------
