@@ -89,7 +89,7 @@ def candidate_features(scores: Sequence[_Scores], servers: Sequence[str],
     is_top[top] = 1.0
     in_top = np.bincount(server[top], minlength=len(ids))[server]
     same = in_top - is_top  # the others of its server among the top
-    could = np.minimum(len(top) - 1, size - 1)
+    could = np.minimum(len(top) - is_top, size - 1)  # a candidate outside the top could have all of it
     best_of_server = np.full(len(ids), -np.inf)
     np.maximum.at(best_of_server, server, retrieval)
     return np.column_stack([

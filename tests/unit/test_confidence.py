@@ -84,6 +84,13 @@ def test_features_describe_each_candidate_among_the_others() -> None:
     assert feature(rows, "bm25_scaled") == pytest.approx([8.0 / np.log1p(3), 9.0 / np.log1p(3), 0.0])
 
 
+def test_the_server_share_is_a_share_for_a_candidate_below_the_top_too() -> None:
+    # Six tools of one server, the five best fill the top: the sixth has all of the top beside it.
+    scores = [S(0.5 - i / 20, 1.0, 0.9 - i / 10) for i in range(6)]
+    rows = candidate_features(scores, ["a"] * 6, {"a": 9})
+    assert list(feature(rows, "server_share")) == [1] * 6
+
+
 def test_the_intent_bonus_does_not_move_the_features() -> None:
     plain = candidate_features([S(0.5, 2.0, 0.8), S(0.3, 1.0, 0.5)], ["a", "b"], {"a": 1, "b": 1})
     bonus = candidate_features([S(0.5, 2.0, 0.9, 0.1), S(0.3, 1.0, 0.5)], ["a", "b"], {"a": 1, "b": 1})
