@@ -221,9 +221,21 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
 
 def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     """Nothing that fits can serve the question: the router declines rather than call a tool that cannot do
-    it (a unit converter asked for currencies, the memory's reader asked to remember)."""
+    it (a unit converter asked for currencies). Asked to remember, the memory's reader cannot do it, but the
+    memory's other tools may: then it asks which of them (409), as for any tool that may change something."""
     closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
     why = arguments.doubt(closest) if closest is not None else None
+    writers = tool_contenders(closest, [c for c in d.candidates if arguments.doubt(c) is None]) \
+        if closest is not None and why == READS_ONLY and closest.relevant else []
+    if writers:  # its backend fits and has tools that may change something: ask which, rather than guess
+        assert closest is not None
+        tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})" for c in writers)
+        return AmbiguousRoute(f"the question asks to {arguments.change} something, and the closest, "
+                              f"{closest.capability.key}, only reads; backend {closest.capability.backend!r} fits "
+                              f"(confidence {closest.scores.confidence:.2f}), and of its tools that may change "
+                              f"something none is clearly meant: {tools}; name the tool",
+                              candidates=[c.info(i + 1).model_dump() for i, c in enumerate(writers)],
+                              request_id=arguments.request.request_id)
     if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")

@@ -108,11 +108,16 @@ async def test_a_currency_conversion_is_declined_not_sent_to_the_unit_converter(
 async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only_reads(router: Router) -> None:
     # The memory server's read_graph (read-only by its annotations) ranks first for "Remember that ...": reading
     # the graph would answer a request to store something with a wrong answer. Asked as a question, it reads.
+    # The memory's tools that may store it are close: the answer asks which of them (it said before that
+    # nothing that may change anything fits).
     first = (await route(router, RouteRequest(question="Remember that Bob likes tea"))).candidates[0]
     assert first.capability == "read_graph" and first.read_only
-    with pytest.raises(NoRelevantBackend) as info:
+    with pytest.raises(AmbiguousRoute) as info:
         await query(router, QueryRequest(question="Remember that Bob likes tea"))
     assert "asks to remember something" in info.value.message and "memory/tool/read_graph" in info.value.message
+    listed = info.value.details["candidates"]
+    assert listed and {c["backend"] for c in listed} == {"memory"} and not any(c["read_only"] for c in listed)
+    assert "add_observations" in {c["capability"] for c in listed}
     answered = await query(router, QueryRequest(question="What is in the knowledge graph?"))
     assert (answered.backend, answered.capability) in (("memory", "read_graph"), ("memory", "knowledge-graph"))
 
@@ -205,7 +210,7 @@ async def test_a_section_that_shares_none_of_the_question_s_words_is_not_read_fo
     "add 2 and 40",  # a call
     "What time is it in New York when it is 9am in London?",  # a call the question's values settle
     "How does hedging work?", "Write a poem about the sea",  # 404s the plan adds to a route on a weak match
-    "Remember that Bob likes tea",  # a 404: only a reader fits a request to store
+    "Remember that Bob likes tea",  # a 409: the reader fits best, the tools that may store it are asked about
     "How do I enable tracing?",  # a 409: a tool that may act, on a weak match
     "What time is it?",  # a 422
 ])
@@ -237,6 +242,6 @@ async def test_the_dry_run_says_why_a_likely_candidate_would_not_be_called(route
                                                                           why: str) -> None:
     shown = await route(router, RouteRequest(question=question))
     assert shown.candidates[0].capability == first and shown.candidates[0].ruled_out == why
-    assert shown.status == 404 and not shown.calls
+    assert shown.status in (404, 409) and not shown.calls
     answered = await route(router, RouteRequest(question="add 2 and 40"))
     assert answered.calls and not any(c.ruled_out for c in answered.candidates[:1])
