@@ -217,10 +217,12 @@ def tool_contenders(first: Candidate, candidates: Sequence[Candidate], limit: in
 
 
 def unclear_tool_message(first: Candidate, contenders: Sequence[Candidate], threshold: float) -> str:
-    tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})" for c in contenders)
+    values = [c.scores.tool_confidence for c in contenders]
+    places = next((p for p in range(2, 7) if all(f"{v:.{p}f}" != f"{threshold:.{p}f}" for v in values)), 6)
+    tools = ", ".join(f"{c.capability.name} ({v:.{places}f})" for c, v in zip(contenders, values, strict=True))
     return (f"backend {first.capability.backend!r} fits (confidence {first.scores.confidence:.2f}), but not clearly "
             f"one of its tools: {tools} (tool confidence < routing.min_tool_confidence "
-            f"{threshold:.2f}); name the tool")
+            f"{threshold:.{places}f}); name the tool")
 
 
 def _unsure_action_message(first: Candidate, threshold: float, backend_named: bool) -> str:

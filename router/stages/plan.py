@@ -49,6 +49,12 @@ class Arguments:
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
 
+    def may_serve(self, candidate: Candidate) -> bool:
+        """Whether the candidate is one to offer when the router asks which tool: not a reader for a change, nor
+        a tool without the question's kind of value. One that takes nothing from the question, or not all of its
+        values, is not called on a guess, but may still be what the caller means."""
+        return self.doubt(candidate) in (None, UNTAKEN, LEFT)
+
     def doubt(self, candidate: Candidate) -> str | None:
         """`unserved` for a candidate at its confidence; one an LLM chose has had the question read."""
         sure = candidate.placed == MODEL_CHOICE
@@ -203,7 +209,7 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
         if first is not None and first.unclear_tool:  # which of one backend's tools
             # Those that could serve the question: the memory's readers are no choice for "Remember that ...".
             listed = tool_contenders(first, d.candidates)
-            tools = tool_contenders(first, [c for c in d.candidates if arguments.doubt(c) is None]) or listed
+            tools = tool_contenders(first, [c for c in d.candidates if arguments.may_serve(c)]) or listed
             message = d.message if tools == listed else unclear_tool_message(first, tools,
                                                                              settings.routing.min_tool_confidence)
             return AmbiguousRoute(message, request_id=request.request_id,
@@ -225,7 +231,7 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     memory's other tools may: then it asks which of them (409), as for any tool that may change something."""
     closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
     why = arguments.doubt(closest) if closest is not None else None
-    writers = tool_contenders(closest, [c for c in d.candidates if arguments.doubt(c) is None]) \
+    writers = tool_contenders(closest, [c for c in d.candidates if arguments.may_serve(c)]) \
         if closest is not None and why == READS_ONLY and closest.relevant else []
     if writers:  # its backend fits and has tools that may change something: ask which, rather than guess
         assert closest is not None

@@ -5,6 +5,7 @@ which of its tools, and a refusal rather than a guess when nothing fits."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -61,6 +62,20 @@ async def test_a_memory_request_names_the_memory_server_and_asks_which_of_its_to
     # The tools to choose from are those that could do it: read_graph ranks first, but only reads.
     assert not any(c["read_only"] for c in listed) and "read_graph" not in info.value.message
     assert "add_observations" in {c["capability"] for c in listed}
+
+
+async def test_asked_what_it_remembers_the_409_offers_the_memory_s_readers(router: Router) -> None:
+    # The readers take nothing from the question, so none is called on this weak match; but they are what the
+    # question asks for, and offering only the tools that store or delete would ask the wrong question.
+    with pytest.raises(AmbiguousRoute) as info:
+        await query(router, QueryRequest(question="What do you remember about Bob?"))
+    listed = info.value.details["candidates"]
+    assert listed and {c["backend"] for c in listed} == {"memory"}
+    assert listed[0]["capability"] == "read_graph" and "read_graph (0." in info.value.message
+    # The message prints as many decimals as it takes to tell a tool's confidence from the threshold.
+    shown = re.findall(r"\((0\.\d+)\)", info.value.message)
+    threshold = re.search(r"min_tool_confidence (0\.\d+)", info.value.message)
+    assert threshold is not None and threshold.group(1) not in shown
 
 
 async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its_paraphrases(
