@@ -28,6 +28,7 @@ READS_ONLY = "a change"  # what a read-only capability cannot serve: a request t
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
+FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
 
 
 class Arguments:
@@ -116,13 +117,16 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     value, numbers, a time of day), that tool goes first. When the best tool takes the question, a close
     tool that takes more of its values goes first ("9am in London" gives a time and a second place that
     the current time of one place leaves unused). A free-text slot or no parameter at all fits any
-    question, so it settles nothing ("Remember that ..." is not a search). Settling says which tool, not
-    whether to act: a tool that may change something still needs its backend to be likely enough."""
+    question, so it settles nothing ("Remember that ..." is not a search); but a request to change something
+    whose best match only reads asks which of that backend's other tools was meant. Settling says which tool,
+    not whether to act: a tool that may change something still needs its backend to be likely enough."""
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
     first = next((c for c in d.candidates if c.contending), None)
     if first is None or first.capability.held:  # a held tool was meant: no sibling answers for it
         return d
+    if arguments.doubt(first) == READS_ONLY:
+        return _ask_which_changes(d, first, arguments)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
              and arguments.doubt(c) is None]
@@ -142,6 +146,25 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     rest = [c for c in d.candidates if c is not chosen]
     return dataclasses.replace(d, candidates=(settled, *rest), verdict="ambiguous" if guess else "route",
                                message=f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}")
+
+
+def _ask_which_changes(d: Decision, reader: Candidate, arguments: Arguments) -> Decision:
+    """A request to change something ("Remember that Bob likes tea") whose best match only reads: the tools of
+    that backend that may change something go first, and which of them is meant is asked (a configured LLM
+    may choose). A backend without any keeps the decision, which the plan then declines."""
+    backend = reader.capability.backend
+    writers = [c for c in d.candidates if c.capability.backend == backend and not c.capability.read_only
+               and arguments.may_serve(c)]
+    if not writers:
+        return d
+    tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})" for c in writers[:3])
+    message = (f"the question asks to {arguments.change} something, and the closest, {reader.capability.key}, only "
+               f"reads; backend {backend!r} fits (confidence {reader.scores.confidence:.2f}), and of its tools that "
+               f"may change something none is clearly meant: {tools}; name the tool")
+    asked = [dataclasses.replace(c, relevant=False, unclear_tool=True, unsure_action=False, placed=FOR_A_CHANGE)
+             for c in writers]
+    rest = [c for c in d.candidates if all(c is not w for w in writers)]
+    return dataclasses.replace(d, candidates=(*asked, *rest), verdict="ambiguous", message=message)
 
 
 def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
@@ -210,8 +233,8 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
             # Those that could serve the question: the memory's readers are no choice for "Remember that ...".
             listed = tool_contenders(first, d.candidates)
             tools = tool_contenders(first, [c for c in d.candidates if arguments.may_serve(c)]) or listed
-            message = d.message if tools == listed else unclear_tool_message(first, tools,
-                                                                             settings.routing.min_tool_confidence)
+            asked = tools == listed or first.placed == FOR_A_CHANGE  # the decision's message names them
+            message = d.message if asked else unclear_tool_message(first, tools, settings.routing.min_tool_confidence)
             return AmbiguousRoute(message, request_id=request.request_id,
                                   candidates=[c.info(i + 1).model_dump() for i, c in enumerate(tools)])
         return AmbiguousRoute(d.message, candidates=closest[:2], request_id=request.request_id)
@@ -227,21 +250,10 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
 
 def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     """Nothing that fits can serve the question: the router declines rather than call a tool that cannot do
-    it (a unit converter asked for currencies). Asked to remember, the memory's reader cannot do it, but the
-    memory's other tools may: then it asks which of them (409), as for any tool that may change something."""
+    it (a unit converter asked for currencies, a reader asked to remember whose backend has nothing else that
+    fits; when it has, settling asked which of those tools)."""
     closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
     why = arguments.doubt(closest) if closest is not None else None
-    writers = tool_contenders(closest, [c for c in d.candidates if arguments.may_serve(c)]) \
-        if closest is not None and why == READS_ONLY and closest.relevant else []
-    if writers:  # its backend fits and has tools that may change something: ask which, rather than guess
-        assert closest is not None
-        tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})" for c in writers)
-        return AmbiguousRoute(f"the question asks to {arguments.change} something, and the closest, "
-                              f"{closest.capability.key}, only reads; backend {closest.capability.backend!r} fits "
-                              f"(confidence {closest.scores.confidence:.2f}), and of its tools that may change "
-                              f"something none is clearly meant: {tools}; name the tool",
-                              candidates=[c.info(i + 1).model_dump() for i, c in enumerate(writers)],
-                              request_id=arguments.request.request_id)
     if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")

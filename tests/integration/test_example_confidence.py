@@ -59,8 +59,8 @@ async def test_a_memory_request_names_the_memory_server_and_asks_which_of_its_to
     listed = info.value.details["candidates"]
     assert listed and {c["backend"] for c in listed} == {"memory"}
     assert "backend 'memory' fits" in info.value.message
-    # The tools to choose from are those that could do it: read_graph ranks first, but only reads.
-    assert not any(c["read_only"] for c in listed) and "read_graph" not in info.value.message
+    # The tools to choose from are those that could do it: read_graph may rank first, but only reads.
+    assert not any(c["read_only"] for c in listed) and "read_graph (" not in info.value.message
     assert "add_observations" in {c["capability"] for c in listed}
 
 
@@ -123,10 +123,12 @@ async def test_a_currency_conversion_is_declined_not_sent_to_the_unit_converter(
 async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only_reads(router: Router) -> None:
     # The memory server's read_graph (read-only by its annotations) ranks first for "Remember that ...": reading
     # the graph would answer a request to store something with a wrong answer. Asked as a question, it reads.
-    # The memory's tools that may store it are close: the answer asks which of them (it said before that
-    # nothing that may change anything fits).
-    first = (await route(router, RouteRequest(question="Remember that Bob likes tea"))).candidates[0]
-    assert first.capability == "read_graph" and first.read_only
+    # The memory's tools that may store it are close: they go first, and the answer asks which of them (it
+    # said before that nothing that may change anything fits).
+    shown = await route(router, RouteRequest(question="Remember that Bob likes tea"))
+    reader = next(c for c in shown.candidates if c.capability == "read_graph")
+    assert reader.read_only and reader.scores.composite == max(c.scores.composite for c in shown.candidates)
+    assert not shown.candidates[0].read_only and shown.candidates[0].placed
     with pytest.raises(AmbiguousRoute) as info:
         await query(router, QueryRequest(question="Remember that Bob likes tea"))
     assert "asks to remember something" in info.value.message and "memory/tool/read_graph" in info.value.message
@@ -256,7 +258,8 @@ async def test_the_dry_run_shows_what_the_query_does(router: Router, question: s
 async def test_the_dry_run_says_why_a_likely_candidate_would_not_be_called(router: Router, question: str, first: str,
                                                                           why: str) -> None:
     shown = await route(router, RouteRequest(question=question))
-    assert shown.candidates[0].capability == first and shown.candidates[0].ruled_out == why
+    assert max(shown.candidates, key=lambda c: c.scores.composite).capability == first  # the best match ...
+    assert next(c for c in shown.candidates if c.capability == first).ruled_out == why  # ... and why it is not called
     assert shown.status in (404, 409) and not shown.calls
     answered = await route(router, RouteRequest(question="add 2 and 40"))
     assert answered.calls and not any(c.ruled_out for c in answered.candidates[:1])

@@ -244,3 +244,40 @@ async def test_when_nothing_is_likely_enough_the_model_may_agree_or_ask() -> Non
     with pytest.raises(NoRelevantBackend, match="Your notes or the time"):
         await query(w.router, QueryRequest(question=QUESTION))
     assert w.executor.calls == []
+
+
+MEMO = catalog("memo", "a memo pad: remember what the user says and recall it later",
+               Capability(backend="memo", name="recall_memos", description="Recall what was remembered",
+                          input_schema=NO_ARGS, read_only=True),
+               Capability(backend="memo", name="add_memo", description="Add a memo", input_schema=NO_ARGS))
+REMEMBER = "Remember that the meeting moved to Friday"
+
+
+def memo_world(**settings: object) -> World:
+    w = with_model(world(answers(memo=ok("noted")), catalogs=[MEMO, *small_catalogs()], settings=settings), SURE)
+    w.router.decider.scorer.tool_confidence = TOOL_SURE
+    return w
+
+
+async def test_asked_to_remember_the_reader_gives_way_to_the_tools_that_may_store_it() -> None:
+    w = memo_world()
+    decided = await w.router.decide(Request.dry_run(RouteRequest(question=REMEMBER)))
+    assert decided.verdict == "route" and decided.candidates[0].capability.name == "recall_memos"  # it only reads
+    shown = await route(w.router, RouteRequest(question=REMEMBER))
+    assert (shown.decision, shown.status) == ("ambiguous", 409)
+    assert shown.candidates[0].capability == "add_memo" and shown.candidates[0].placed
+    with pytest.raises(AmbiguousRoute) as info:
+        await query(w.router, QueryRequest(question=REMEMBER))
+    assert "memo/tool/recall_memos, only reads" in info.value.message and "add_memo" in info.value.message
+    assert [c["capability"] for c in info.value.details["candidates"]] == ["add_memo"]
+    assert w.executor.calls == []  # nothing acts on a guess
+
+
+async def test_with_an_llm_the_model_chooses_among_the_tools_that_may_store_it() -> None:
+    w = memo_world()
+    chooser = with_llm(w, Choice("server", server="memo", tool="add_memo", reasoning="to store it"))
+    shown = await route(w.router, RouteRequest(question=REMEMBER))
+    assert shown.message.endswith("/v1/query would first ask the configured LLM to choose among the candidates")
+    resp = await query(w.router, QueryRequest(question=REMEMBER))
+    assert (resp.backend, resp.capability, resp.answer) == ("memo", "add_memo", "noted")
+    assert "add_memo" in {tool for _, _, tools in chooser.seen[0] for tool in tools}
