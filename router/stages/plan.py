@@ -21,7 +21,7 @@ from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
 from router.stages.decide import below, tool_contenders, unclear_tool_message
-from router.stages.serving import asks_for_change, unmatched_words, unserved, value_kinds
+from router.stages.serving import asks_for_change, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
@@ -170,6 +170,9 @@ def _ask_which_changes(d: Decision, reader: Candidate, arguments: Arguments) -> 
 def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
          settings: RouterSettings) -> Plan:
     request = arguments.request
+    if not (request.backend or request.tool or readable(decision.analysis.question)):
+        return Plan(calls=(), mode=request.mode, refusal=NoRelevantBackend(
+            "the question has no word and no number to route by", candidates=[], request_id=request.request_id))
     refusal = _refusal(decision, arguments, statuses, settings)
     if refusal is not None:
         return Plan(calls=(), mode=request.mode, refusal=refusal)

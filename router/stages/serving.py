@@ -46,6 +46,16 @@ def asks_for_change(question: str) -> str | None:
     return verb.group(0) if verb is not None and verb.group(0) in _CHANGE_VERBS else None
 
 
+# Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.
+_READABLE = re.compile(r"[^\W\d_]{2}|\d|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def readable(question: str) -> bool:
+    """Whether the question has a word or a number at all ("÷Ø" has neither: whatever it is closest to, that
+    is chance, and a tool called for it answers noise or an error)."""
+    return _READABLE.search(question) is not None
+
+
 def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
     """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
     text = f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}"

@@ -117,3 +117,19 @@ async def test_a_backend_named_by_the_caller_is_called_whatever_the_confidence()
     w = with_model(world(), UNSURE)
     resp = await query(w.router, QueryRequest(question=ONLY_TIME, backend="time"))
     assert resp.backend == "time"
+
+
+@pytest.mark.parametrize("question", ["÷Ø", "🙂🙂", "?!", "x y z"])
+async def test_a_question_without_a_word_or_a_number_is_declined_however_sure_retrieval_is(question: str) -> None:
+    # Whatever such a question is closest to is chance; a tool called for it answers noise or an error.
+    w = with_model(world(), SURE)
+    dry = await route(w.router, RouteRequest(question=question))
+    assert (dry.decision, dry.status, dry.calls) == ("no_match", 404, [])
+    with pytest.raises(NoRelevantBackend, match="no word and no number") as info:
+        await query(w.router, QueryRequest(question=question))
+    assert info.value.message == dry.message and w.executor.calls == []
+    # A caller who names the tool is not second-guessed, and a number is something to route by.
+    named = await query(w.router, QueryRequest(question=question, backend="time", tool="get_current_time",
+                                               arguments={"timezone": "UTC"}))
+    assert named.capability == "get_current_time"
+    assert (await route(w.router, RouteRequest(question="2+2"))).status != 404
