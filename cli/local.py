@@ -56,6 +56,18 @@ def free_port(host: str = "127.0.0.1") -> int:
     raise OSError(f"no free port between {_PICK_FROM} and {_PICK_TO} on {host}")
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on host:port (another router, another program). As a server binds
+    it (address reuse on), so a port a stopped router left in TIME_WAIT counts as free."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def ingress_environment(settings: RouterSettings, host: str, port: int) -> dict[str, str]:
     """Environment Ray must see before it starts (its processes read these at import)."""
     env = {"RAY_SERVE_DEFAULT_HTTP_HOST": host, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",

@@ -93,7 +93,7 @@ def refusal_lines(details: dict[str, Any]) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
-    from mcp_router.cli.local import start_local, stop_local, wait_until_healthy
+    from mcp_router.cli.local import port_in_use, start_local, stop_local, wait_until_healthy
 
     overrides: dict[str, Any] = {"server": {}}
     if args.host:
@@ -109,6 +109,11 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
         check_bind(settings.server.auth, [settings.server.host])
     except ConfigError as exc:
         print(f"mcp-router: {exc}", file=sys.stderr)
+        return 2
+    host, port = settings.server.host, settings.server.port
+    if "RAY_ADDRESS" not in os.environ and port_in_use(host, port):  # its own local Ray: it binds the port
+        print(f"mcp-router: {host}:{port} is already in use (another mcp-router, or another program); stop it, "
+              "or choose another port with --port (server.port)", file=sys.stderr)
         return 2
     started = time.monotonic()
     print(f"starting Ray and the Serve application {settings.server.app_name!r} "

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import socket
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import ray
 
 import mcp_router.cli.main as cli_main
 from router.errors import RouterError
@@ -60,3 +63,19 @@ async def test_the_route_command_prints_what_the_query_would_do_and_each_candida
     called = await route(w.router, RouteRequest(question="What time is it in Tokyo?"))
     would = cli_main.route_lines(called.model_dump(mode="json"))[1]
     assert would.startswith("would call: time/") and '"timezone": "Asia/Tokyo"' in would
+
+
+def test_serve_on_a_port_in_use_says_so_before_starting_anything(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # It used to start Ray, then fail with HAProxy's traceback ("cannot bind socket") after ten seconds.
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = Path(__file__).resolve().parents[2] / "examples" / "router.yaml"
+        rc = cli_main.main(["serve", "--config", str(config), "--port", str(port)])
+    assert rc == 2
+    assert f"127.0.0.1:{port} is already in use" in capsys.readouterr().err
+    assert not ray.is_initialized()
