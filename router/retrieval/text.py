@@ -11,7 +11,7 @@ from functools import lru_cache
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[A-Za-z0-9]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 STOP_WORDS = frozenset(
     """
@@ -56,7 +56,7 @@ def words(text: str) -> list[str]:
     """Lower-case words of `text`, identifiers split, stop words kept."""
     out = [w.lower() for w in _WORD.findall(split_identifier(text))]
     # CJK scripts have no spaces: index their characters one by one.
-    out.extend(_CJK.findall(text))
+    out.extend(CJK.findall(text))
     return out
 
 
@@ -64,7 +64,7 @@ def tokenize(text: str) -> list[str]:
     """Tokens for BM25: split, lower-cased, stop words removed, stemmed."""
     # Single CJK characters are kept: `words` indexes those scripts one character at a time.
     return [stem(w) for w in words(text)
-            if w not in STOP_WORDS and (len(w) > 1 or w.isdigit() or _CJK.match(w) is not None)]
+            if w not in STOP_WORDS and (len(w) > 1 or w.isdigit() or CJK.match(w) is not None)]
 
 
 # A URL is left whole; a file-system path (at least one directory, then a name) is matched so that

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from router.retrieval.text import STOP_WORDS, stem, tokenize, words
+from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
 from router.values import Capability
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
@@ -47,7 +47,7 @@ def asks_for_change(question: str) -> str | None:
 
 
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.
-_READABLE = re.compile(r"[^\W\d_]{2}|\d|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_READABLE = re.compile(rf"[^\W\d_]{{2}}|\d|{CJK.pattern}")
 
 
 def readable(question: str) -> bool:

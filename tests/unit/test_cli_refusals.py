@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-import ray
 
+import mcp_router.cli.local as local
 import mcp_router.cli.main as cli_main
 from router.errors import RouterError
 from router.models import QueryRequest, RouteRequest
@@ -70,6 +70,8 @@ def test_serve_on_a_port_in_use_says_so_before_starting_anything(monkeypatch: py
     # It used to start Ray, then fail with HAProxy's traceback ("cannot bind socket") after ten seconds.
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    started: list[object] = []
+    monkeypatch.setattr(local, "start_local", lambda *a, **k: started.append(a))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -78,4 +80,4 @@ def test_serve_on_a_port_in_use_says_so_before_starting_anything(monkeypatch: py
         rc = cli_main.main(["serve", "--config", str(config), "--port", str(port)])
     assert rc == 2
     assert f"127.0.0.1:{port} is already in use" in capsys.readouterr().err
-    assert not ray.is_initialized()
+    assert started == []  # nothing was started
