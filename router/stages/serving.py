@@ -35,7 +35,8 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 # ("Remember that Bob likes tea" is not answered by reading the memory). Verbs that also ask for output
 # ("create a chart", "write a poem", "add 3 and 4") are left out.
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
-                           "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel"})
+                           "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
+                           "set", "reset", "clear", "enable", "disable", "turn"})
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 

@@ -139,6 +139,13 @@ async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only
     assert (answered.backend, answered.capability) in (("memory", "read_graph"), ("memory", "knowledge-graph"))
 
 
+async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
+    # It was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer.
+    with pytest.raises(NoRelevantBackend) as info:
+        await query(router, QueryRequest(question="Set a timer for 5 minutes"))
+    assert "asks to set something" in info.value.message and "only reads" in info.value.message
+
+
 async def test_a_call_that_would_leave_some_of_the_question_s_values_unused_is_not_made(router: Router) -> None:
     # convert_time fits "the time difference between Tokyo and Paris" best but needs a time the question does not
     # give; the current time of Tokyo, which the router called instead, answers half of it. The caller now hears
