@@ -33,18 +33,23 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 
 # Verbs that, leading a request, ask for something to be changed, which a tool declared read-only cannot do
 # ("Remember that Bob likes tea" is not answered by reading the memory). Verbs that also ask for output
-# ("create a chart", "write a poem", "add 3 and 4") are left out.
+# ("create a chart", "write a poem", "add 3 and 4") are left out, and so are "set up" (as often a request for
+# instructions) and "turn" but for "turn on" and "turn off" ("turn this into a poem" asks for output).
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn"})
+_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 
 def asks_for_change(question: str) -> str | None:
     """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
     lead = _REQUEST_LEAD.match(question)
-    verb = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
-    return verb.group(0) if verb is not None and verb.group(0) in _CHANGE_VERBS else None
+    rest = question[lead.end() if lead else 0:].lower()
+    verb = re.match(r"[a-z]+", rest)
+    if verb is None or verb.group(0) not in _CHANGE_VERBS or _NOT_A_CHANGE.match(rest):
+        return None
+    return verb.group(0)
 
 
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.

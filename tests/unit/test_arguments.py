@@ -290,7 +290,8 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("Could you, please, save this page", "save"), ("Kindly book a table for two", "book"),
     ("What do you remember about Bob?", None), ("Add 3 and 4", None), ("Create a chart of sales", None),
     ("Remembering names is hard", None), ("Set a timer for 5 minutes", "set"), ("Please turn off the lights", "turn"),
-    ("Settings of the router?", None),
+    ("Settings of the router?", None), ("Set up a cluster", None), ("Turn this list into a table", None),
+    ("Turn on dark mode", "turn"),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
