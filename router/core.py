@@ -138,6 +138,12 @@ class Router:
         verdict = d.verdict if refused is None else ("no_match" if isinstance(refused, NoRelevantBackend) else
                                                     "ambiguous" if isinstance(refused, AmbiguousRoute) else "route")
         message = d.message if refused is None else refused.message
+        first = next((c for c in d.candidates if c.relevant), None)
+        if refused is None and first is not None and p.calls[0].candidate is not first:  # the plan passed it by
+            call, status = p.calls[0], self.stats.statuses().get(first.capability.backend)
+            why = arguments.ruled_out(first) or (f"its backend is {status.health}" if status else "it is not callable")
+            message = f"routed to {call.backend}/{call.capability.name}: the closest, {first.capability.key}, is not " \
+                      f"called, since {why}"
         asked = None if self.llm is None else ("choose among the candidates" if assist.needs_choice(d) else
                                                "fill the arguments" if assist.needs_arguments(p, request) else None)
         if asked is not None:  # what the LLM answers decides the rest

@@ -16,7 +16,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from router.errors import AmbiguousRoute, ArgumentsRequired, BackendUnavailable, NoRelevantBackend, RouterError
+from router.errors import (
+    AmbiguousRoute,
+    ArgumentsRequired,
+    BackendNotCallable,
+    BackendUnavailable,
+    NoRelevantBackend,
+    RouterError,
+)
 from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
@@ -63,8 +70,15 @@ class Arguments:
 
     def ruled_out(self, candidate: Candidate) -> str | None:
         """Why a relevant candidate would not be called, in words (None: nothing rules it out)."""
-        why = self.doubt(candidate) if candidate.relevant else None
+        if not candidate.relevant:
+            return None
+        why = self.doubt(candidate)
         if why is None:
+            derived = self.of(candidate.capability)
+            if isinstance(derived, BackendNotCallable):
+                return "there is nothing on it to call (a backend known by its description, or a held tool)"
+            if isinstance(derived, ArgumentsRequired):
+                return f"it needs {derived.details.get('missing')!r}, which the question does not give"
             return None
         return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
                 LEFT: "it would leave some of the question's values unused",

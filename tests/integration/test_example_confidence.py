@@ -256,6 +256,19 @@ async def test_the_dry_run_shows_what_the_query_does(router: Router, question: s
                                                                          f"{shown.candidates[0].capability}"
 
 
+async def test_the_dry_run_names_the_closest_match_the_query_passes_by(router: Router) -> None:
+    # The time server's convert_time is closest, but the question gives no time zone; the unit converter, almost as
+    # close, takes it. The dry run said "routed to time/convert_time" while listing the converter's call.
+    question = "How many seconds are in an hour?"
+    shown = await route(router, RouteRequest(question=question))
+    resp = await query(router, QueryRequest(question=question))
+    assert shown.calls == [f"{resp.backend}/{resp.capability}"] == ["calculator/convert_units"]
+    assert shown.message.startswith("routed to calculator/convert_units: the closest, time/tool/convert_time, is not "
+                                    "called, since it needs")
+    assert shown.candidates[0].capability == "convert_time" and "which the question does not give" in (
+        shown.candidates[0].ruled_out or "")
+
+
 @pytest.mark.parametrize(("question", "first", "why"), [
     ("Convert 100 USD to EUR", "convert_units", "it takes no currency value, which the question gives"),
     ("Remember that Bob likes tea", "read_graph", "it only reads, and the question asks to remember something"),
