@@ -68,8 +68,10 @@ def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
     return next((kind for kind in kinds if not VALUE_KINDS[kind][1].search(text)), None)
 
 
-# Words that ask for an answer rather than say what it is about: they need no echo in a capability's texts.
-_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know".split()))
+# Words that ask for an answer rather than say what it is about, or say only how much of it ("everything in
+# memory" asks for the whole of what the reader returns): they need no echo in a capability's texts.
+_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know "
+                              "everything anything whole entire every".split()))
 
 
 def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:

@@ -139,6 +139,13 @@ async def test_a_request_to_change_something_is_not_answered_by_a_tool_that_only
     assert (answered.backend, answered.capability) in (("memory", "read_graph"), ("memory", "knowledge-graph"))
 
 
+async def test_asked_for_everything_in_memory_the_reader_answers(router: Router) -> None:
+    # read_graph takes nothing from the question; "everything" says how much, not what about: it was a 404 naming
+    # 'everything' as a word the reader's answer could not be about.
+    answered = await query(router, QueryRequest(question="Show me everything in memory"))
+    assert (answered.backend, answered.capability) == ("memory", "read_graph")
+
+
 async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
     # It was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer.
     with pytest.raises(NoRelevantBackend) as info:
