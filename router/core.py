@@ -133,14 +133,15 @@ class Router:
         it, then the calls it would make or the refusal it would answer), with every candidate's scores.
         Nothing is called and no LLM is asked: where the query would ask one, the message says so."""
         d, arguments = await self._settled(request)
-        p = plan(d, arguments, self.stats.statuses(), self.settings)
+        statuses = self.stats.statuses()
+        p = plan(d, arguments, statuses, self.settings)
         refused = p.refusal
         verdict = d.verdict if refused is None else ("no_match" if isinstance(refused, NoRelevantBackend) else
                                                     "ambiguous" if isinstance(refused, AmbiguousRoute) else "route")
         message = d.message if refused is None else refused.message
         first = next((c for c in d.candidates if c.relevant), None)
         if refused is None and first is not None and p.calls[0].candidate is not first:  # the plan passed it by
-            call, status = p.calls[0], self.stats.statuses().get(first.capability.backend)
+            call, status = p.calls[0], statuses.get(first.capability.backend)
             why = arguments.ruled_out(first) or (f"its backend is {status.health}" if status else "it is not callable")
             message = f"routed to {call.backend}/{call.capability.name}: the closest, {first.capability.key}, is not " \
                       f"called, since {why}"

@@ -217,12 +217,15 @@ def tool_contenders(first: Candidate, candidates: Sequence[Candidate], limit: in
 
 
 def unclear_tool_message(first: Candidate, contenders: Sequence[Candidate], threshold: float) -> str:
-    values = [c.scores.tool_confidence for c in contenders]
-    places = next((p for p in range(2, 7) if all(f"{v:.{p}f}" != f"{threshold:.{p}f}" for v in values)), 6)
-    tools = ", ".join(f"{c.capability.name} ({v:.{places}f})" for c, v in zip(contenders, values, strict=True))
+    places = decimals([c.scores.tool_confidence for c in contenders], threshold)
     return (f"backend {first.capability.backend!r} fits (confidence {first.scores.confidence:.2f}), but not clearly "
-            f"one of its tools: {tools} (tool confidence < routing.min_tool_confidence "
+            f"one of its tools: {named_tools(contenders, places)} (tool confidence < routing.min_tool_confidence "
             f"{threshold:.{places}f}); name the tool")
+
+
+def named_tools(contenders: Sequence[Candidate], places: int = 2) -> str:
+    """"name (tool confidence), ..." for a message that asks which tool."""
+    return ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.{places}f})" for c in contenders)
 
 
 def _unsure_action_message(first: Candidate, threshold: float, backend_named: bool) -> str:
@@ -234,10 +237,15 @@ def _unsure_action_message(first: Candidate, threshold: float, backend_named: bo
 
 
 def below(value: float, threshold: float, setting: str) -> str:
-    """"value < setting threshold" as a reader sees it: two decimals, or as many more as it takes for the two
-    not to print the same (0.0796 below 0.08 is not "0.08 < 0.08")."""
-    places = next((p for p in range(2, 7) if f"{value:.{p}f}" != f"{threshold:.{p}f}"), 6)
+    """"value < setting threshold" as a reader sees it."""
+    places = decimals([value], threshold)
     return f"{value:.{places}f} < {setting} {threshold:.{places}f}"
+
+
+def decimals(values: Sequence[float], threshold: float) -> int:
+    """Two decimals, or as many more as it takes for none of `values` to print as the threshold does (0.0796
+    below 0.08 is not "0.08 < 0.08")."""
+    return next((p for p in range(2, 7) if all(f"{v:.{p}f}" != f"{threshold:.{p}f}" for v in values)), 6)
 
 
 def first_placed(candidates: Sequence[Candidate], why: str) -> list[Candidate]:

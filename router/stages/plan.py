@@ -27,7 +27,7 @@ from router.errors import (
 from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
-from router.stages.decide import below, tool_contenders, unclear_tool_message
+from router.stages.decide import below, named_tools, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
@@ -171,10 +171,10 @@ def _ask_which_changes(d: Decision, reader: Candidate, arguments: Arguments) -> 
                and arguments.may_serve(c)]
     if not writers:
         return d
-    tools = ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.2f})" for c in writers[:3])
     message = (f"the question asks to {arguments.change} something, and the closest, {reader.capability.key}, only "
                f"reads; backend {backend!r} fits (confidence {reader.scores.confidence:.2f}), and of its tools that "
-               f"may change something none is clearly meant: {tools}; name the tool")
+               f"may change something none is clearly meant: {named_tools(tool_contenders(reader, writers))}; "
+               "name the tool")
     asked = [dataclasses.replace(c, relevant=False, unclear_tool=True, unsure_action=False, placed=FOR_A_CHANGE)
              for c in writers]
     rest = [c for c in d.candidates if all(c is not w for w in writers)]
