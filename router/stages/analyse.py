@@ -9,6 +9,7 @@ from __future__ import annotations
 from router.cache import LRU
 from router.literals import EmbedFn
 from router.retrieval.intent import IntentClassifier
+from router.retrieval.text import spelled
 from router.values import Analysis
 
 
@@ -23,7 +24,7 @@ class Analyser:
         override = self.classifier.resolve(intent) if intent else None  # an unknown intent is a 400 first
         analysis = self._cache.get(question)
         if analysis is None or (analysis.vector is None and dense):
-            vector = (await self._embed([question]))[0] if dense else None
+            vector = (await self._embed([spelled(question)]))[0] if dense else None
             name, source, scores = self.classifier.classify(question, vector)
             analysis = Analysis(question=question, vector=vector, intent=name,
                                 intent_source=source, intent_scores=scores)  # type: ignore[arg-type]
