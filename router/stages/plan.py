@@ -28,7 +28,7 @@ from router.request import Request
 from router.settings import RouterSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
 from router.stages.decide import below, named_tools, tool_contenders, unclear_tool_message
-from router.stages.serving import asks_for_change, readable, unmatched_words, unserved, value_kinds
+from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
@@ -36,6 +36,7 @@ UNTAKEN = "the question's words"  # what a call that takes nothing of the questi
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
+FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
 
 
 class Arguments:
@@ -53,6 +54,7 @@ class Arguments:
         self.named = request.tool is not None  # a named tool is the caller's choice
         self.kinds = value_kinds(request.question) if not self.named else {}
         self.change = asks_for_change(request.question) if not self.named else None
+        self.read = asks_to_read(request.question) if not self.named else None
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
@@ -132,7 +134,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     tool that takes more of its values goes first ("9am in London" gives a time and a second place that
     the current time of one place leaves unused). A free-text slot or no parameter at all fits any
     question, so it settles nothing ("Remember that ..." is not a search); but a request to change something
-    whose best match only reads asks which of that backend's other tools was meant. Settling says which tool,
+    whose best match only reads asks which of that backend's other tools was meant, and so does a question that
+    only asks whose best match may change something and is not likely enough to act. Settling says which tool,
     not whether to act: a tool that may change something still needs its backend to be likely enough."""
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
@@ -140,7 +143,9 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     if first is None or first.capability.held:  # a held tool was meant: no sibling answers for it
         return d
     if arguments.doubt(first) == READS_ONLY:
-        return _ask_which_changes(d, first, arguments)
+        return _ask_which(d, first, arguments, FOR_A_CHANGE)
+    if arguments.read is not None and first.unsure_action:
+        return _ask_which(d, first, arguments, FOR_READING)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
              and arguments.doubt(c) is None]
@@ -162,22 +167,30 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
                                message=f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}")
 
 
-def _ask_which_changes(d: Decision, reader: Candidate, arguments: Arguments) -> Decision:
-    """A request to change something ("Remember that Bob likes tea") whose best match only reads: the tools of
-    that backend that may change something go first, and which of them is meant is asked (a configured LLM
-    may choose). A backend without any keeps the decision, which the plan then declines."""
-    backend = reader.capability.backend
-    writers = [c for c in d.candidates if c.capability.backend == backend and not c.capability.read_only
+def _ask_which(d: Decision, closest: Candidate, arguments: Arguments, why: str) -> Decision:
+    """A request to change something ("Remember that Bob likes tea") whose best match only reads, or a question
+    that only asks ("List all entities in memory") whose best match may change something: the tools of that
+    backend that can do what is asked go first, and which of them is meant is asked (a configured LLM may
+    choose); a question that only asks is answered by the one reader likely enough on its own, if there is one.
+    A backend without any keeps the decision, which the plan then declines or asks about."""
+    backend, change = closest.capability.backend, why == FOR_A_CHANGE
+    fitting = [c for c in d.candidates if c.capability.backend == backend and c.capability.read_only != change
                and arguments.may_serve(c)]
-    if not writers:
+    if not fitting:
         return d
-    message = (f"the question asks to {arguments.change} something, and the closest, {reader.capability.key}, only "
-               f"reads; backend {backend!r} fits (confidence {reader.scores.confidence:.2f}), and of its tools that "
-               f"may change something none is clearly meant: {named_tools(tool_contenders(reader, writers))}; "
-               "name the tool")
-    asked = [dataclasses.replace(c, relevant=False, unclear_tool=True, unsure_action=False, placed=FOR_A_CHANGE)
-             for c in writers]
-    rest = [c for c in d.candidates if all(c is not w for w in writers)]
+    sure = [c for c in fitting if c.relevant and arguments.doubt(c) is None] if not change else []
+    if len(sure) == 1:  # one reader likely enough on its own: reading it is no guess
+        rest = [c for c in d.candidates if c is not sure[0]]
+        return dataclasses.replace(d, candidates=(dataclasses.replace(sure[0], placed=why), *rest), verdict="route",
+                                   message=f"routed to {backend}/{sure[0].capability.name}: {why}")
+    asks, does, kind = ((f"asks to {arguments.change} something", "only reads", "that may change something")
+                        if change else (f"only asks ({arguments.read!r})", "may change something", "that only read"))
+    message = (f"the question {asks}, and the closest, {closest.capability.key}, {does}; backend {backend!r} fits "
+               f"(confidence {closest.scores.confidence:.2f}), and of its tools {kind} none is clearly meant: "
+               f"{named_tools(tool_contenders(closest, fitting))}; name the tool")
+    asked = [dataclasses.replace(c, relevant=False, unclear_tool=True, unsure_action=False, placed=why)
+             for c in fitting]
+    rest = [c for c in d.candidates if all(c is not f for f in fitting)]
     return dataclasses.replace(d, candidates=(*asked, *rest), verdict="ambiguous", message=message)
 
 
@@ -249,8 +262,11 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
         if first is not None and first.unclear_tool:  # which of one backend's tools
             # Those that could serve the question: the memory's readers are no choice for "Remember that ...".
             listed = tool_contenders(first, d.candidates)
-            tools = tool_contenders(first, [c for c in d.candidates if arguments.may_serve(c)]) or listed
-            asked = tools == listed or first.placed == FOR_A_CHANGE  # the decision's message names them
+            if first.placed in (FOR_A_CHANGE, FOR_READING):  # the decision's message names them
+                tools, asked = tool_contenders(first, [c for c in d.candidates if c.placed == first.placed]), True
+            else:
+                tools = tool_contenders(first, [c for c in d.candidates if arguments.may_serve(c)]) or listed
+                asked = tools == listed
             message = d.message if asked else unclear_tool_message(first, tools, settings.routing.min_tool_confidence)
             return AmbiguousRoute(message, request_id=request.request_id,
                                   candidates=[c.info(i + 1).model_dump() for i, c in enumerate(tools)])

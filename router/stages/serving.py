@@ -52,6 +52,24 @@ def asks_for_change(question: str) -> str | None:
     return verb.group(0)
 
 
+# Words that, leading a question, ask only to be told something ("List all entities in memory" is not a request
+# to delete any), unless a verb that can only mean a change follows ("Find the duplicates and delete them").
+_READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
+                         "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
+_ONLY_CHANGES = re.compile(r"\b(?:remember|save|store|forget|delete|remove|erase|send|upload|update|rename|insert|"
+                           r"cancel|publish)\b", re.I)
+
+
+def asks_to_read(question: str) -> str | None:
+    """The word a question that only asks to be told something starts with ("What ...", "Please list ..."),
+    else None."""
+    lead = _REQUEST_LEAD.match(question)
+    word = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
+    if word is None or word.group(0) not in _READ_LEADS or _ONLY_CHANGES.search(question):
+        return None
+    return word.group(0)
+
+
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.
 _READABLE = re.compile(rf"[^\W\d_]{{2}}|\d|{CJK.pattern}")
 

@@ -38,6 +38,7 @@ async def router(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rout
     ("What is 6 times 7?", "calculator", "42"),
     ("What is 12 times (3 + 4)?", "calculator", "84"),
     ("Convert 5 km to miles", "calculator", "3.10686"),
+    ("What's 7% of 300?", "calculator", "21"),  # was declined: BM25 read only "300", found in an FAQ entry
     ("Echo back the message hello router", "everything", "hello router"),
 ])
 async def test_a_question_a_tool_fits_is_answered_by_it(router: Router, question: str, backend: str,
@@ -112,6 +113,12 @@ async def test_a_question_nothing_fits_is_declined(router: Router) -> None:
     assert info.value.details["candidates"]
 
 
+async def test_a_bare_percentage_is_not_answered_from_a_page_that_shares_its_number(router: Router) -> None:
+    # "7% of 300" was answered by the FAQ entry "Are answers cached?" ("kept for 300 seconds").
+    shown = await route(router, RouteRequest(question="7% of 300"))
+    assert "faq.jsonl: Are answers cached?" not in " ".join(shown.calls)
+
+
 async def test_a_currency_conversion_is_declined_not_sent_to_the_unit_converter(router: Router) -> None:
     # The unit converter is the closest match, but nothing in its texts says it takes currencies: no tool
     # is called to fail (or to answer "100 = 100"), and the refusal says why.
@@ -144,6 +151,16 @@ async def test_asked_for_everything_in_memory_the_reader_answers(router: Router)
     # 'everything' as a word the reader's answer could not be about.
     answered = await query(router, QueryRequest(question="Show me everything in memory"))
     assert (answered.backend, answered.capability) == ("memory", "read_graph")
+
+
+async def test_asked_to_list_what_is_in_memory_the_409_offers_readers_not_the_deleter(router: Router) -> None:
+    # delete_entities is the closest match for "entities"; the 409 named it alone as the tool to call.
+    with pytest.raises(AmbiguousRoute) as info:
+        await query(router, QueryRequest(question="List all entities in memory"))
+    listed = info.value.details["candidates"]
+    assert listed and all(c["backend"] == "memory" and c["read_only"] for c in listed)
+    assert "read_graph" in {c["capability"] for c in listed}
+    assert "only asks ('list')" in info.value.message and "delete_entities, may change something" in info.value.message
 
 
 async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
@@ -243,6 +260,7 @@ async def test_a_section_that_shares_none_of_the_question_s_words_is_not_read_fo
     "How does hedging work?", "Write a poem about the sea",  # 404s the plan adds to a route on a weak match
     "Remember that Bob likes tea",  # a 409: the reader fits best, the tools that may store it are asked about
     "How do I enable tracing?",  # a 409: a tool that may act, on a weak match
+    "List all entities in memory",  # a 409: the closest may act, the question only asks: the readers are asked about
     "What time is it?",  # a 422
 ])
 async def test_the_dry_run_shows_what_the_query_does(router: Router, question: str) -> None:

@@ -299,6 +299,17 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     assert asks_for_change(question) == verb
 
 
+@pytest.mark.parametrize(("question", "lead"), [
+    ("List all entities in memory", "list"), ("What's in my notes?", "what"), ("Can you show the memos", "show"),
+    ("Find the duplicates and delete them", None), ("What do you remember about Bob?", None),
+    ("Get me a taxi", None), ("How do I enable tracing?", None), ("Listing prices rose", None),
+])
+def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
+    from router.stages.serving import asks_to_read
+
+    assert asks_to_read(question) == lead
+
+
 def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     roots = Capability(backend="everything", name="get-roots-list",
                        description="Lists the current MCP roots provided by the client.")

@@ -15,6 +15,7 @@ from router.models import QueryRequest, RouteRequest
 from router.request import Request
 from router.settings import RoutingSettings
 from router.stages.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceModel, tool_features
+from router.stages.plan import FOR_READING
 from router.values import Capability
 from tests.unit.fake_executor import ok
 from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
@@ -271,6 +272,19 @@ async def test_asked_to_remember_the_reader_gives_way_to_the_tools_that_may_stor
     assert "memo/tool/recall_memos, only reads" in info.value.message and "add_memo" in info.value.message
     assert [c["capability"] for c in info.value.details["candidates"]] == ["add_memo"]
     assert w.executor.calls == []  # nothing acts on a guess
+
+
+@pytest.mark.parametrize("question", ["List the memos", "What memo is there?", "Please show the memo"])
+async def test_a_question_that_only_asks_is_answered_by_the_reader_not_the_closer_writer(question: str) -> None:
+    w = memo_world()
+    w.router.decider.scorer.tool_confidence = tool_model(-0.4)  # 0.4: clear enough, too unsure to act on
+    decided = await w.router.decide(Request.dry_run(RouteRequest(question=question)))
+    assert decided.candidates[0].capability.name == "add_memo" and decided.candidates[0].unsure_action
+    resp = await query(w.router, QueryRequest(question=question))
+    assert (resp.capability, resp.routing.candidates[0].placed) == ("recall_memos", FOR_READING)
+    assert [call.capability for call in w.executor.calls] == ["recall_memos"]
+    with pytest.raises(AmbiguousRoute, match="add_memo may change something, and it is not likely enough"):
+        await query(w.router, QueryRequest(question="Add a memo"))  # a request to act is still asked about
 
 
 async def test_with_an_llm_the_model_chooses_among_the_tools_that_may_store_it() -> None:
