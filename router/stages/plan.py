@@ -25,7 +25,7 @@ from router.errors import (
     RouterError,
 )
 from router.request import Request
-from router.settings import RouterSettings
+from router.settings import RouterSettings, RoutingSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
 from router.stages.decide import below, named_tools, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
@@ -143,9 +143,9 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     if first is None or first.capability.held:  # a held tool was meant: no sibling answers for it
         return d
     if arguments.doubt(first) == READS_ONLY:
-        return _ask_which(d, first, arguments, FOR_A_CHANGE)
+        return _writers_for_a_change(d, first, arguments)
     if arguments.read is not None and first.unsure_action:
-        return _ask_which(d, first, arguments, FOR_READING)
+        return _readers_for_a_question(d, first, arguments, settings.routing)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
              and arguments.doubt(c) is None]
@@ -167,27 +167,43 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
                                message=f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}")
 
 
-def _ask_which(d: Decision, closest: Candidate, arguments: Arguments, why: str) -> Decision:
-    """A request to change something ("Remember that Bob likes tea") whose best match only reads, or a question
-    that only asks ("List all entities in memory") whose best match may change something: the tools of that
-    backend that can do what is asked go first, and which of them is meant is asked (a configured LLM may
-    choose); a question that only asks is answered by the one reader likely enough on its own, if there is one.
-    A backend without any keeps the decision, which the plan then declines or asks about."""
-    backend, change = closest.capability.backend, why == FOR_A_CHANGE
-    fitting = [c for c in d.candidates if c.capability.backend == backend and c.capability.read_only != change
-               and arguments.may_serve(c)]
-    if not fitting:
-        return d
-    sure = [c for c in fitting if c.relevant and arguments.doubt(c) is None] if not change else []
-    if len(sure) == 1:  # one reader likely enough on its own: reading it is no guess
+def _writers_for_a_change(d: Decision, reader: Candidate, arguments: Arguments) -> Decision:
+    """A request to change something ("Remember that Bob likes tea") whose best match only reads: the tools of
+    that backend that may change something go first, and which of them is meant is asked (a configured LLM may
+    choose). A backend without any keeps the decision, which the plan then declines."""
+    writers = [c for c in d.candidates if c.capability.backend == reader.capability.backend
+               and not c.capability.read_only and arguments.may_serve(c)]
+    return _ask_which(d, reader, writers, FOR_A_CHANGE, f"asks to {arguments.change} something", "only reads",
+                      "that may change something") if writers else d
+
+
+def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments, routing: RoutingSettings) -> Decision:
+    """A question that only asks ("List all entities in memory", "What is the log of 1000?") whose best match may
+    change something, and is not likely enough to act on it: the best read-only candidate likely enough on its
+    own answers ("log" drew the demo's logging switch above the calculator); failing one, the readers of that
+    backend that fit are asked about. Readers the question does not fit are not offered."""
+    readers = [c for c in d.candidates if c.capability.read_only and arguments.may_serve(c)
+               and c.scores.confidence >= routing.min_confidence]
+    sure = [c for c in readers if c.relevant and arguments.doubt(c) is None]
+    close = len(sure) > 1 and sure[0].capability.name != sure[1].capability.name and \
+        sure[0].scores.composite - sure[1].scores.composite < routing.ambiguity_margin
+    if sure and not close:  # reading is no guess
         rest = [c for c in d.candidates if c is not sure[0]]
-        return dataclasses.replace(d, candidates=(dataclasses.replace(sure[0], placed=why), *rest), verdict="route",
-                                   message=f"routed to {backend}/{sure[0].capability.name}: {why}")
-    asks, does, kind = ((f"asks to {arguments.change} something", "only reads", "that may change something")
-                        if change else (f"only asks ({arguments.read!r})", "may change something", "that only read"))
-    message = (f"the question {asks}, and the closest, {closest.capability.key}, {does}; backend {backend!r} fits "
-               f"(confidence {closest.scores.confidence:.2f}), and of its tools {kind} none is clearly meant: "
-               f"{named_tools(tool_contenders(closest, fitting))}; name the tool")
+        return dataclasses.replace(d, candidates=(dataclasses.replace(sure[0], placed=FOR_READING), *rest),
+                                   verdict="route", message=f"routed to {sure[0].capability.backend}/"
+                                   f"{sure[0].capability.name}: the closest, {writer.capability.key}, may change "
+                                   "something, and the question only asks")
+    own = [c for c in readers if c.capability.backend == writer.capability.backend]
+    return _ask_which(d, writer, own, FOR_READING, f"only asks ({arguments.read!r})", "may change something",
+                      "that only read") if own else d
+
+
+def _ask_which(d: Decision, closest: Candidate, fitting: list[Candidate], why: str, asks: str, does: str,
+               kind: str) -> Decision:
+    """`fitting` (tools of `closest`'s backend) first, marked `placed`, and a 409 asking which of them."""
+    message = (f"the question {asks}, and the closest, {closest.capability.key}, {does}; backend "
+               f"{closest.capability.backend!r} fits (confidence {closest.scores.confidence:.2f}), and of its tools "
+               f"{kind} none is clearly meant: {named_tools(tool_contenders(closest, fitting))}; name the tool")
     asked = [dataclasses.replace(c, relevant=False, unclear_tool=True, unsure_action=False, placed=why)
              for c in fitting]
     rest = [c for c in d.candidates if all(c is not f for f in fitting)]

@@ -163,6 +163,14 @@ async def test_asked_to_list_what_is_in_memory_the_409_offers_readers_not_the_de
     assert "only asks ('list')" in info.value.message and "delete_entities, may change something" in info.value.message
 
 
+async def test_a_question_that_only_asks_is_not_held_up_by_a_switch_it_resembles(router: Router) -> None:
+    # "log" drew the everything server's logging switch first: a 409 about switching it, with the calculator,
+    # likely enough on its own, second.
+    resp = await query(router, QueryRequest(question="What is the log of 1000?"))
+    assert (resp.backend, resp.capability) == ("calculator", "calculate")
+    assert resp.routing is not None and resp.routing.candidates[0].placed
+
+
 async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
     # It was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer.
     with pytest.raises(NoRelevantBackend) as info:

@@ -13,6 +13,7 @@ from mcp_router.examples.servers.calculator import evaluate
     ("the difference between 10 and 4", 6), ("What is 12 times (3 + 4)?", 84), ("what is 15 percent of 80?", 12),
     ("2^10 / 4", 256), ("What is 1,000 plus 1?", 1001), ("Add two numbers 3 and 4", 7),
     ("Multiply the numbers 6 and 7", 42), ("Add 2, 3 and 4", 9), ("What's 3 squared?", 9),
+    ("What is the log of 1000?", 3), ("the natural logarithm of 1", 0), ("sine of 0", 0), ("cos of 0 plus 1", 2),
 ])
 def test_the_arithmetic_of_a_question_is_evaluated(question: str, value: float) -> None:
     assert evaluate(question)[1] == pytest.approx(value)
