@@ -81,14 +81,11 @@ def _path_to_extension(match: re.Match[str]) -> str:
 
 
 def question_tokens(text: str) -> list[str]:
-    """BM25 tokens of a question: a file path counts only by its extension, and a number not at all. The
-    path's directories are the asker's own layout ("/root/markdown/report.md"), not evidence of the
-    capability wanted, and they drew tools named after them above the ones the task needs. A number is a
-    value to pass, not a description of what takes it: "7% of 300" matched an FAQ entry on a 300-second
-    cache above the calculator."""
+    """BM25 tokens of a question: a file path counts only by its extension. Its directories are the
+    asker's own layout ("/root/markdown/report.md"), not evidence of the capability wanted, and they
+    drew tools named after them above the ones the task needs."""
     text = spelled(text)
-    tokens = tokenize(_URL_OR_PATH.sub(_path_to_extension, text) if "/" in text else text)
-    return [t for t in tokens if not t.isdigit()]
+    return tokenize(_URL_OR_PATH.sub(_path_to_extension, text) if "/" in text else text)
 
 
 _PERCENT = re.compile(r"(?<=\d)\s?%")
