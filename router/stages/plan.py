@@ -32,6 +32,7 @@ from router.stages.serving import asks_for_change, asks_to_read, readable, unmat
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
+ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
@@ -42,7 +43,8 @@ FOR_READING = "the question only asks, and its backend's best match may change s
 class Arguments:
     """The arguments of each candidate for one request, derived once: settling and planning both ask; and
     what of the question only some tools can serve (`unserved`): the kinds of value it carries, and a request
-    to change something, which a read-only tool cannot do; values of a kind the call takes that it leaves unused;
+    to change something, which a read-only tool cannot do, and a question that only asks, which a tool its server
+    declares may change something does not answer; values of a kind the call takes that it leaves unused;
     and, below `min_untaken_confidence`, words of the question that a call taking nothing from it could not be
     about."""
 
@@ -58,6 +60,7 @@ class Arguments:
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
+        self._annotated: dict[str, bool] = {}
 
     def may_serve(self, candidate: Candidate) -> bool:
         """Whether the candidate is one to offer when the router asks which tool: not a reader for a change, nor
@@ -83,6 +86,7 @@ class Arguments:
                 return f"it needs {derived.details.get('missing')!r}, which the question does not give"
             return None
         return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
+                ACTS: f"it may change something, and the question only asks ({self.read!r})",
                 LEFT: "it would leave some of the question's values unused",
                 UNTAKEN: "it takes nothing from the question, and on a match this weak it says nothing about "
                          + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
@@ -95,6 +99,8 @@ class Arguments:
         that neither the capability's texts nor its server's description name is one its answer cannot be about."""
         if self.change is not None and capability.read_only:
             return READS_ONLY
+        if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
+            return ACTS
         if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
             return kind
         if self._leaves_values(capability):
@@ -107,6 +113,16 @@ class Arguments:
                                                       catalog.description if catalog is not None else "")
             return UNTAKEN if self.unmatched[key] else None
         return None
+
+    def _declares_readers(self, backend: str) -> bool:
+        """Whether the backend marks some of its tools read-only: then the others may change something by its
+        own word ("Is logging enabled?" toggled the demo's logging), not by the MCP default for a server that
+        says nothing (most do, and their tools answer questions)."""
+        if backend not in self._annotated:
+            catalog = self.catalogs.get(backend)
+            self._annotated[backend] = catalog is not None and any(
+                c.read_only and c.kind == "tool" for c in catalog.capabilities)
+        return self._annotated[backend]
 
     def _leaves_values(self, capability: Capability) -> bool:
         self.of(capability)
@@ -144,7 +160,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
         return d
     if arguments.doubt(first) == READS_ONLY:
         return _writers_for_a_change(d, first, arguments)
-    if arguments.read is not None and first.unsure_action:
+    if arguments.doubt(first) == ACTS or (arguments.read is not None and first.unsure_action):
         return _readers_for_a_question(d, first, arguments, settings.routing)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
@@ -179,9 +195,9 @@ def _writers_for_a_change(d: Decision, reader: Candidate, arguments: Arguments) 
 
 def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments, routing: RoutingSettings) -> Decision:
     """A question that only asks ("List all entities in memory", "What is the log of 1000?") whose best match may
-    change something, and is not likely enough to act on it: the best read-only candidate likely enough on its
-    own answers ("log" drew the demo's logging switch above the calculator); failing one, the readers of that
-    backend that fit are asked about. Readers the question does not fit are not offered."""
+    change something (by its server's word, or not likely enough to act on): the best read-only candidate likely
+    enough on its own answers ("log" drew the demo's logging switch above the calculator); failing one, the
+    readers of that backend that fit are asked about. Readers the question does not fit are not offered."""
     readers = [c for c in d.candidates if c.capability.read_only and arguments.may_serve(c)
                and c.scores.confidence >= routing.min_confidence]
     sure = [c for c in readers if c.relevant and arguments.doubt(c) is None]
@@ -306,6 +322,9 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "
                    f"anything: the closest, {closest.capability.key}, only reads")
+    elif closest is not None and why == ACTS:
+        message = (f"the question only asks ({arguments.read!r}), and the closest, {closest.capability.key}, may "
+                   "change something: it is not called for a question; name it to call it anyway")
     elif closest is not None and why == LEFT:
         left = ", ".join(repr(v) if isinstance(v, str) else f"{v:g}" for v in arguments.left[closest.capability.key])
         message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "

@@ -56,6 +56,7 @@ def asks_for_change(question: str) -> str | None:
 # to delete any), unless a verb that can only mean a change follows ("Find the duplicates and delete them").
 _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
+_TELL_ME = re.compile(r"\s+(?:me|us)\b", re.I)  # "tell me ..." asks; "tell Bob ..." sends
 _ONLY_CHANGES = re.compile(r"\b(?:remember|save|store|forget|delete|remove|erase|send|upload|update|rename|insert|"
                            r"cancel|publish)\b", re.I)
 
@@ -65,7 +66,8 @@ def asks_to_read(question: str) -> str | None:
     else None."""
     lead = _REQUEST_LEAD.match(question)
     word = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
-    if word is None or word.group(0) not in _READ_LEADS or _ONLY_CHANGES.search(question):
+    if word is None or word.group(0) not in _READ_LEADS or _ONLY_CHANGES.search(question) \
+            or (word.group(0) == "tell" and not _TELL_ME.match(question, word.end() + (lead.end() if lead else 0))):
         return None
     return word.group(0)
 

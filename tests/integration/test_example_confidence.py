@@ -171,6 +171,13 @@ async def test_a_question_that_only_asks_is_not_held_up_by_a_switch_it_resembles
     assert resp.routing is not None and resp.routing.candidates[0].placed
 
 
+@pytest.mark.parametrize("question", ["Is logging enabled?", "What does the logging toggle do?"])
+async def test_a_question_about_a_switch_does_not_flip_it(router: Router, question: str) -> None:
+    # Both called toggle-simulated-logging (confidence 0.51 and 0.85), switching the server's logging.
+    with pytest.raises(NoRelevantBackend, match="may change something: it is not called for a question"):
+        await query(router, QueryRequest(question=question))
+
+
 async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
     # It was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer.
     with pytest.raises(NoRelevantBackend) as info:

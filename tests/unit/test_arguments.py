@@ -303,6 +303,7 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     ("List all entities in memory", "list"), ("What's in my notes?", "what"), ("Can you show the memos", "show"),
     ("Find the duplicates and delete them", None), ("What do you remember about Bob?", None),
     ("Get me a taxi", None), ("How do I enable tracing?", None), ("Listing prices rose", None),
+    ("Tell me the time in Tokyo", "tell"), ("Please tell us a story", "tell"), ("Tell Bob I'm late", None),
 ])
 def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
     from router.stages.serving import asks_to_read

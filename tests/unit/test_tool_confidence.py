@@ -287,6 +287,21 @@ async def test_a_question_that_only_asks_is_answered_by_the_reader_not_the_close
         await query(w.router, QueryRequest(question="Add a memo"))  # a request to act is still asked about
 
 
+async def test_a_question_about_a_tool_its_server_says_may_act_does_not_call_it() -> None:
+    # The memo server marks recall_memos read-only, so by its word add_memo may change something: a question that
+    # only asks is not a request to add one, however sure retrieval is of the tool.
+    w = memo_world()
+    question = "What does add memo do?"
+    decided = await w.router.decide(Request.dry_run(RouteRequest(question=question)))
+    assert decided.candidates[0].capability.name == "add_memo" and decided.candidates[0].relevant
+    shown = await route(w.router, RouteRequest(question=question))
+    assert "add_memo" not in " ".join(shown.calls)
+    ruled = next(c for c in shown.candidates if c.capability == "add_memo")
+    assert ruled.ruled_out == "it may change something, and the question only asks ('what')"
+    await query(w.router, QueryRequest(question=question))
+    assert w.executor.calls and all(call.capability != "add_memo" for call in w.executor.calls)
+
+
 async def test_with_an_llm_the_model_chooses_among_the_tools_that_may_store_it() -> None:
     w = memo_world()
     chooser = with_llm(w, Choice("server", server="memo", tool="add_memo", reasoning="to store it"))
