@@ -150,8 +150,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     tool that takes more of its values goes first ("9am in London" gives a time and a second place that
     the current time of one place leaves unused). A free-text slot or no parameter at all fits any
     question, so it settles nothing ("Remember that ..." is not a search); but a request to change something
-    whose best match only reads asks which of that backend's other tools was meant, and so does a question that
-    only asks whose best match may change something and is not likely enough to act. Settling says which tool,
+    whose best match only reads asks which of that backend's other tools was meant, and a question that only
+    asks whose best match may change something goes to a reader (or asks which). Settling says which tool,
     not whether to act: a tool that may change something still needs its backend to be likely enough."""
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d

@@ -53,22 +53,26 @@ def asks_for_change(question: str) -> str | None:
 
 
 # Words that, leading a question, ask only to be told something ("List all entities in memory" is not a request
-# to delete any), unless a verb that can only mean a change follows ("Find the duplicates and delete them").
+# to delete any), unless a verb that can only mean a change follows ("Find the duplicates and delete them"; "set",
+# "post", "book" and the like are nouns as often).
 _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
-_TELL_ME = re.compile(r"\s+(?:me|us)\b", re.I)  # "tell me ..." asks; "tell Bob ..." sends
-_ONLY_CHANGES = re.compile(r"\b(?:remember|save|store|forget|delete|remove|erase|send|upload|update|rename|insert|"
-                           r"cancel|publish)\b", re.I)
+_ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
+                                       "turn", "move"})
+_ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
+_TELL_ME = re.compile(r"\s+(?:me|us)\b", re.I)
 
 
 def asks_to_read(question: str) -> str | None:
     """The word a question that only asks to be told something starts with ("What ...", "Please list ..."),
     else None."""
     lead = _REQUEST_LEAD.match(question)
-    word = re.match(r"[a-z]+", question[lead.end() if lead else 0:].lower())
-    if word is None or word.group(0) not in _READ_LEADS or _ONLY_CHANGES.search(question) \
-            or (word.group(0) == "tell" and not _TELL_ME.match(question, word.end() + (lead.end() if lead else 0))):
+    start = lead.end() if lead else 0
+    word = re.match(r"[a-z]+", question[start:].lower())
+    if word is None or word.group(0) not in _READ_LEADS or _ONLY_CHANGES.search(question):
         return None
+    if word.group(0) == "tell" and not _TELL_ME.match(question, start + word.end()):
+        return None  # "tell me ..." asks; "tell Bob ..." sends
     return word.group(0)
 
 
