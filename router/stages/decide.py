@@ -201,14 +201,18 @@ class Decider:
                                 "has confidence " + below(best.scores.confidence, self.settings.routing.min_confidence,
                                                           "routing.min_confidence"))
         # A session's backend was put first on purpose: that is not a close call.
-        if len(relevant) > 1 and not session:
+        if not session and too_close(relevant, self.settings.routing.ambiguity_margin):
             a, b = relevant[0], relevant[1]
-            if (a.capability.name != b.capability.name
-                    and a.scores.composite - b.scores.composite < self.settings.routing.ambiguity_margin):
-                return "ambiguous", (f"too close to call between {a.capability.key} and {b.capability.key}; "
-                                     "name a backend (and tool) to choose")
+            return "ambiguous", (f"too close to call between {a.capability.key} and {b.capability.key}; "
+                                 "name a backend (and tool) to choose")
         top = relevant[0].capability
         return "route", f"routed to {top.backend}/{top.name}"
+
+
+def too_close(ranked: Sequence[Candidate], margin: float) -> bool:
+    """Whether the first two (different tools; copies of one tool are one choice) are within `margin`."""
+    return len(ranked) > 1 and ranked[0].capability.name != ranked[1].capability.name and \
+        ranked[0].scores.composite - ranked[1].scores.composite < margin
 
 
 def tool_contenders(first: Candidate, candidates: Sequence[Candidate], limit: int = 3) -> list[Candidate]:

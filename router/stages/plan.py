@@ -27,7 +27,7 @@ from router.errors import (
 from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.arguments import Derived, derive_with_leftovers, values_taken
-from router.stages.decide import below, named_tools, tool_contenders, unclear_tool_message
+from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
@@ -158,9 +158,10 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     first = next((c for c in d.candidates if c.contending), None)
     if first is None or first.capability.held:  # a held tool was meant: no sibling answers for it
         return d
-    if arguments.doubt(first) == READS_ONLY:
+    why = arguments.doubt(first)
+    if why == READS_ONLY:
         return _writers_for_a_change(d, first, arguments)
-    if arguments.doubt(first) == ACTS or (arguments.read is not None and first.unsure_action):
+    if why == ACTS or (arguments.read is not None and first.unsure_action):
         return _readers_for_a_question(d, first, arguments, settings.routing)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
@@ -201,9 +202,7 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
     readers = [c for c in d.candidates if c.capability.read_only and arguments.may_serve(c)
                and c.scores.confidence >= routing.min_confidence]
     sure = [c for c in readers if c.relevant and arguments.doubt(c) is None]
-    close = len(sure) > 1 and sure[0].capability.name != sure[1].capability.name and \
-        sure[0].scores.composite - sure[1].scores.composite < routing.ambiguity_margin
-    if sure and not close:  # reading is no guess
+    if sure and not too_close(sure, routing.ambiguity_margin):  # reading is no guess
         rest = [c for c in d.candidates if c is not sure[0]]
         return dataclasses.replace(d, candidates=(dataclasses.replace(sure[0], placed=FOR_READING), *rest),
                                    verdict="route", message=f"routed to {sure[0].capability.backend}/"

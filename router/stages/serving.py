@@ -42,14 +42,21 @@ _NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 
-def asks_for_change(question: str) -> str | None:
-    """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
+def _leading_word(question: str) -> tuple[str, str]:
+    """The question's first word after "please", "can you" and the like (lower-cased), and what follows it."""
     lead = _REQUEST_LEAD.match(question)
     rest = question[lead.end() if lead else 0:].lower()
-    verb = re.match(r"[a-z]+", rest)
-    if verb is None or verb.group(0) not in _CHANGE_VERBS or _NOT_A_CHANGE.match(rest):
+    found = re.match(r"[a-z]+", rest)
+    word = found.group(0) if found else ""
+    return word, rest[len(word):]
+
+
+def asks_for_change(question: str) -> str | None:
+    """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
+    verb, rest = _leading_word(question)
+    if verb not in _CHANGE_VERBS or _NOT_A_CHANGE.match(verb + rest):
         return None
-    return verb.group(0)
+    return verb
 
 
 # Words that, leading a question, ask only to be told something ("List all entities in memory" is not a request
@@ -60,20 +67,18 @@ _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "sea
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
                                        "turn", "move"})
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
-_TELL_ME = re.compile(r"\s+(?:me|us)\b", re.I)
+_TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 
 
 def asks_to_read(question: str) -> str | None:
     """The word a question that only asks to be told something starts with ("What ...", "Please list ..."),
     else None."""
-    lead = _REQUEST_LEAD.match(question)
-    start = lead.end() if lead else 0
-    word = re.match(r"[a-z]+", question[start:].lower())
-    if word is None or word.group(0) not in _READ_LEADS or _ONLY_CHANGES.search(question):
+    word, rest = _leading_word(question)
+    if word not in _READ_LEADS or _ONLY_CHANGES.search(question):
         return None
-    if word.group(0) == "tell" and not _TELL_ME.match(question, start + word.end()):
+    if word == "tell" and not _TELL_ME.match(rest):
         return None  # "tell me ..." asks; "tell Bob ..." sends
-    return word.group(0)
+    return word
 
 
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.
