@@ -6,8 +6,8 @@ DATA is a folder in the format `routing_accuracy.py` reads (LiveMCPBench, or a c
 Every question goes through the router's dry run, which decides and plans as `/v1/query` would (no LLM,
 every backend healthy), and is counted by what would happen: a call to a gold backend, a call to another
 backend, or a refusal (404 nothing likely enough or nothing that can serve the question, 409 too close or
-not likely enough to act, 422 arguments the question does not give), with the rule that refused it. `--show` prints each question
-whose plan is a call or a refusal by the plan stage's own rules, with the call's arguments.
+not likely enough to act, 422 arguments the question does not give), with the rule that refused it. `--show`
+prints each question whose plan is a call or a refusal by the plan stage's own rules, with the call's arguments.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
     args, source = derive_arguments(capability, question, given=None)
     # ({"query": "..."}, "question")  or  ({"timezone": "Asia/Tokyo"}, "extracted: timezone")
 
-The rules, in order: the caller's arguments win; a tool with no required parameters gets none; a
-tool whose one required parameter is free text (query, question, text, prompt, ...) gets the
-question; otherwise each required parameter is extracted from the question by its JSON-schema
-shape (an enum value named in the question, an IANA time zone from a city or a one-clock country, a time
-of day, numbers in order). If any required parameter is left, the result is an `ArgumentsRequired` (422)
+The rules, in order: the caller's arguments win; a tool whose one required parameter is free text (query,
+question, text, prompt, ...) gets the question; otherwise each parameter is extracted from the question by
+its JSON-schema shape (an enum value named in the question, an IANA time zone from a city or a one-clock
+country, a time of day, numbers in order), the required ones first, an optional one only where the question
+gives it a value. If any required parameter is left, the result is an `ArgumentsRequired` (422)
 naming the tool and its schema. Whatever the router derived is then validated against the tool's
 input schema (JSON Schema, the draft the schema names), so a value that does not fit is an
 `ArgumentsInvalid` (422) naming the field, never a malformed call; the caller's own arguments go to the
@@ -193,6 +193,8 @@ EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
+NONE_NEEDED = "none needed"  # the source of a call that takes nothing from the question
+OPTIONAL_ONLY = "extracted, optional: "  # of one that needs nothing, but takes values the question gives
 
 
 def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | None = None) -> Derived:
@@ -228,7 +230,7 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
             "call on it yet; it becomes callable once it lists its tools (or name another backend)",
             backend=cap.backend), []
     if cap.kind in ("resource", "flow"):
-        return ({}, "none needed"), []
+        return ({}, NONE_NEEDED), []
     derived, left = _derive(cap, question)
     if isinstance(derived, ArgumentsRequired):
         return derived, []
@@ -265,34 +267,39 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     free = free_text_parameter(cap)
     if free is not None:
         return ({free: question}, f"question as {free!r}"), []
-    if not _required(cap.input_schema):
-        return ({}, "none needed"), []
     props = _properties(cap.input_schema)
     required = _required(cap.input_schema)
     used: list[tuple[int, int]] = []
     out: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
     by: dict[str, Extractor] = {}
-    # Schema order: for two parameters of one kind (source and target zone) the first mention goes first.
-    for name in [n for n in props if n in required] + [n for n in required if n not in props]:
+    # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
+    # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
+    # answered with the default resource 1 when they were left to their defaults.
+    for name in [n for n in props if n in required] + [n for n in required if n not in props] + \
+            [n for n in props if n not in required]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
                 break
         else:
+            if name not in required:
+                continue
             return ArgumentsRequired(
                 f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
                 f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
             ), []
         out[name], spans[name], by[name] = value, used[-1], extract
+    if not out:
+        return ({}, NONE_NEEDED), []
     left: list[Any] = []
     for name, extract in by.items():  # each extractor once more, past every span already taken
         value = extract(question, name, props.get(name, {}), used)
         if value is not None and value not in out.values() and value not in left:
             left.append(value)
     _source_where_the_time_is(out, spans)
-    return (out, "extracted: " + ", ".join(sorted(out))), left
+    return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(sorted(out))), left
 
 
 _SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")

@@ -26,7 +26,7 @@ from router.errors import (
 )
 from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import Derived, derive_with_leftovers, values_taken
+from router.stages.arguments import NONE_NEEDED, OPTIONAL_ONLY, Derived, derive_with_leftovers, values_taken
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
@@ -88,8 +88,8 @@ class Arguments:
         return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
                 ACTS: f"it may change something, and the question only asks ({self.read!r})",
                 LEFT: "it would leave some of the question's values unused",
-                UNTAKEN: "it takes nothing from the question, and on a match this weak it says nothing about "
-                         + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
+                UNTAKEN: f"it {self.takes_little(candidate.capability, so=False)}, and on a match this weak it "
+                         "says nothing about " + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
                 }.get(why, f"it takes no {why} value, which the question gives")
 
     def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
@@ -131,8 +131,18 @@ class Arguments:
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself
             return False
+        derived = self.of(capability)  # needing nothing, it answers much the same whatever else was asked
+        return isinstance(derived, tuple) and (derived[1] == NONE_NEEDED or derived[1].startswith(OPTIONAL_ONLY))
+
+    def takes_little(self, capability: Capability, so: bool = True) -> str:
+        """What a call `_takes_nothing` takes from the question, in words (`so`: and what follows)."""
         derived = self.of(capability)
-        return isinstance(derived, tuple) and derived[1] == "none needed"
+        if isinstance(derived, tuple) and derived[1].startswith(OPTIONAL_ONLY):
+            optional = derived[1][len(OPTIONAL_ONLY):]
+            return (f"needs nothing from the question (it would take only its optional {optional})"
+                    + (", so its answer would not be about the rest" if so else ""))
+        return "takes nothing from the question" + (", so its answer would be the same whatever was asked"
+                                                      if so else "")
 
     def of(self, capability: Capability) -> Derived:
         key = capability.key
@@ -331,9 +341,8 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     elif closest is not None and why == UNTAKEN:
         unmatched = ", ".join(repr(w) for w in arguments.unmatched[closest.capability.key])
         weak = below(closest.scores.confidence, arguments.min_untaken_confidence, "routing.min_action_confidence")
-        message = (f"the closest, {closest.capability.key}, takes nothing from the question, so its answer would be "
-                   f"the same whatever was asked, and nothing it says is about {unmatched}: at confidence {weak} it is "
-                   "not called; name it to call it anyway")
+        message = (f"the closest, {closest.capability.key}, {arguments.takes_little(closest.capability)}, and nothing "
+                   f"it says is about {unmatched}: at confidence {weak} it is not called; name it to call it anyway")
     else:
         kinds = "; ".join(f"{kind} ({', '.join(values)})" for kind, values in arguments.kinds.items())
         near = f": the closest, {closest.capability.key}, does not say it does" if closest is not None else ""

@@ -197,6 +197,17 @@ async def test_a_call_that_would_leave_some_of_the_question_s_values_unused_is_n
     assert answered.capability == "get_current_time" and "Asia/Tokyo" in answered.answer
 
 
+async def test_an_optional_parameter_takes_the_value_the_question_gives_it(router: Router) -> None:
+    # get-resource-reference needs nothing (its resourceId defaults to 1): asked for resource 5, it answered with
+    # resource 1. A second id is one value more than it takes: declined, not half answered.
+    resp = await query(router, QueryRequest(question="Get the resource with id 5"))
+    assert resp.capability == "get-resource-reference" and "Resource 5" in resp.answer
+    assert resp.routing is not None and resp.routing.arguments == {"resourceId": 5}
+    assert resp.routing.arguments_source == "extracted, optional: resourceId"
+    with pytest.raises(NoRelevantBackend, match="also gives 6"):
+        await query(router, QueryRequest(question="Get the resource with id 5 and 6"))
+
+
 async def test_a_call_that_takes_nothing_from_the_question_is_not_made_for_words_it_is_not_about(
         router: Router) -> None:
     # The reference server's argument-free tools answer the same whatever was asked: "files" matches the description

@@ -74,6 +74,20 @@ def test_a_tool_without_required_parameters_gets_no_arguments() -> None:
     assert derive_arguments(tool("ping", {}), "ping") == ({}, "none needed")
 
 
+def test_an_optional_parameter_takes_a_value_only_where_the_question_gives_one() -> None:
+    schema = {"type": "object", "properties": {"kind": {"type": "string", "enum": ["Text", "Blob"]},
+                                               "limit": {"type": "integer"}}}
+    assert derive_arguments(tool("list_things", schema), "list the first 10 things") == (
+        {"limit": 10}, "extracted, optional: limit")
+    assert derive_arguments(tool("list_things", schema), "list 3 blob things") == (
+        {"kind": "Blob", "limit": 3}, "extracted, optional: kind, limit")
+    # After the required ones: the number the required parameter needs is taken first.
+    both = {"type": "object", "required": ["n"], "properties": {"round": {"type": "integer"}, "n": {"type": "number"}}}
+    assert derive_arguments(tool("sqrt", both), "square root of 2 to 3 places") == (
+        {"n": 2, "round": 3}, "extracted: n, round")
+    assert derive_with_leftovers(tool("list_things", schema), "list things 4 and 5")[1] == [5]
+
+
 def test_resources_and_flows_need_no_arguments() -> None:
     assert derive_arguments(tool("readme", TIMEZONE_SCHEMA, kind="resource"), "read it")[0] == {}
     assert derive_arguments(tool("chatflow", MESSAGE_SCHEMA, kind="flow"), "hi")[0] == {}
