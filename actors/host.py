@@ -158,7 +158,7 @@ class _Bound:
 
 class _Packed(_Bound):
     """A backend call's values travel as one argument, pickled once: Ray's serializer takes each argument on its
-    own and pickles each dataclass among them through cloudpickle, which made a call's round trip about 0.8 ms
+    own and pickles each dataclass among them through cloudpickle, which made a call's round trip about 0.7 ms
     longer on the 2-core machine (docs/benchmarks.md, "Ray and Serve costs")."""
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:

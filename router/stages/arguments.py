@@ -197,6 +197,11 @@ NONE_NEEDED = "none needed"  # the source of a call that takes nothing from the 
 OPTIONAL_ONLY = "extracted, optional: "  # of one that needs nothing, but takes values the question gives
 
 
+def needs_nothing(derived: Derived) -> bool:
+    """Whether a derived call needs nothing of the question (it may still take optional values it gives)."""
+    return isinstance(derived, tuple) and (derived[1] == NONE_NEEDED or derived[1].startswith(OPTIONAL_ONLY))
+
+
 def derive_arguments(cap: Capability, question: str, given: dict[str, Any] | None = None) -> Derived:
     """Arguments for `cap` and where they came from, or the `ArgumentsRequired` (422) naming what is
     missing: a candidate that cannot take the question is an expected outcome, not an exception."""

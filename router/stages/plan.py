@@ -26,7 +26,7 @@ from router.errors import (
 )
 from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import NONE_NEEDED, OPTIONAL_ONLY, Derived, derive_with_leftovers, values_taken
+from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, values_taken
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
@@ -131,8 +131,7 @@ class Arguments:
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself
             return False
-        derived = self.of(capability)  # needing nothing, it answers much the same whatever else was asked
-        return isinstance(derived, tuple) and (derived[1] == NONE_NEEDED or derived[1].startswith(OPTIONAL_ONLY))
+        return needs_nothing(self.of(capability))  # it answers much the same whatever else was asked
 
     def takes_little(self, capability: Capability, so: bool = True) -> str:
         """What a call `_takes_nothing` takes from the question, in words (`so`: and what follows)."""
