@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from router.retrieval.text import same_but_e, tokenize
+from router.retrieval.text import tokenize
 
 
 class VectorStore(Protocol):
@@ -104,20 +104,10 @@ class BM25:
         self._postings = {t: (np.array(d, dtype=np.int64), self.idf[t] * np.array(w))
                           for t, (d, w) in postings.items()}
 
-    def known(self, term: str) -> str:
-        """`term`, or the form the corpus has of it. A stem that lost a final "e" with its suffix ("divided"
-        is `divid`, "files" `fil`) meets the bare word ("divide", "file") where the corpus has only that,
-        and the other way round. Stemming every word that way would also make "create" meet every "creates"
-        beside the tools named `create_...`, which lost more than it found (docs/routing.md)."""
-        if term in self.idf:
-            return term
-        other = same_but_e(term)
-        return other if other in self.idf else term
-
     def scores(self, query_terms: Sequence[str]) -> np.ndarray:
         """The score of every document; a term repeated in the query counts each time."""
         out = np.zeros(self.size)
-        for term in map(self.known, query_terms):
+        for term in query_terms:
             posting = self._postings.get(term)
             if posting is not None:
                 out[posting[0]] += posting[1]
@@ -129,9 +119,8 @@ class BM25:
         for term in doc:
             counts[term] = counts.get(term, 0) + 1
         norm = self.k1 * (1 - self.b + self.b * len(doc) / self.avgdl)
-        terms = (t if t in counts or t in self.idf else same_but_e(t) for t in query_terms)  # as `known`
         return sum(self.idf.get(t, 0.0) * counts[t] * (self.k1 + 1) / (counts[t] + norm)
-                   for t in terms if t in counts)
+                   for t in query_terms if t in counts)
 
 
 
@@ -246,7 +235,7 @@ class HybridIndex:
         """A long question (a pasted document) keeps its most informative distinct terms, once each, so
         that BM25's cost stays bounded; a short question is scored as it is."""
         assert self._bm25 is not None
-        unique = set(map(self._bm25.known, tokens))
+        unique = set(tokens)
         if len(unique) <= _MAX_QUERY_TERMS:
             return tokens
         idf = self._bm25.idf

@@ -47,12 +47,6 @@ def stem(word: str) -> str:
     return word
 
 
-def same_but_e(stemmed: str) -> str:
-    """The other form of a stem that may have lost a final "e" with its suffix: `divid` for "divide",
-    `fil` for "file". Only a lookup in a known vocabulary tells which is meant (BM25.known)."""
-    return stemmed[:-1] if stemmed.endswith("e") else stemmed + "e"
-
-
 def split_identifier(text: str) -> str:
     """``getCurrentTime`` / ``get_current_time`` / ``get-current-time`` -> ``get current time``."""
     return _CAMEL.sub(" ", text).replace("_", " ").replace("-", " ").replace(".", " ").replace("/", " ")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from router.retrieval.text import CJK, STOP_WORDS, same_but_e, stem, tokenize, words
+from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
 from router.values import Capability
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
@@ -111,9 +111,7 @@ def unmatched_words(cap: Capability, question: str, server_description: str = ""
     out: dict[str, str] = {}
     for word in words(question):
         s = stem(word)
-        # "divided" (`divid`) is named by a text that says "divide", as BM25 finds it (BM25.known)
-        if (word not in STOP_WORDS and len(word) > 1 and s not in own and same_but_e(s) not in own
-                and s not in _ASKING):
+        if word not in STOP_WORDS and len(word) > 1 and s not in own and s not in _ASKING:
             out.setdefault(s, word)
     return list(out.values())
 

@@ -331,8 +331,6 @@ def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     # Stop words and words that only ask ("list", "show") need no echo; the rest are named as asked.
     assert unmatched_words(roots, "List the files in my home directory") == ["files", "home", "directory"]
     assert unmatched_words(roots, "Show me the roots the client provides") == []
-    calculate = Capability(backend="calculator", name="calculate", description="Add, subtract, multiply or divide.")
-    assert unmatched_words(calculate, "What is 10 divided by 4?") == ["10"]  # `divid` is named by "divide"
     image = Capability(backend="everything", name="get-tiny-image", description="Returns a tiny MCP logo image.")
     assert unmatched_words(image, "Give me a sample image") == ["sample"]
     # What its server says it is for counts as its own words.
