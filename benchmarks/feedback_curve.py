@@ -153,6 +153,18 @@ def seed_range(text: str) -> list[int]:
     return list(range(int(first), int(last or first) + 1))
 
 
+def replay_orders(queries: list[Query], seeds: list[int], unfed_share: float) -> list[tuple[int, list[int], set[str]]]:
+    """Each seed's order of the questions and the servers that get no feedback."""
+    servers = sorted({gold_of(q)[0] for q in queries})
+    out = []
+    for seed in seeds:
+        rng = random.Random(seed)
+        order = list(range(len(queries)))
+        rng.shuffle(order)
+        out.append((seed, order, set(rng.sample(servers, round(len(servers) * unfed_share)))))
+    return out
+
+
 def meets_targets(r: dict) -> bool:
     """R@1 after five examples per capability at least TARGET_GAIN over no examples, no unfed server worse by
     more than TARGET_REGRESSION."""
@@ -193,12 +205,7 @@ async def run(args: argparse.Namespace) -> dict:
     vectors = list(await embedder.embed([q.text for q in queries]))
     replay = Replay(index, queries, vectors, settings)
     servers = sorted({gold_of(q)[0] for q in queries})
-    replays = []
-    for seed in seed_range(args.seeds):
-        rng = random.Random(seed)
-        order = list(range(len(queries)))
-        rng.shuffle(order)
-        replays.append((seed, order, set(rng.sample(servers, round(len(servers) * args.unfed_share)))))
+    replays = replay_orders(queries, seed_range(args.seeds), args.unfed_share)
     results = []
     for weight in (float(w) for w in args.weights.split(",")):
         learning = LearningSettings(weight=weight, min_similarity=args.min_similarity, neighbours=args.neighbours)
