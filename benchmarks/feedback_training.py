@@ -2,7 +2,7 @@
 nearest-example learner does not?
 
     python benchmarks/feedback_training.py DATA_DIR --python .venv-train/bin/python [--seeds 0] [--per-server 5]
-        [--steps 100] [--keep 1.0] [--json OUT]
+        [--steps 100] [--keep 1.0] [--rehearse DIR --repeat N] [--json OUT]
 
 DATA_DIR is what `benchmarks/routing_accuracy.py` reads. For each seed the questions are shuffled and a
 quarter of the servers gets no feedback, as in `benchmarks/feedback_curve.py` (the same seed gives the same
@@ -106,6 +106,10 @@ def revectored(examples: list[Example], replay: Replay) -> list[Example]:
 def fine_tune(examples: list[Example], args: argparse.Namespace, work: Path, name: str) -> dict:
     """Train on the examples' triples; the model goes to models/NAME (removed by the caller)."""
     counts = export_triples(examples, work / "data")
+    if args.rehearse:  # the data the shipped model was trained on, beside the feedback repeated
+        taught = (work / "data" / "train.jsonl").read_text()
+        rehearsed = (Path(args.rehearse) / "train.jsonl").read_text()
+        (work / "data" / "train.jsonl").write_text(taught * args.repeat + rehearsed)
     command = [args.python, str(TRAIN_SCRIPT), str(work / "data"), str(work / "run"), "--steps", str(args.steps),
                "--threads", str(args.threads)] + (["--keep", str(args.keep)] if args.keep < 1 else [])
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -161,7 +165,8 @@ async def run(args: argparse.Namespace) -> dict:
         for row in r["rows"].values():
             row.pop("unfed_by_server")
     return {"data_dir": args.data_dir, "model": args.model, "per_server": args.per_server, "steps": args.steps,
-            "keep": args.keep, "seeds": args.seeds, "by_seed": results}
+            "keep": args.keep, "rehearse": args.rehearse, "repeat": args.repeat, "seeds": args.seeds,
+            "by_seed": results}
 
 
 def main() -> None:
@@ -174,6 +179,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--keep", type=float, default=1.0, help="share of the training's change kept (--keep of "
                         "train_retriever.py; 1: all of it)")
+    parser.add_argument("--rehearse", metavar="DIR", help="train on DIR/train.jsonl as well (what "
+                        "`benchmarks/retriever_data.py` writes: the shipped model's training data)")
+    parser.add_argument("--repeat", type=int, default=1, help="times the feedback triples enter the training data")
     parser.add_argument("--unfed-share", type=float, default=0.25)
     parser.add_argument("--unfed-min", type=int, default=5, help="questions an unfed server needs to count in "
                         "max_regression_unfed")
