@@ -34,7 +34,9 @@ import json
 import random
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,7 +49,7 @@ from router.retrieval.catalog import CatalogIndex
 from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.settings import EmbeddingSettings, LearningSettings, RouterSettings
 from router.stages.decide import Decider, Live, View
-from router.values import Analysis, Decision
+from router.values import Analysis, Catalog, Decision
 
 TARGET_GAIN = 0.10  # R@1 after five examples per capability over the same questions without examples
 TARGET_REGRESSION = 0.05
@@ -81,6 +83,19 @@ def gold_of(q: Query) -> tuple[str, str]:
     return (sorted(servers)[0] if servers else sorted(q.gold_servers)[0]), name
 
 
+def user_feedback(d: Decision, i: int, q: Query, vector: Any, catalogs: Mapping[str, Catalog], first_id: int
+                  ) -> list[Example]:
+    """The feedback a user gives on decision `d` of question `i`, as the router records it: right, +1 for its
+    first candidate; wrong, -1 for it and +1 for the gold tool (`catalogs` give the examples their documents)."""
+    first = d.candidates[0].capability.id if d.candidates else None
+    server, tool = gold_of(q)
+    given = ([(first, 1)] if first is not None and first.backend in q.gold_servers
+             else [*([(first, -1)] if first else []), ((server, "tool", tool), 1)])
+    decision = RecentDecision.of(d, str(i), first)
+    return [dataclasses.replace(example(catalogs, cap, label, q.text, vector, "feedback", None, decision),
+                                id=first_id + n) for n, (cap, label) in enumerate(given)]
+
+
 def run_weight(replay: Replay, order: list[int], unfed: set[str], learning: LearningSettings,
                window: int) -> dict:
     queries, vectors = replay.queries, replay.vectors
@@ -109,13 +124,7 @@ def run_weight(replay: Replay, order: list[int], unfed: set[str], learning: Lear
             after5_tool.append(hit)
         fed_events[server] += 1
         tool_events[(server, tool)] += 1
-        # The feedback a user gives, as the router records it (router.learning.example).
-        decision = RecentDecision.of(d, str(i), top)
-        given = [(top, 1)] if top is not None and hit else [*([(top, -1)] if top else []),
-                                                            ((server, "tool", tool), 1)]
-        for cap, label in given:
-            e = example({}, cap, label, q.text, vectors[i], "feedback", None, decision)
-            examples.append(dataclasses.replace(e, id=len(examples)))
+        examples += user_feedback(d, i, q, vectors[i], {}, len(examples))
         index = ExampleIndex(examples, learning, threshold)
     per_server_base: dict[str, list[bool]] = defaultdict(list)
     per_server_final: dict[str, list[bool]] = defaultdict(list)

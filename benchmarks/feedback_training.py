@@ -33,10 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.feedback_curve import Replay, gold_of, replay_orders, seed_range
+from benchmarks.feedback_curve import Replay, gold_of, replay_orders, seed_range, user_feedback
 from benchmarks.routing_accuracy import build, load
 from mcp_router.cli.train import MODELS, TRAIN_SCRIPT, export_triples
-from router.learning.decisions import RecentDecision, example
 from router.learning.evidence import ExampleIndex
 from router.learning.examples import Example
 from router.retrieval.embeddings import BASE_MODEL, CachedEmbedder, EmbeddingCache, LocalMiniLM
@@ -59,7 +58,7 @@ def feedback(replay: Replay, catalogs: dict, order: list[int], unfed: set[str], 
     fed_later, unfed_questions = [], []
     for i in order:
         q = replay.queries[i]
-        server, tool = gold_of(q)
+        server = gold_of(q)[0]
         if server in unfed:
             unfed_questions.append(i)
             continue
@@ -67,15 +66,7 @@ def feedback(replay: Replay, catalogs: dict, order: list[int], unfed: set[str], 
             fed_later.append(i)
             continue
         seen[server] += 1
-        d = replay.decide(i, None)
-        first = d.candidates[0].capability if d.candidates else None
-        top = first.id if first is not None else None
-        right = top is not None and top.backend in q.gold_servers
-        given = [(top, 1)] if right else [*([(top, -1)] if top else []), ((server, "tool", tool), 1)]
-        decision = RecentDecision.of(d, str(i), top)
-        for cap, label in given:
-            e = example(catalogs, cap, label, q.text, replay.vectors[i], "feedback", None, decision)
-            examples.append(dataclasses.replace(e, id=len(examples)))
+        examples += user_feedback(replay.decide(i, None), i, q, replay.vectors[i], catalogs, len(examples))
     return examples, fed_later, unfed_questions
 
 
