@@ -32,8 +32,8 @@ _N = r"(-?\d+(?:\.\d+)?)"
 _OF = r"\s+(?:(?:the|two|numbers?)\s+)*"  # "add the two numbers 3 and 4"
 _WORDS = [
     (r"(\d),(\d{3})", r"\1\2"),
-    # "add 2, 3 and 4": a list of operands is their sum.
-    (rf"\b(?:add|sum(?: of)?|total of){_OF}{_N}((?:\s*,\s*-?\d+(?:\.\d+)?)+),?\s+and\s+{_N}",
+    # "add 2, 3 and 4", "the sum of 3 and 4 and 5": a list of operands is their sum.
+    (rf"\b(?:add|sum(?: of)?|total of){_OF}{_N}((?:(?:\s*,|\s+and)\s*-?\d+(?:\.\d+)?)+),?\s+and\s+{_N}",
      lambda m: " + ".join([m.group(1), *re.findall(r"-?\d+(?:\.\d+)?", m.group(2)), m.group(3)])),
     # Verb phrasings name the operation before its operands: "add 2 and 40", "subtract 3 from 10".
     (rf"\b(?:add|sum(?: of)?|total of){_OF}{_N}\s+(?:and|to|with|plus)\s+{_N}", r"\1 + \2"),
@@ -42,7 +42,7 @@ _WORDS = [
     (rf"\bdivide\s+{_N}\s+by\s+{_N}", r"\1 / \2"),
     (rf"\bdifference between\s+{_N}\s+and\s+{_N}", r"\1 - \2"),
     (r"(\d+(?:\.\d+)?)\s*(?:%|percent)\s*of\b", r"(\1/100)*"),
-    (r"\bsquare root of\s*(-?\d+(?:\.\d+)?)", r"sqrt(\1)"), (rf"\bnatural log(?:arithm)? of\s*{_N}", r"ln(\1)"),
+    (rf"\b(?:square root of|sqrt)\s*{_N}", r"sqrt(\1)"), (rf"\bnatural log(?:arithm)? of\s*{_N}", r"ln(\1)"),
     (rf"\b(log|sin|cos|tan)\w* of\s*{_N}", r"\1(\2)"), (r"\bto the power of\b", "**"),
     (r"\bsquared\b", "**2"), (r"\bcubed\b", "**3"), (r"\btimes\b", "*"),
     (r"\bmultiplied by\b", "*"), (r"\bdivided by\b", "/"), (r"\bover\b", "/"), (r"\bplus\b", "+"),
@@ -108,9 +108,10 @@ def evaluate(text: str) -> tuple[str, float]:
 
 @server.tool(annotations=READ_ONLY)
 async def calculate(query: str) -> str:
-    """Evaluate arithmetic: add (plus), subtract (minus), multiply (times), divide, powers (squared, cubed),
-    percentages, square roots, sin, log, pi. The query may be a question such as 'what is 12 times (3 + 4)?' or
-    'what is 15 percent of 80?', or a bare expression like '2^10 / 4'."""
+    """Evaluate arithmetic: add (plus, sum), subtract (minus), multiply (times), divide (divided by, over),
+    remainders (mod), powers (squared, cubed), percentages, square roots (sqrt), sin, log, pi. The query may be a
+    question such as 'what is 12 times (3 + 4)?' or 'what is 15 percent of 80?', or a bare expression like
+    '2^10 / 4'."""
     expr, value = evaluate(query)
     shown = int(value) if float(value).is_integer() else round(value, 10)
     return f"{expr} = {shown}"

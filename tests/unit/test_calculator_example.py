@@ -14,6 +14,7 @@ from mcp_router.examples.servers.calculator import evaluate
     ("2^10 / 4", 256), ("What is 1,000 plus 1?", 1001), ("Add two numbers 3 and 4", 7),
     ("Multiply the numbers 6 and 7", 42), ("Add 2, 3 and 4", 9), ("What's 3 squared?", 9),
     ("What is the log of 1000?", 3), ("the natural logarithm of 1", 0), ("sine of 0", 0), ("cos of 0 plus 1", 2),
+    ("What is the sum of 3 and 4 and 5?", 12), ("sqrt 2", 2 ** 0.5), ("What is 100 divided by 7?", 100 / 7),
 ])
 def test_the_arithmetic_of_a_question_is_evaluated(question: str, value: float) -> None:
     assert evaluate(question)[1] == pytest.approx(value)
