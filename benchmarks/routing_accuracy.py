@@ -11,7 +11,9 @@ self-tuned as the router does (`hybrid_fixed_alpha`: the configured alpha instea
 the tuning off for every method); decision latency includes embedding the query. A second pass
 replicates the catalog to about 5,000 tools (suffixed copies) to show how latency and accuracy scale.
 With several `--model`s (local models shipped in models/) every model runs every method in the same
-run; the first one fills the top-level JSON keys, and `models` holds each model's results.
+run; the first one fills the top-level JSON keys, and `models` holds each model's results. `--alpha-oracle`
+adds how far any weighting of the two retrievers could go: each recall at the best alpha for the catalog, and
+with each question's own best alpha (an oracle, JSON key `alpha_oracle`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -93,13 +97,17 @@ METHODS = {
 }
 
 
-def metrics_for(index: CatalogIndex, queries: list[Query], embedder: LocalMiniLM, method: dict,
-                settings: RoutingSettings) -> dict[str, float]:
+class Encoder(Protocol):
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def metrics_for(index: CatalogIndex, queries: list[Query], embedder: Encoder, method: dict,
+                settings: RoutingSettings, hits: dict[str, list[bool]] | None = None) -> dict[str, float]:
+    """Recall, nDCG and decision latency; `hits`, when given, receives each recall's hit or miss per question
+    (server) or per gold tool mentioned (tool)."""
     has_tools = any(len(c.capabilities) for c in index.texts.catalogs)
-    server_hits = {1: 0, 3: 0, 5: 0}
-    n_server_q = 0
-    tool_hits = {5: 0, 10: 0}
-    n_mentions = 0
+    server_hits: dict[int, list[bool]] = {1: [], 3: [], 5: []}
+    tool_hits: dict[int, list[bool]] = {5: [], 10: []}
     ndcgs = []
     latencies = []
     alpha = method.get("alpha")
@@ -112,15 +120,13 @@ def metrics_for(index: CatalogIndex, queries: list[Query], embedder: LocalMiniLM
         latencies.append((time.perf_counter() - t0) * 1000)
         top_servers = [base(s.backend) for s in servers]
         if q.gold_servers:
-            n_server_q += 1
             for k in server_hits:
-                server_hits[k] += bool(q.gold_servers & set(top_servers[:k]))
+                server_hits[k].append(bool(q.gold_servers & set(top_servers[:k])))
         if has_tools and q.gold_tools:
             top = [(base(r.capability.name), base(r.capability.backend)) for r in ranked]
             for name, servers_of in q.gold_tools:
-                n_mentions += 1
                 for k in tool_hits:
-                    tool_hits[k] += any(t == name and s in servers_of for t, s in top[:k])
+                    tool_hits[k].append(any(t == name and s in servers_of for t, s in top[:k]))
             rel = [1.0 if any(t == n and s in so for n, so in q.gold_tools) else 0.0 for t, s in top[:5]]
             dcg = sum(r / math.log2(i + 2) for i, r in enumerate(rel))
             ideal = sum(1 / math.log2(i + 2) for i in range(min(len(q.gold_tools), 5)))
@@ -131,12 +137,51 @@ def metrics_for(index: CatalogIndex, queries: list[Query], embedder: LocalMiniLM
             ideal = sum(1 / math.log2(i + 2) for i in range(min(len(q.gold_servers), 5)))
             ndcgs.append(dcg / ideal if ideal else 0.0)
     lat = sorted(latencies)
-    out = {f"server_R@{k}": server_hits[k] / max(n_server_q, 1) for k in server_hits}
-    if has_tools and n_mentions:
-        out.update({f"tool_R@{k}": tool_hits[k] / n_mentions for k in tool_hits})
+    recall = {f"server_R@{k}": v for k, v in server_hits.items()}
+    if has_tools and tool_hits[5]:
+        recall.update({f"tool_R@{k}": v for k, v in tool_hits.items()})
+    if hits is not None:
+        hits.update(recall)
+    out = {name: sum(v) / max(len(v), 1) for name, v in recall.items()}
     out["ndcg@5"] = statistics.fmean(ndcgs) if ndcgs else 0.0
     out["p50_ms"] = lat[len(lat) // 2]
     out["p99_ms"] = lat[min(len(lat) - 1, math.ceil(len(lat) * 0.99) - 1)]
+    return out
+
+
+ALPHAS = tuple(i / 10 for i in range(11))
+
+
+class _Remembered:
+    """The model, each question embedded once: the oracle ranks every question at each of the weights."""
+
+    def __init__(self, model: Encoder) -> None:
+        self.model, self.vectors = model, {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        for t in texts:
+            if t not in self.vectors:
+                self.vectors[t] = self.model.encode([t])[0]
+        return np.stack([self.vectors[t] for t in texts])
+
+
+def alpha_oracle(index: CatalogIndex, queries: list[Query], model: Encoder,
+                 settings: RoutingSettings) -> dict[str, dict[str, float]]:
+    """How far any weighting of the two retrievers could go. For each recall: the best single alpha for the catalog
+    (on both levels, flat) and an oracle that picks each question's (each gold tool's) best one of `ALPHAS`."""
+    remembered = _Remembered(model)
+    per_alpha = []
+    for a in ALPHAS:
+        hits: dict[str, list[bool]] = {}
+        metrics_for(index, queries, remembered, {"alpha": a, "method": "flat"}, settings, hits)
+        per_alpha.append(hits)
+    out = {}
+    for name in per_alpha[0]:
+        grid = np.array([h[name] for h in per_alpha], dtype=bool)
+        if grid.shape[1]:
+            best = int(np.argmax(grid.mean(axis=1)))
+            out[name] = {"best_alpha": ALPHAS[best], "best": float(grid[best].mean()),
+                         "oracle": float(grid.any(axis=0).mean())}
     return out
 
 
@@ -194,6 +239,12 @@ async def run(args: argparse.Namespace) -> dict:
                         + (f" ({stand_ins} servers by description only)" if stand_ins else "")
                         + f", {len(queries)} queries; alpha tools {index.tools.alpha:g}, servers "
                         + f"{index.servers.alpha:g}", results))
+            if args.alpha_oracle and label == "catalog":
+                oracle = per_model["alpha_oracle"] = alpha_oracle(index, queries, model, settings)
+                print("\nany weighting of the two retrievers (alpha on both levels, flat):")
+                for name, o in oracle.items():
+                    print(f"  {name:<11} default {results['default'][name]:.3f}   best for the catalog "
+                          f"{o['best']:.3f} (alpha {o['best_alpha']:g})   best for each question {o['oracle']:.3f}")
         report["models"][model_name] = per_model
     first = report["models"][models[0]]
     report.update({k: v for k, v in first.items() if k != "model_id"})
@@ -238,6 +289,8 @@ def main() -> None:
                         "default: the configured embeddings.model)")
     parser.add_argument("--alpha", type=float, help="override routing.alpha (a sweep)")
     parser.add_argument("--server-weight", type=float, help="override routing.server_weight (a sweep)")
+    parser.add_argument("--alpha-oracle", action="store_true",
+                        help="also: the best alpha for the catalog and for each question (an upper bound for fusion)")
     parser.add_argument("--no-self-tune", action="store_true", help="routing.self_tune_alpha off: alpha as configured")
     parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
     args = parser.parse_args()

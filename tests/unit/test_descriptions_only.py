@@ -160,3 +160,23 @@ def test_the_accuracy_benchmark_reports_server_metrics_on_a_catalog_without_tool
         result = metrics_for(index, queries, HashingEncoder(), method, settings)  # type: ignore[arg-type]
         assert result["server_R@1"] == 1.0 and result["ndcg@5"] == 1.0
         assert "tool_R@5" not in result
+
+
+def test_the_alpha_oracle_counts_a_question_no_weight_answers_as_a_miss(tmp_path) -> None:
+    import json
+
+    from benchmarks.routing_accuracy import ALPHAS, alpha_oracle, load
+
+    (tmp_path / "catalog.json").write_text(json.dumps(
+        [{"name": n, "description": d, "tools": []} for n, d in AGENTS.items()]))
+    (tmp_path / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in [
+        {"query": "will it rain in Paris tomorrow", "gold_servers": ["weather-agent"]},
+        {"query": "a recipe for sourdough bread", "gold_servers": ["recipes-agent"]},
+        {"query": "book a hotel in Rome", "gold_servers": ["travel-agent"]},
+        {"query": "will it snow in Oslo tomorrow", "gold_servers": ["recipes-agent"]},  # no weight finds this one
+    ]))
+    catalogs, queries = load(tmp_path)
+    settings = RoutingSettings()
+    oracle = alpha_oracle(index_of(catalogs, settings=settings), queries, HashingEncoder(), settings)
+    assert oracle["server_R@1"]["best"] == oracle["server_R@1"]["oracle"] == 0.75
+    assert oracle["server_R@1"]["best_alpha"] in ALPHAS and "tool_R@5" not in oracle
