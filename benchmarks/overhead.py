@@ -10,7 +10,8 @@
 3. the embedding model alone on the same new questions;
 4. a bare Serve echo app in the same ingress mode (the floor Ray Serve itself sets);
 5. /v1/query throughput at concurrency 1, 8, 32 and 64 with the repeated question and with new
-   questions drawn from a pool of a few thousand (with `wrk` when installed, else httpx);
+   questions drawn from a pool of a few thousand (with `wrk` when installed, else httpx), beside the
+   bare echo's at 32 and 64 and the direct MCP client's with 32 calls in flight;
 6. the repeated question again after redeploying the router with authentication on (an API key and a
    policy that denies one tool, so routing runs in the principal's own view): the cost of security.
 """
@@ -46,7 +47,9 @@ def pct(values: list[float], p: float) -> float:
     return v[min(len(v) - 1, round(p / 100 * (len(v) - 1)))]
 
 
-async def direct_mcp(n: int) -> list[float]:
+async def direct_mcp(n: int, seconds: float) -> tuple[list[float], float]:
+    """Latencies of `n` sequential direct calls, then calls per second with 32 in flight on the one
+    session: the tool's own ceiling, which the router's throughput shares the cores with."""
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=[str(ROOT / "examples/servers/calculator.py")])
@@ -58,7 +61,15 @@ async def direct_mcp(n: int) -> list[float]:
             t0 = time.perf_counter()
             await client.call_tool("calculate", {"query": QUESTION})
             out.append((time.perf_counter() - t0) * 1000)
-    return out
+        done, stop = 0, time.monotonic() + seconds
+
+        async def worker() -> None:
+            nonlocal done
+            while time.monotonic() < stop:
+                await client.call_tool("calculate", {"query": QUESTION})
+                done += 1
+        await asyncio.gather(*(worker() for _ in range(32)))
+    return out, done / seconds
 
 
 _TEMPLATES = ("What is {a} plus {b}?", "Compute {a} times {b}", "How much is {a} minus {b}?",
@@ -230,7 +241,7 @@ def main() -> None:
 
     from mcp_router.cli.local import free_port, start_local, stop_local
 
-    direct = asyncio.run(direct_mcp(args.requests))
+    direct, direct_rps = asyncio.run(direct_mcp(args.requests, args.seconds))
     model = model_alone(args.requests)
     port = free_port()
     settings = RouterSettings.model_validate({
@@ -262,6 +273,7 @@ def main() -> None:
     serve.run(Echo.bind(), name="echo", route_prefix="/")
     echo_url = find_echo(port) if args.ingress == "direct" else url
     echo = sequential(echo_url, args.requests)
+    rps_echo = {c: throughput(echo_url, c, args.seconds) for c in (32, 64)}
     serve.delete("echo")
     stop_local(settings)
     assert not ray.is_initialized()
@@ -273,6 +285,8 @@ def main() -> None:
         "router_new_p50_ms": statistics.median(routed_new), "router_new_p99_ms": pct(routed_new, 99),
         "echo_p50_ms": statistics.median(echo), "echo_p99_ms": pct(echo, 99),
         "rps": {str(k): round(v, 1) for k, v in rps.items()},
+        # The floors the router's throughput is measured against: Serve alone, the tool alone.
+        "rps_echo": {str(k): round(v, 1) for k, v in rps_echo.items()}, "direct_rps_32": round(direct_rps, 1),
         "new_question_p50_ms": statistics.median(routed_new),
         "new_question_stages_ms": {name: round(statistics.median(s.get(name, 0.0) for s in stages), 3)
                                    for name in ("ingress", "analyse", "decide", "plan", "execute", "respond")},
@@ -303,6 +317,8 @@ def main() -> None:
     print(f"{'concurrency':<22}" + "".join(f"{c:>10}" for c in rps))
     print(f"{'req/s, repeated':<22}" + "".join(f"{v:>10.0f}" for v in rps.values()))
     print(f"{'req/s, new questions':<22}" + "".join(f"{v:>10.0f}" for v in rps_new.values()))
+    print(f"{'req/s, bare Serve echo':<22}" + " " * 20 + "".join(f"{v:>10.0f}" for v in rps_echo.values()))
+    print(f"req/s, MCP client -> tool (direct), 32 in flight: {direct_rps:.0f}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2))
 
