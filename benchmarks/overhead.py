@@ -285,7 +285,7 @@ def main() -> None:
         "router_new_p50_ms": statistics.median(routed_new), "router_new_p99_ms": pct(routed_new, 99),
         "echo_p50_ms": statistics.median(echo), "echo_p99_ms": pct(echo, 99),
         "rps": {str(k): round(v, 1) for k, v in rps.items()},
-        # The floors the router's throughput is measured against: Serve alone, the tool alone.
+        # What the parts alone serve, above which the router cannot go: Serve alone, the tool alone.
         "rps_echo": {str(k): round(v, 1) for k, v in rps_echo.items()}, "direct_rps_32": round(direct_rps, 1),
         "new_question_p50_ms": statistics.median(routed_new),
         "new_question_stages_ms": {name: round(statistics.median(s.get(name, 0.0) for s in stages), 3)
