@@ -144,7 +144,7 @@ class Gateway:
         session = dict(scope.get("headers") or []).get(_SESSION)
         if session is not None:
             owner = self._owners.get(session.decode("latin-1"))
-            if owner is not None and owner != principal:
+            if owner != principal:  # another's, or no longer known here (evicted): the client starts anew
                 await reply(send, {"jsonrpc": "2.0", "id": None,
                                    "error": {"code": -32600, "message": "Session not found"}}, 404)
                 return

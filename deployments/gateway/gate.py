@@ -8,12 +8,14 @@ policy's allow and deny lists decide what is listed and callable, exactly as in 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+import ray
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
@@ -72,7 +74,7 @@ class Gate:
 
     def wholly_allowed(self, caller: Caller, backend: str) -> bool:
         """Whether the policy allows all of the backend (what no listed capability names: resource templates)."""
-        return caller.access.allows(backend, "*")
+        return caller.access.allows_all(backend)
 
     @staticmethod
     def refuse(caller: Caller, error: RouterError, code: int = types.INVALID_REQUEST) -> MCPError:
@@ -123,7 +125,13 @@ class Gate:
         if hit is not None and time.monotonic() - hit[0] < _IDENTITY_TTL_S:
             return hit[1]
         actor = self.service.directory.actors.get(backend)
-        found = await actor.identity.remote() if actor is not None else None
+        # The actor waits up to the backend's connect timeout for a first connection; a host that never
+        # answers (its node lost) leaves the handshake the router's own.
+        wait_s = getattr(self.service.settings.backend(backend), "connect_timeout_s", 10.0) + 1.0
+        try:
+            found = await asyncio.wait_for(actor.identity.remote(), wait_s) if actor is not None else None
+        except (TimeoutError, ray.exceptions.RayError):
+            return None
         self._identities[backend] = (time.monotonic(), found)
         return found
 

@@ -9,6 +9,7 @@ refused with 403 naming the policy.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -51,6 +52,14 @@ class Access:
         if any(fnmatch.fnmatchcase(key, p) for p in self._deny):
             return False
         return any(fnmatch.fnmatchcase(key, p) for p in self._allow)
+
+    def allows_all(self, backend: str) -> bool:
+        """Whether every capability of the backend is allowed, including ones no listing names (a resource
+        read by its URI, a template): an allow pattern covers the whole backend and no deny pattern
+        could reach into it."""
+        if any(_may_reach(p, backend) for p in self._deny):
+            return False
+        return any(p == "*" or (p.endswith("/*") and fnmatch.fnmatchcase(backend, p[:-2])) for p in self._allow)
 
     def sees_backend(self, backend: str) -> bool:
         """Whether anything of the backend could be allowed (its capabilities are checked one by one)."""
@@ -104,6 +113,14 @@ class Access:
     def check(self, flag: str, what: str) -> None:
         if not getattr(self.policy, flag):
             raise self.refuse(what)
+
+
+def _may_reach(pattern: str, backend: str) -> bool:
+    """Whether a glob could match some capability of `backend`. A glob's `*` matches "/" too ("*secret*" could
+    match "fs/a/secret"), so only a literal start that parts from "backend/" rules it out."""
+    literal = re.split(r"[*?[]", pattern, maxsplit=1)[0]
+    prefix = f"{backend}/"
+    return prefix.startswith(literal) or literal.startswith(prefix)
 
 
 def _pattern(glob: str) -> str:

@@ -213,16 +213,7 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
     """`derive_arguments`, and the values the question gives of a kind the derived arguments take that none
     of them took: "the time difference between Tokyo and Paris" names two places, and the current time of
     one leaves the other. Both come from one reading of the question."""
-    if given is not None:
-        lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
-                                                                 if n not in given]
-        if lacking:
-            # A call the tool would refuse is never made: the caller hears which argument is missing.
-            return ArgumentsRequired(
-                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
-                f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
-                input_schema=cap.input_schema), []
-        return (dict(given), "caller"), []
+    # Held and uncallable whoever gives the arguments: the review holds the tool, not one way of asking.
     if cap.held:
         return BackendNotCallable(
             f"tool {cap.name!r} of backend {cap.backend!r} is held out of routing ({cap.held}) until an operator "
@@ -234,6 +225,16 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
             f"backend {cap.backend!r} was chosen by its description, but it lists no tools, so there is nothing to "
             "call on it yet; it becomes callable once it lists its tools (or name another backend)",
             backend=cap.backend), []
+    if given is not None:
+        lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
+                                                                 if n not in given]
+        if lacking:
+            # A call the tool would refuse is never made: the caller hears which argument is missing.
+            return ArgumentsRequired(
+                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
+                f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
+                input_schema=cap.input_schema), []
+        return (dict(given), "caller"), []
     if cap.kind in ("resource", "flow"):
         return ({}, NONE_NEEDED), []
     derived, left = _derive(cap, question)

@@ -3,7 +3,8 @@ each generation behind the router (the conformance suite's everything server: te
 
 Backends: `everything` (spoken to in the 2025 protocol), `modern` (the same server, spoken to in
 2026-07-28), `older` (a server that speaks only 2025-06-18) and `primary` (another copy, stopped by the
-last test). Principals: alice (everything), bob (one tool), carol (may not name a backend).
+last test). Principals: alice (everything), bob (one tool), carol (may not name a backend), dave (all of
+`everything` but one resource).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from router.settings import RouterSettings
 from tests.conftest import fresh_state, running_app, stop_process, wait_for, wait_listening
 
 SERVER = Path(__file__).resolve().parents[1] / "conformance" / "everything_server.py"
-KEYS = {name: new_api_key() for name in ("alice", "bob", "carol")}
+KEYS = {name: new_api_key() for name in ("alice", "bob", "carol", "dave")}
 VERSIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
 
 
@@ -66,7 +67,8 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
             "server": {"namespace": "mcp-router-test", "port": ray_local["port"], "auth": {
                 "api_keys": [{"name": n, "sha256": key_hash(k), "policy": n} for n, k in KEYS.items()],
                 "policies": {"alice": {}, "bob": {"allow": ["everything/test_simple_text"]},
-                             "carol": {"backend_override": False}}}},
+                             "carol": {"backend_override": False},
+                             "dave": {"allow": ["everything"], "deny": ["everything/static-binary"]}}}},
             "audit": {"path": str(audit)},
             "state_dir": fresh_state(),
         })
@@ -220,6 +222,19 @@ async def test_a_denied_tool_is_neither_listed_nor_callable(app: dict[str, Any])
     records = [json.loads(line) for line in app["audit"].read_text().splitlines()]
     assert any(r["principal"] == "bob" and r.get("tool") == "test_simple_text" and r.get("mode") == "gateway"
                and r.get("mcp_method") == "tools/call" and r["method"] == "POST" for r in records)
+
+
+async def test_a_denied_resource_is_not_read_by_its_uri_nor_by_a_template(app: dict[str, Any]) -> None:
+    async with connect(f"{app['url']}/mcp/backends/everything/", "2025-11-25", who="dave") as dave:
+        assert "test://static-binary" not in {str(r.uri) for r in (await dave.list_resources()).resources}
+        assert (await dave.read_resource("test://static-text")).contents
+        # Part of the backend is denied, so a URI no listing names could be the denied one.
+        for uri in ("test://static-binary", "test://template/7/data"):
+            with pytest.raises(MCPError, match="unknown resource"):
+                await dave.read_resource(uri)
+        assert (await dave.list_resource_templates()).resource_templates == []
+    async with connect(f"{app['url']}/mcp/backends/everything/", "2025-11-25") as alice:
+        assert (await alice.read_resource("test://template/7/data")).contents
 
 
 def test_a_backend_the_caller_may_not_reach_is_refused_before_any_session(app: dict[str, Any]) -> None:

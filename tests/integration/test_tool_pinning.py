@@ -184,6 +184,12 @@ async def test_a_question_meant_for_a_held_tool_is_refused_by_name_not_sent_to_a
         await query(router_over(sup._catalog), question)
     assert "'shout'" in refused.value.message and "mcp-router approve dyn/shout" in refused.value.message
     assert called == []  # neither the held tool nor the look-alike of another backend was called
+    # Giving the arguments, or naming the held tool as well, is no way around the review.
+    for asked in (question.model_copy(update={"arguments": {"text": "hello there"}}),
+                  question.model_copy(update={"arguments": {"text": "hi"}, "backend": "dyn", "tool": "shout"})):
+        with pytest.raises(BackendNotCallable):
+            await query(router_over(sup._catalog), asked)
+    assert called == []
     # Without the held tool in the index, the look-alike would have been called in its place.
     await query(router_over(replace(sup._catalog, held=())), question)
     assert called == ["loud/tool/yell"]

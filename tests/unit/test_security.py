@@ -182,6 +182,17 @@ def test_globs_allow_and_deny_capabilities_and_deny_wins() -> None:
     assert access({}).unrestricted and not a.unrestricted
 
 
+def test_a_backend_is_wholly_allowed_only_when_no_deny_pattern_reaches_into_it() -> None:
+    # What no listing names (a resource read by its URI, a template) needs all of the backend.
+    assert access({}).allows_all("fs") and access({"allow": ["fs"]}).allows_all("fs")
+    assert access({"allow": ["f*/*"]}).allows_all("fs") and not access({"allow": ["fs/read_*"]}).allows_all("fs")
+    # A glob's "*" matches "/" too, so any deny pattern that does not start apart from "fs/" may reach into it.
+    for deny in ("fs/secret", "fs", "*secret*", "*/delete_*", "f?/x", "*"):
+        assert not access({"allow": ["*"], "deny": [deny]}).allows_all("fs"), deny
+    for deny in ("db/drop", "fsx/*", "db"):
+        assert access({"allow": ["*"], "deny": [deny]}).allows_all("fs"), deny
+
+
 def test_requests_beyond_the_policy_are_403_naming_it() -> None:
     a = access({"modes": ["fallback"], "max_deadline_s": 5, "backend_override": False, "chat": False})
     a.check_request(mode="fallback", deadline_s=5)
