@@ -57,12 +57,15 @@ class BackendSupervisor:
                  state_dir: str | None = None) -> None:
         self.spec = spec
         # What the backend lists is checked, cleaned and pinned before it is served (router.trust.review).
-        self.guard = CatalogGuard(spec.name, security or SecuritySettings(), state_dir=state_dir,
-                                  trust_changes=spec.trust_changes)
+        security = security or SecuritySettings()
+        self.guard = CatalogGuard(spec.name, security, state_dir=state_dir, trust_changes=spec.trust_changes)
+        self._max_answer = security.max_answer_bytes
         self._listed: Catalog | None = None
         self._review: CatalogReview | None = None
         self.backend = build_backend(spec)
         self.backend.on_change = self._mark_stale
+        if hasattr(self.backend, "max_answer_bytes"):  # a flow's body stops being read past it
+            self.backend.max_answer_bytes = self._max_answer
         self.detector = OutlierDetector(resilience.ejection)
         self._slots = FairSlots(spec.max_concurrency)
         self._catalog: Catalog | None = None
@@ -213,6 +216,10 @@ class BackendSupervisor:
         finally:
             self._inflight -= 1
         self._judge(capability, outcome, admission)
+        if outcome.ok and outcome.answer_size() > self._max_answer:  # judged as answered: it did answer
+            outcome = CallOutcome.failed(capability, ErrorKind.ANSWER_TOO_LARGE, f"backend {self.spec.name!r} "
+                                         f"answered more than security.max_answer_bytes ({self._max_answer})",
+                                         outcome.latency_ms)
         if outcome.error_kind is ErrorKind.BACKEND_UNAVAILABLE:  # the connection was lost; paused after
             # the outcome is recorded, so a cancellation here leaves nothing held
             await asyncio.sleep(_DYING_GRACE_S)

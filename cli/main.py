@@ -32,6 +32,23 @@ from router.settings.file import load_settings
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
+class CommandError(Exception):
+    """A client command that cannot go on (bad input, no usable answer): one line on stderr, no traceback."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _body(resp: httpx.Response) -> Any:
+    """The answer's JSON; anything else (a proxy's HTML error page, say) is a `CommandError`."""
+    try:
+        return resp.json()
+    except ValueError:
+        raise CommandError(f"the router answered HTTP {resp.status_code} with a body that is not JSON: "
+                           f"{resp.text[:200]!r}") from None
+
+
 def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
     print(f"  answer : {body.get('answer', '')[:600]}")
     meta = body.get("routing") or {}
@@ -58,8 +75,11 @@ def _print_answer(body: dict[str, Any], verbose: bool = True) -> None:
 
 def _print_error(resp: httpx.Response) -> None:
     try:
-        err = resp.json().get("error", {})
+        body = resp.json()
     except ValueError:
+        body = None
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):  # not the router's error format: a proxy's page, say
         print(f"  error {resp.status_code}: {resp.text[:300]}")
         return
     print(f"  error {resp.status_code} {err.get('type')}: {err.get('message')}")
@@ -163,12 +183,18 @@ def cmd_query(args: argparse.Namespace) -> int:
         if getattr(args, key, None):
             payload[key] = getattr(args, key)
     if args.arguments:
-        payload["arguments"] = json.loads(args.arguments)
+        try:
+            payload["arguments"] = json.loads(args.arguments)
+        except ValueError as exc:
+            raise CommandError(f"--arguments is not valid JSON: {exc}", exit_code=2) from None
+        if not isinstance(payload["arguments"], dict):
+            raise CommandError("--arguments must be a JSON object, e.g. '{\"timezone\": \"Asia/Tokyo\"}'",
+                               exit_code=2)
     resp = httpx.post(f"{args.url}/v1/query", json=payload, timeout=args.timeout, headers=_auth(args))
     if args.json:
-        print(json.dumps(resp.json(), indent=2))
+        print(json.dumps(_body(resp), indent=2))
     elif resp.status_code == 200:
-        _print_answer(resp.json())
+        _print_answer(_body(resp))
     else:
         _print_error(resp)
     return 0 if resp.status_code == 200 else 1
@@ -177,7 +203,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_route(args: argparse.Namespace) -> int:
     resp = httpx.post(f"{args.url}/v1/route", json={"question": args.question}, timeout=args.timeout,
                       headers=_auth(args))
-    body = resp.json()
+    body = _body(resp)
     if args.json or resp.status_code != 200:
         print(json.dumps(body, indent=2))
         return 0 if resp.status_code == 200 else 1
@@ -205,10 +231,11 @@ def route_lines(body: dict[str, Any]) -> list[str]:
 
 def cmd_backends(args: argparse.Namespace) -> int:
     resp = httpx.get(f"{args.url}/v1/backends", timeout=args.timeout, headers=_auth(args))
+    body = _body(resp)
     if args.json or resp.status_code != 200:
-        print(json.dumps(resp.json(), indent=2))
-        return 0
-    for b in resp.json():
+        print(json.dumps(body, indent=2))
+        return 0 if resp.status_code == 200 else 1
+    for b in body:
         count = b["tool_count"] + b["prompt_count"] + b["resource_count"] + b["flow_count"]
         print(f"{b['name']:<18} {b['kind']:<10} {b['transport']:<16} {b['health']:<9} {count:>4} capabilities"
               + (f"  last error: {b['last_error']}" if b.get("last_error") else ""))
@@ -305,8 +332,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"query": cmd_query, "route": cmd_route, "backends": cmd_backends,
                 "keys": cmd_keys}[args.command](args)
+    except CommandError as exc:
+        print(f"mcp-router: {exc}", file=sys.stderr)
+        return exc.exit_code
     except httpx.ConnectError as exc:
         print(f"mcp-router: cannot reach the router at {args.url}: {exc}", file=sys.stderr)
+        return 1
+    except httpx.TimeoutException:
+        print(f"mcp-router: the router at {args.url} did not answer within {args.timeout:g} s (--timeout)",
+              file=sys.stderr)
+        return 1
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        print(f"mcp-router: --url {args.url!r} is not a router URL such as {DEFAULT_URL}: {exc}", file=sys.stderr)
+        return 2
+    except httpx.HTTPError as exc:
+        print(f"mcp-router: the request to the router at {args.url} failed: {exc}", file=sys.stderr)
         return 1
 
 

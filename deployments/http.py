@@ -19,11 +19,12 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from deployments.caller import CURRENT, Caller
 from deployments.console import add_console
 from deployments.service import RouterService
-from router.errors import ErrorKind, InvalidRequest, NotFound, RouterError
+from router.errors import InvalidRequest, MethodNotAllowed, NotFound, RouterError, internal_error
 from router.models import (
     BackendDetail,
     BackendInfo,
@@ -68,7 +69,8 @@ def _failed(error: RouterError) -> str | None:
 
 def _answer_errors(app: FastAPI) -> None:
     """Every error as the API's error body: a router error with its status, invalid input as a 400 naming
-    the field, anything else a generic 500 with a request id."""
+    the field, the framework's own refusals (no route, wrong method, an unreadable body) with theirs, anything
+    else a generic 500 with a request id."""
 
     @app.exception_handler(RouterError)
     async def _router_error(_: Request, exc: RouterError) -> JSONResponse:
@@ -79,6 +81,14 @@ def _answer_errors(app: FastAPI) -> None:
         err = InvalidRequest(describe_validation(list(exc.errors())))
         return JSONResponse(err.payload(_failed(err)), status_code=400)
 
+    @app.exception_handler(HTTPException)
+    async def _framework_refusal(request: Request, exc: HTTPException) -> JSONResponse:
+        err = _refusal(request, exc)
+        # The framework's status stands, unless the refusal is the router's own (the body limit's 413).
+        status = err.status_code if err is exc.__cause__ else exc.status_code
+        headers = {**(exc.headers or {}), **err.headers()}  # a 405's `Allow`
+        return JSONResponse(err.payload(_failed(err)), status_code=status, headers=headers)
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # The one top-level boundary: anything unforeseen is logged with a request id, and the caller
@@ -87,9 +97,24 @@ def _answer_errors(app: FastAPI) -> None:
         rid = scope.request_id if scope is not None else uuid.uuid4().hex
         log.error("unhandled error in %s %s (request id %s)", request.method, request.url.path, rid,
                   exc_info=(type(exc), exc, exc.__traceback__))
-        body = {"error": {"type": ErrorKind.INTERNAL.value, "request_id": rid,
-                          "message": f"internal error; the router's log has the details under request id {rid}"}}
-        return JSONResponse(body, status_code=500)
+        return JSONResponse(internal_error(rid).payload(rid), status_code=500)
+
+
+def _refusal(request: Request, exc: HTTPException) -> RouterError:
+    """Starlette's and FastAPI's own refusals (no such route, a wrong method, a body that cannot be read) as the
+    router errors they are."""
+    cause = exc.__cause__
+    if isinstance(cause, RouterError):  # the body limit, raised while FastAPI read a streamed body
+        return cause
+    if isinstance(cause, UnicodeDecodeError):
+        return InvalidRequest(f"request body is not UTF-8 JSON (invalid byte at position {cause.start})")
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404:
+        return NotFound(f"{where}: no such endpoint (the API is described at /docs)")
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        return MethodNotAllowed(f"{where}: method not allowed here" + (f"; allowed: {allowed}" if allowed else ""))
+    return InvalidRequest(f"{where}: {exc.detail}")
 
 
 def build_http_app(service: RouterService,

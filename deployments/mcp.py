@@ -15,6 +15,8 @@ are answered by the SDK with JSON-RPC errors.
 
 # No `from __future__ import annotations`: the SDK reads the tools' signatures at run time, and
 # their enums (intents, backend names) are built from the configuration in local scope.
+import logging
+import uuid
 from typing import Annotated, Any, Literal, TypeVar
 
 import mcp_types as types
@@ -27,7 +29,7 @@ from starlette.types import ASGIApp
 from deployments.caller import CURRENT, Caller
 from deployments.middleware.request_id import RequestIdCheck
 from deployments.service import RouterService
-from router.errors import InvalidRequest, RouterError
+from router.errors import InvalidRequest, RouterError, internal_error
 from router.literals import Mode
 from router.models import (
     FeedbackRequest,
@@ -41,6 +43,7 @@ from router.models import (
 from router.settings import RouterSettings
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger("mcp_router.mcp")
 
 
 def routing_info(response: QueryResponse) -> str:
@@ -170,6 +173,13 @@ async def _run(work: Any) -> Any:
         return await work
     except RouterError as exc:
         raise _refused(exc) from None
+    except Exception as exc:
+        # The tool call's top-level boundary, as the HTTP adapter's: logged under the request id, which the
+        # caller gets with a generic message; the audit records a failure, not the SDK's bare 200.
+        caller = CURRENT.get()
+        rid = caller.request_id if caller is not None else uuid.uuid4().hex
+        log.error("unhandled error in an MCP tool call (request id %s)", rid, exc_info=exc)
+        raise _refused(internal_error(rid)) from None
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import ray
 
 from actors.directory import BackendDirectory
 from actors.feedback import FeedbackView
 from deployments.caller import Caller
 from deployments.metrics import RouterMetrics
 from router.core import Router
-from router.errors import InvalidRequest, PayloadTooLarge, UnknownBackend
+from router.errors import ComponentUnavailable, InvalidRequest, PayloadTooLarge, UnknownBackend
 from router.learning.decisions import chat_examples, chat_question, check_allowed, feedback_examples
 from router.learning.examples import accepts_feedback
 from router.literals import ChargeFn, EmbedFn
@@ -51,6 +54,8 @@ from router.strategies.base import ChargedExecutor
 from router.values import BackendStatus
 
 log = logging.getLogger("mcp_router.service")
+T = TypeVar("T")
+FEEDBACK_STORE, PERFORMANCE_TRACKER = "feedback store", "performance tracker"
 
 
 @dataclass(kw_only=True)
@@ -162,10 +167,10 @@ class RouterService:
         access = self._checked(caller, feedback.principal)
         access.check("feedback", "giving feedback")
         check_allowed(self.settings)
-        decision = await self.learning.decision(feedback.request_id)
+        decision = await _from_actor(FEEDBACK_STORE, self.learning.decision(feedback.request_id))
         # Only what the caller may see can be named.
         examples = feedback_examples(decision, feedback, self.router.view(access).catalogs, _name(access))
-        stored = await self.learning.add(examples)
+        stored = await _from_actor(FEEDBACK_STORE, self.learning.add(examples))
         return FeedbackResponse(request_id=feedback.request_id, stored=[e.info() for e in stored])
 
     async def _learn_from_chat(self, chat: ChatRequest, response: ChatResponse, access: Access) -> None:
@@ -186,7 +191,7 @@ class RouterService:
         access.check("stats", "deleting examples")
         if name not in self.router.visible_backends(access):
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
-        return {"backend": name, "deleted": await self.learning.delete(name)}
+        return {"backend": name, "deleted": await _from_actor(FEEDBACK_STORE, self.learning.delete(name))}
 
     # -- operators ------------------------------------------------------------------------------------
 
@@ -203,16 +208,17 @@ class RouterService:
         access = caller.access
         access.check("stats", "/v1/decisions")
         visible = set(self.router.visible_backends(access))
-        rows = await self.learning.latest(limit)
+        rows = await _from_actor(FEEDBACK_STORE, self.learning.latest(limit))
         return [r for r in rows if r["backend"] is None or r["backend"] in visible]
 
     async def loadtest(self, caller: Caller, report: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The last `mcp-router loadtest` report (operators), or, given one, keep it."""
         caller.access.check("stats", "load test reports")
         if report is not None:
-            await asyncio.wait_for(self.perf_actor.set_loadtest.remote(report), 10)
+            await _from_actor(PERFORMANCE_TRACKER, self.perf_actor.set_loadtest.remote(report), timeout_s=10)
             return report
-        found: dict[str, Any] | None = await asyncio.wait_for(self.perf_actor.get_loadtest.remote(), 10)
+        found: dict[str, Any] | None = await _from_actor(PERFORMANCE_TRACKER, self.perf_actor.get_loadtest.remote(),
+                                                          timeout_s=10)
         return found
 
     # -- the backends --------------------------------------------------------------------------------
@@ -238,7 +244,8 @@ class RouterService:
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
         # Examples hold other callers' questions: shown to operators (the `stats` right), and only for
         # capabilities the caller may use.
-        examples = [e for e in await self.learning.examples(name) if access.allows(name, e["name"])] \
+        examples = [e for e in await _from_actor(FEEDBACK_STORE, self.learning.examples(name))
+                    if access.allows(name, e["name"])] \
             if access.policy.stats else []
         return BackendDetail(**info.model_dump(), examples=examples)
 
@@ -264,7 +271,7 @@ class RouterService:
         access = caller.access
         access.check("stats", "/v1/stats")
         visible = set(self.router.visible_backends(access))
-        data: dict[str, Any] = await asyncio.wait_for(self.perf_actor.stats.remote(), 10)
+        data: dict[str, Any] = await _from_actor(PERFORMANCE_TRACKER, self.perf_actor.stats.remote(), timeout_s=10)
         data["series"] = [row for row in data.get("series", []) if row.get("backend") in visible]
         data["backends"] = {n: {"health": s.health, "consecutive_failures": s.consecutive_failures,
                                 "ejections": s.ejections, "ejected_until": s.ejected_until, "inflight": s.inflight}
@@ -276,6 +283,20 @@ class RouterService:
                          "capabilities": sum(len(c.capabilities) for n, c in indexed.items() if n in visible),
                          "versions": {n: c.version for n, c in indexed.items() if n in visible}}
         return data
+
+
+async def _from_actor(component: str, work: Awaitable[T], *, timeout_s: float | None = None) -> T:
+    """What one of the application's actors answers. An actor that is slow, restarting or gone leaves the
+    router unable to answer this request (503 naming the component), which is no internal error; an
+    exception raised by the actor's own method (`RayTaskError`) is a bug there, and stays a 500."""
+    try:
+        return await asyncio.wait_for(work, timeout_s)
+    except ray.exceptions.RayTaskError:
+        raise
+    except (ray.exceptions.RayError, TimeoutError) as exc:
+        log.warning("the %s is unavailable: %r", component, exc)
+        raise ComponentUnavailable(f"the router's {component} is unavailable right now ({type(exc).__name__}); "
+                                   "try again shortly", component=component) from None
 
 
 def _name(access: Access) -> str | None:

@@ -56,6 +56,9 @@ class ErrorKind(StrEnum):
     OVERLOADED = "overloaded"
     HEADERS_TOO_LARGE = "headers_too_large"
     LIMIT_EXCEEDED = "limit_exceeded"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    COMPONENT_UNAVAILABLE = "component_unavailable"
+    ANSWER_TOO_LARGE = "answer_too_large"
 
     @property
     def outcome(self) -> str:
@@ -79,7 +82,8 @@ class ErrorKind(StrEnum):
     def answered(self) -> bool:
         """The backend answered, and the answer was an error about this request (a tool error, arguments it
         rejected): the backend is alive; what went wrong belongs to the caller's request, not to the backend."""
-        return self in (ErrorKind.TOOL_FAILED, ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.ARGUMENTS_INVALID)
+        return self in (ErrorKind.TOOL_FAILED, ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.ARGUMENTS_INVALID,
+                        ErrorKind.ANSWER_TOO_LARGE)
 
     @property
     def backend_level(self) -> bool:
@@ -243,6 +247,13 @@ class ToolFailed(BackendFailed):
     kind = ErrorKind.TOOL_FAILED
 
 
+class AnswerTooLarge(BackendFailed):
+    """The backend's answer to this call is larger than `security.max_answer_bytes`: refused, and not counted
+    against the backend (a question can ask for a large answer)."""
+
+    kind = ErrorKind.ANSWER_TOO_LARGE
+
+
 class AllBackendsFailed(BackendFailed):
     kind = ErrorKind.ALL_BACKENDS_FAILED
 
@@ -336,6 +347,27 @@ class LimitExceeded(InvalidRequest):
 
     status_code = 422
     kind = ErrorKind.LIMIT_EXCEEDED
+
+
+class MethodNotAllowed(InvalidRequest):
+    """The path exists, but not for this HTTP method (the answer's `Allow` header lists those it takes)."""
+
+    status_code = 405
+    kind = ErrorKind.METHOD_NOT_ALLOWED
+
+
+class ComponentUnavailable(RouterError):
+    """A part of the router itself (its feedback store, its performance tracker) is slow, restarting or gone;
+    the message names it. Not a backend: it counts against no backend's health."""
+
+    status_code = 503
+    kind = ErrorKind.COMPONENT_UNAVAILABLE
+
+
+def internal_error(request_id: str) -> RouterError:
+    """What a caller is told of an unforeseen failure: the request id the log holds it under, never the
+    exception's text (it can hold internals)."""
+    return RouterError(f"internal error; the router's log has the details under request id {request_id}")
 
 
 def error_of_kind(kind: ErrorKind, message: str, **details: Any) -> RouterError:

@@ -100,17 +100,22 @@ class RouteRequest(_Model):
     principal: PrincipalName = None
 
 
-def _check_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for i, m in enumerate(messages):
         if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
             raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
+        content = m.get("content")
+        # Text parts are joined into the text retrieval embeds; anything but a string there is a caller's error.
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if isinstance(part, dict) and "text" in part and not isinstance(part["text"], str):
+                raise ValueError(f"messages[{i}].content[{j}].text must be a string")
     return messages
 
 
 # An OpenAI-style conversation, all of it (never truncated), up to a bound.
 MAX_MESSAGES = 500
 Conversation = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=MAX_MESSAGES),
-                         AfterValidator(_check_roles)]
+                         AfterValidator(_check_messages)]
 
 
 class ToolSelectRequest(_Model):

@@ -3,6 +3,7 @@ status, and what each stage of the pipeline hands to the next (analysis, decisio
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -114,6 +115,15 @@ class CallOutcome:
         request left, e.g. an ejected backend or a caller over its budget)."""
         return cls(backend=capability.backend, capability=capability.name, ok=False, latency_ms=latency_ms,
                    error_kind=kind, error=error, sent=sent)
+
+    def answer_size(self) -> int:
+        """About what the answer weighs on its way to the caller (characters, not encoded bytes: a bound)."""
+        size = len(self.text)
+        if self.content:
+            size += len(json.dumps(self.content, default=str))
+        if self.structured is not None:
+            size += len(json.dumps(self.structured, default=str))
+        return size
 
     @property
     def backend_answered(self) -> bool | None:

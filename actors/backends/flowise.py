@@ -184,7 +184,7 @@ class FlowiseBackend(HttpFlowBackend):
         result: dict[str, Any] = {}
         tokens: list[str] = []
         last_output: str | None = None
-        async for frame in iter_frames(resp):
+        async for frame in iter_frames(resp, self.max_answer_bytes):
             lines = [ln[5:].removeprefix(" ") for ln in frame.split("\n") if ln.startswith("data:")]
             if not lines:
                 continue  # the bare "message:" line, comments, keep-alives

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from router.errors import (
+    AnswerTooLarge,
     BackendFailed,
     BackendRejectedArguments,
     BackendTimeout,
@@ -56,10 +57,25 @@ def readable_error(value: Any, depth: int = 0) -> str:
     return json.dumps(value, default=str)
 
 
-async def iter_frames(resp: httpx.Response) -> AsyncIterator[str]:
-    """The blank-line separated frames of a streamed body (SSE, or Langflow's bare JSON objects)."""
+async def read_capped(resp: httpx.Response, limit: int) -> bytes:
+    """The body, refused (`AnswerTooLarge`) as soon as it passes `limit` bytes: never held whole in memory."""
+    body = bytearray()
+    async for chunk in resp.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise AnswerTooLarge(f"the answer is larger than security.max_answer_bytes ({limit})")
+    return bytes(body)
+
+
+async def iter_frames(resp: httpx.Response, limit: int) -> AsyncIterator[str]:
+    """The blank-line separated frames of a streamed body (SSE, or Langflow's bare JSON objects), refused as
+    soon as the stream passes `limit` characters."""
     buffer = ""
+    seen = 0
     async for chunk in resp.aiter_text():
+        seen += len(chunk)
+        if seen > limit:
+            raise AnswerTooLarge(f"the answer is larger than security.max_answer_bytes ({limit})")
         buffer = (buffer + chunk).replace("\r\n", "\n")
         while "\n\n" in buffer:
             frame, buffer = buffer.split("\n\n", 1)
@@ -69,12 +85,12 @@ async def iter_frames(resp: httpx.Response) -> AsyncIterator[str]:
         yield buffer
 
 
-def _server_message(resp: httpx.Response) -> str:
+def _server_message(raw: bytes) -> str:
     """The error text a flow platform put in its body (`message`, `error` or `detail`, unpacked)."""
     try:
-        body = resp.json()
+        body = json.loads(raw)
     except ValueError:
-        return resp.text.strip()[:300]
+        return raw.decode("utf-8", "replace").strip()[:300]
     return readable_error(body)[:300]
 
 
@@ -85,6 +101,7 @@ class HttpFlowBackend:
     transport = "http"
     product = "the flow platform"
     auth_quirk_500 = False  # Flowise: a rejected per-flow key is an HTTP 500 saying "Unauthorized"
+    max_answer_bytes = 16 * 2**20  # the supervisor sets `security.max_answer_bytes`
 
     def __init__(self, spec: FlowiseSpec | LangflowSpec) -> None:
         self.spec = spec
@@ -182,12 +199,11 @@ class HttpFlowBackend:
                         raise
                     raise self._no_first_byte(cap, first_byte_s) from None
                 if resp.status_code >= 400:
-                    await resp.aread()
-                    raise self._status_error(resp, what, cap)
+                    raise self._status_error(resp, what, cap, await read_capped(resp, self.max_answer_bytes))
                 if EVENT_STREAM in resp.headers.get("content-type", ""):
                     result = await read_stream(resp, cap)
                 else:
-                    result = self._json(await resp.aread(), what, cap, obj=True)
+                    result = self._json(await read_capped(resp, self.max_answer_bytes), what, cap, obj=True)
         except (TimeoutError, httpx.HTTPError) as exc:
             raise self._translate(exc, what, timeout_s, cap) from None
         return result, (time.perf_counter() - started) * 1000
@@ -230,10 +246,12 @@ class HttpFlowBackend:
         """Whether an error answer to a run means there is no such flow."""
         return status == 404
 
-    def _status_error(self, resp: httpx.Response, what: str, cap: Capability | None = None) -> RouterError:
-        """An HTTP error status -> RouterError; an auth failure never echoes the server's text."""
+    def _status_error(self, resp: httpx.Response, what: str, cap: Capability | None = None,
+                      body: bytes | None = None) -> RouterError:
+        """An HTTP error status -> RouterError (`body`: the response's, when it was streamed); an auth failure
+        never echoes the server's text."""
         status, tool = resp.status_code, (cap.name if cap else None)
-        message = self._clean_message(self.redact(_server_message(resp)))
+        message = self._clean_message(self.redact(_server_message(resp.content if body is None else body)))
         where = f"backend {self.name!r} ({what})"
         quirk = self.auth_quirk_500 and status == 500 and "unauthorized" in message.lower()
         if status in (401, 403) or quirk:

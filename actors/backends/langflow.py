@@ -16,8 +16,9 @@ A call is ``POST /api/v1/run/{flow_id}?stream=false|true`` with ``x-api-key`` an
   the public API has no flow-level setting for them, only per-component tweaks.
 - The answer is ``outputs[0].outputs[*].results.message.text``, else the first of ``messages[0].message``,
   ``artifacts.message`` or ``outputs.message.message``; none of them -> "no message in the flow's output".
-- Session: without a ``session_id`` Langflow answers with the flow id as the session id; that is not a
-  session, so the outcome then reports none (whether the target was the flow's id or its endpoint name).
+- Session: without a ``session_id`` Langflow would keep the conversation under the flow's id, shared by every
+  caller, so a call without one is sent a fresh session id of its own and the outcome reports none. A tweak
+  may not set a component's ``session_id`` (422): the request's ``session_id`` is namespaced per caller.
 
 The listing asks ``remove_example_flows=true``: Langflow lists its starter templates otherwise, and
 those cannot be run. Errors: a 500's ``detail`` is a JSON object encoded in a string (``{"message":
@@ -36,6 +37,7 @@ runs. Since 1.5 every request needs a key: a 403 is reported as `FlowUnauthorize
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -159,8 +161,13 @@ class LangflowBackend(HttpFlowBackend):
             "input_type": self.langflow.input_type, "output_type": self.langflow.output_type,
             "tweaks": arguments.get("tweaks") if isinstance(arguments.get("tweaks"), dict) else {},
         }
-        if context.session_id:
-            body["session_id"] = context.session_id
+        # Without one, Langflow keeps the conversation under the flow's id, one memory for every caller: a
+        # call with no session gets a session of its own, used once.
+        body["session_id"] = context.session_id or f"mcp-router-{uuid.uuid4().hex}"
+        if any(isinstance(t, dict) and "session_id" in t for t in body["tweaks"].values()):
+            # Sessions are the router's, one namespace per caller; a tweak could name another's.
+            raise BackendRejectedArguments("tweaks may not set a component's session_id: pass `session_id` "
+                                           "in the request", backend=self.name, tool=capability.name)
         headers = {**self._trace(context), **self._auth(self._key(flow_id))}
         try:
             result, latency = await self._post_flow(
@@ -192,7 +199,7 @@ class LangflowBackend(HttpFlowBackend):
         errors: list[str] = []  # a failing run sends a message object, then {"error": "500: {json}"}
         try:
             async with asyncio.timeout(None) as grace:
-                async for frame in iter_frames(resp):
+                async for frame in iter_frames(resp, self.max_answer_bytes):
                     event = self._json(frame, what, cap, obj=True)
                     kind, data = event.get("event"), event.get("data")
                     if kind == "error":

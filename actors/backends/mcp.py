@@ -30,12 +30,13 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 
 from actors.backends.base import make_catalog
-from actors.backends.relay import RelayHub, identity
+from actors.backends.relay import ClientDidNotAnswer, RelayHub, identity
 from router.errors import (
     BackendFailed,
     BackendRejectedArguments,
     BackendTimeout,
     BackendUnavailable,
+    DeadlineExceeded,
     RouterError,
     ToolFailed,
 )
@@ -280,6 +281,13 @@ class McpBackend:
             raise BackendTimeout(f"backend {self.name!r}, tool {capability.name!r}: no answer within "
                                  f"{timeout_s:.1f} s", backend=self.name, tool=capability.name) from None
         except (MCPError, *_CONNECTION_ERRORS) as exc:
+            if capability.kind == "prompt" and arguments and isinstance(exc, MCPError) and exc.code not in (
+                    types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
+                # Servers report a prompt's argument values they cannot use as an internal error (the Python
+                # SDK's "Error rendering prompt"), not as invalid params: an answer about this request.
+                raise BackendRejectedArguments(f"backend {self.name!r} could not render prompt {capability.name!r} "
+                                               f"with the arguments given: {exc.error.message}",
+                                               backend=self.name, tool=capability.name) from None
             raise self._translate(exc, f"tool {capability.name!r}") from None
         finally:
             self._in_flight -= 1
@@ -303,6 +311,11 @@ class McpBackend:
         try:
             async for event in self.relays.run(client, method, params, timeout_s, log_level):
                 yield event
+        except ClientDidNotAnswer as exc:
+            # Counted as the caller's deadline: a client that leaves the server's request unanswered must not
+            # eject the backend for everyone.
+            raise DeadlineExceeded(f"backend {self.name!r} ({method}): the client did not answer the server's "
+                                   f"{exc.args[0]} within {timeout_s:.1f} s", backend=self.name) from None
         except TimeoutError:
             raise BackendTimeout(f"backend {self.name!r} ({method}): no answer within {timeout_s:.1f} s",
                                  backend=self.name) from None

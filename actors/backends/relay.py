@@ -45,6 +45,11 @@ _WATCH_BACKLOG = 64
 _CURRENT: ContextVar[Relay | None] = ContextVar("mcp_router_relay", default=None)
 
 
+class ClientDidNotAnswer(TimeoutError):
+    """The relayed request ran out of time while the server waited for the client to answer its own request
+    (sampling, elicitation, roots): the client's doing, not the backend's."""
+
+
 @dataclass
 class Relay:
     """One relayed request: the events for the gateway, and the server's requests awaiting its answers."""
@@ -53,17 +58,23 @@ class Relay:
     events: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
     waiting: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    asked: dict[int, str] = field(default_factory=dict)  # the method of each server request, by id
 
     async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Send the server's request to the gateway's client; its answer: {"result": ...} or {"error": ...}."""
         rid = next(self.ids)
         answer = asyncio.get_running_loop().create_future()
         self.waiting[rid] = answer
+        self.asked[rid] = method
         self.events.put_nowait({"event": "request", "id": rid, "method": method, "params": dict(params or {})})
         try:
             return await answer
         finally:
             self.waiting.pop(rid, None)
+
+    def unanswered(self) -> str | None:
+        """The method of a server request still waiting for the client's answer, if any."""
+        return next((m for rid, m in self.asked.items() if rid in self.waiting), None)
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.events.put_nowait({"event": "progress", "progress": progress, "total": total, "message": message})
@@ -157,6 +168,11 @@ class RelayHub:
             try:
                 async with asyncio.timeout(timeout_s):
                     result = await _send(client, method, params, relay, log_level)
+            except TimeoutError:
+                asked = relay.unanswered()
+                if asked:  # the server was waiting on the client, not the client on the server
+                    raise ClientDidNotAnswer(asked) from None
+                raise
             except MCPError as exc:
                 if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
                     raise

@@ -11,6 +11,7 @@ cancels the actor's side too.
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, get_args
@@ -82,30 +83,36 @@ async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, 
     relay_id = None
     done = False
     try:
-        async for ref in stream:
-            event = await ref
-            kind = event["event"]
-            if kind == "relay":
-                relay_id = event["id"]
-            elif kind == "progress":
-                await ctx.session.report_progress(event["progress"], event.get("total"), event.get("message"))
-            elif kind == "log":
-                if _at_least(event["params"].get("level"), level):
-                    await _log(ctx, event["params"])
-            elif kind == "request":
-                answer = await _ask_client(ctx, event["method"], event.get("params"))
-                await actor.answer.remote(relay_id, event["id"], answer)
-            elif kind == "result":
-                done = True
-                result: dict[str, Any] = event["result"]
-                return result
-            else:
-                done = True
-                raise MCPError(code=event["code"], message=event["message"], data=event.get("data"))
+        # The actor ends the request at `timeout_s` itself; the extra second guards the hop to it (a host on a
+        # lost node neither answers nor ends).
+        async with asyncio.timeout(timeout_s + 1.0):
+            async for ref in stream:
+                event = await ref
+                kind = event["event"]
+                if kind == "relay":
+                    relay_id = event["id"]
+                elif kind == "progress":
+                    await ctx.session.report_progress(event["progress"], event.get("total"), event.get("message"))
+                elif kind == "log":
+                    if _at_least(event["params"].get("level"), level):
+                        await _log(ctx, event["params"])
+                elif kind == "request":
+                    answer = await _ask_client(ctx, event["method"], event.get("params"))
+                    await actor.answer.remote(relay_id, event["id"], answer)
+                elif kind == "result":
+                    done = True
+                    result: dict[str, Any] = event["result"]
+                    return result
+                else:
+                    done = True
+                    raise MCPError(code=event["code"], message=event["message"], data=event.get("data"))
     except ray.exceptions.RayError as exc:
         done = True
         raise router_error(ErrorKind.BACKEND_UNAVAILABLE, f"the backend's actor is unavailable: "
                                                           f"{type(exc).__name__}") from None
+    except TimeoutError:
+        raise router_error(ErrorKind.BACKEND_TIMEOUT, f"the backend's actor did not answer within "
+                                                      f"{timeout_s:.1f} s") from None
     finally:
         if not done:  # the client went away (or cancelled): so does the backend's side
             ray.cancel(stream)

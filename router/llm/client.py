@@ -127,10 +127,11 @@ class LLMClient:
         await self._client.close()
 
     async def _chat(self, messages: Sequence[Message], **params: Any) -> Any:
-        """One chat completion; SDK errors become router errors (the SDK has already retried)."""
+        """One chat completion with at least one choice holding a message; SDK errors become router errors
+        (the SDK has already retried), and an answer of any other shape is an `LLMBadOutput`."""
         s = self.settings
         try:
-            return await self._client.chat.completions.create(model=self.model, messages=cast(Any, messages),
+            resp = await self._client.chat.completions.create(model=self.model, messages=cast(Any, messages),
                                                               **params)
         except self._openai.APITimeoutError as exc:
             raise LLMTimeout(f"the LLM ({self.model}) did not answer within {s.timeout_s:g} s "
@@ -144,6 +145,18 @@ class LLMClient:
             after = f" after {retried} retries" if retried else ""
             raise LLMFailed(f"the LLM ({self.model}) answered HTTP {status}{after}: {_api_message(exc)}",
                             model=self.model, status=status) from exc
+        except json.JSONDecodeError as exc:  # the SDK parsing a 200 whose body is not JSON
+            raise LLMBadOutput(f"the LLM ({self.model}) answered with a body that is not JSON: {exc}",
+                               model=self.model) from None
+        # The SDK builds its response objects without validating them: a server's HTML page comes back as a
+        # str, `choices: []` as an empty list.
+        choices = getattr(resp, "choices", None)
+        message = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        if not isinstance(message, self._openai.types.chat.ChatCompletionMessage) \
+                or not isinstance(message.content, str | None):
+            raise LLMBadOutput(f"the LLM ({self.model}) answered without a message in choices[0]: "
+                               f"{str(resp)[:200]!r}", model=self.model)
+        return resp
 
     async def complete_json(self, messages: Sequence[Message], schema_name: str, schema: dict[str, Any], *,
                             temperature: float = 0.0, max_tokens: int | None = None, strict: bool = True,

@@ -45,7 +45,8 @@ def conversation_text(messages: Sequence[dict[str, Any]]) -> str:
         if m.get("role") == "user":
             content = m.get("content")
             if isinstance(content, list):
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+                # The request models refuse a non-string text part; a hand-built conversation skips it.
+                content = " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
             if isinstance(content, str) and content.strip():
                 texts.append(content.strip())
     if not texts:
@@ -113,7 +114,8 @@ class ToolSelector:
                       messages: list[dict[str, Any]], session_id: str | None,
                       max_servers: int | None) -> Selection:
         cached = self._sessions.get(session_id) if session_id else None
-        if cached is not None:
+        # Kept only while every tool it offers is still the caller's to use (a narrower policy, a tool gone).
+        if cached is not None and {c.key for c in cached.name_map.values()} <= {c.key for c in tools}:
             return Selection(tools=cached.tools, name_map=cached.name_map, servers=cached.servers,
                              reasoning=cached.reasoning, path="session_cache", total_tools=len(tools))
         text = conversation_text(messages)

@@ -165,6 +165,10 @@ class _JwtVerifier:
         # Its own namespace: a token's subject never names an API key's principal, nor `anonymous`.
         name = f"jwt:{claims[s.principal_claim]}"[:128]
         raw = claims.get(s.scopes_claim) or ()
+        if not isinstance(raw, str | list | tuple):
+            # Signed, but not scopes: RFC 8693 says a space-separated string, and some issuers send a list.
+            raise Unauthenticated(f"the bearer token is not valid: its {s.scopes_claim} claim must be a string or "
+                                  f"a list, got {type(raw).__name__}", reason="invalid")
         scopes = tuple(raw.split() if isinstance(raw, str) else (str(x) for x in raw))
         # Only scopes configured for JWTs select a policy; otherwise the configured default applies.
         policy = next((s.scope_policies[sc] for sc in scopes if sc in s.scope_policies), s.default_policy)

@@ -42,6 +42,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mappin
         # ${MCP_ROUTER_STATE_DIR} names the state folder, known only once every file is read.
         data = _load_file(file, {STATE_DIR_VAR: _STATE_MARK, **env})
         data.setdefault("state_dir", str(user_state_dir(file, env)))
+        if not isinstance(data["state_dir"], str):
+            raise ConfigError(f"{where}: state_dir must be a path (a string), got {type(data['state_dir']).__name__}",
+                              file=where, field="state_dir")
         _substitute(data, _STATE_MARK, data["state_dir"])
     _overlay_environment(data, env)
     if overrides:
@@ -56,7 +59,12 @@ def _load_file(file: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) 
     """One file, expanded and with its paths resolved; `extends: other.yaml` starts from that file's
     settings and merges this one's over them (lists such as `backends` are replaced, not appended)."""
     where = str(file)
-    data = _from_mcp_servers(_expand_env(_read_file(file), env, where), where)
+    try:
+        data = _from_mcp_servers(_expand_env(_read_file(file), env, where), where)
+    except RecursionError:
+        # A YAML alias can refer to itself (`x: &a [*a]`): a value that never ends.
+        raise ConfigError(f"{where}: a value refers to itself (a YAML alias inside its own anchor)",
+                          file=where) from None
     _resolve_relative_paths(data, file.parent.resolve())
     base = data.pop("extends", None)
     if base is None:
@@ -74,7 +82,10 @@ def _load_file(file: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) 
 def _read_file(file: Path) -> dict[str, Any]:
     if not file.is_file():
         raise ConfigError(f"{file}: no such config file", file=str(file))
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start})", file=str(file)) from None
     try:
         loaded = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
@@ -115,7 +126,11 @@ def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str
     if not isinstance(servers, dict):
         raise ConfigError(f"{where}: mcpServers must be a mapping of server name to its launch settings",
                           file=where)
-    backends = list(data.get("backends") or [])
+    backends = data.get("backends") or []
+    if not isinstance(backends, list):
+        raise ConfigError(f"{where}: backends must be a list when mcpServers is also given, got "
+                          f"{type(backends).__name__}", file=where, field="backends")
+    backends = list(backends)
     for name, entry in servers.items():
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: mcpServers.{name}: expected a mapping, got {type(entry).__name__}",
@@ -133,7 +148,12 @@ def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str
                               file=where)
         # Cursor and Claude Desktop use `disabled`; the router calls it `enabled`.
         if "disabled" in entry:
-            spec["enabled"] = not entry.pop("disabled")
+            disabled = entry.pop("disabled")
+            # `not "no"` would be False: only a real boolean may turn a server off.
+            if not isinstance(disabled, bool):
+                raise ConfigError(f"{where}: mcpServers.{name}.disabled must be true or false, got {disabled!r}",
+                                  file=where, field=f"mcpServers.{name}.disabled")
+            spec["enabled"] = not disabled
         spec.update(entry)
         backends.append(spec)
     data["backends"] = backends

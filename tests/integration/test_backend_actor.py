@@ -183,3 +183,56 @@ def test_an_ejected_backend_refuses_calls_until_a_forced_call_succeeds(cleanup: 
     assert forced.ok, forced.error
     assert ray.get(actor.get_status.remote()).health == "healthy"
     assert call(actor, "flaky", "answer", {"query": "q"}).text == "42"
+
+
+def test_a_client_leaving_the_servers_request_unanswered_does_not_count_against_the_backend(
+        cleanup: list[Any]) -> None:
+    # A gateway client that never answers the server's elicitation runs its relayed request out of time; with
+    # the backend's own timeout no longer than the caller's deadline, that once ejected the backend for all.
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parents[1] / "conformance" / "everything_server.py"),
+                             "--port", str(port)])
+    try:
+        wait_listening(port)
+        settings = make_settings({"name": "asks", "kind": "mcp_http", "url": f"http://127.0.0.1:{port}/mcp",
+                                  "protocol": "legacy", "timeout_s": 1})
+        actor = actor_for(settings, "asks")
+        cleanup.append(actor)
+        for _ in range(settings.resilience.ejection.consecutive_failures + 1):
+            events = list(ray.get(list(actor.relay.options(num_returns="streaming").remote(
+                "tools/call", {"name": "test_elicitation", "arguments": {"message": "who?"}}, 1.0))))
+            assert events[1]["event"] == "request" and events[1]["method"] == "elicitation/create"
+            assert events[-1]["data"]["kind"] == "deadline_exceeded", events[-1]
+            assert "did not answer the server's elicitation/create" in events[-1]["message"]
+        assert ray.get(actor.get_status.remote()).health == "healthy"
+        assert call(actor, "asks", "test_simple_text", {}).ok
+    finally:
+        stop_process(proc)
+
+
+def test_a_prompt_given_values_it_cannot_use_is_the_callers_error_not_the_backends(cleanup: list[Any]) -> None:
+    settings = make_settings(stdio("prompts", TEST_SERVERS / "dynamic.py", "--prompt"))
+    actor = actor_for(settings, "prompts")
+    cleanup.append(actor)
+    countdown = Capability(backend="prompts", name="countdown", kind="prompt")
+    for _ in range(settings.resilience.ejection.consecutive_failures + 1):
+        refused = ray.get(actor.call.remote(countdown, {"start": "many"}, 10.0, CTX))
+        assert not refused.ok and refused.error_kind == "backend_rejected_arguments", refused
+    assert ray.get(actor.get_status.remote()).health == "healthy"
+    assert ray.get(actor.call.remote(countdown, {"start": 2}, 10.0, CTX)).text.endswith("2, 1, 0")
+
+
+def test_an_answer_over_the_limit_is_refused_and_does_not_count_against_the_backend(cleanup: list[Any]) -> None:
+    settings = RouterSettings.model_validate({"backends": [stdio("big", TEST_SERVERS / "dynamic.py")],
+                                              "security": {"max_answer_bytes": 1024}})
+    spec = settings.backend("big")
+    assert spec is not None
+    actor = create_backend_actor(spec, settings.resilience, settings.security)
+    ray.get(actor.start.remote(20.0))
+    cleanup.append(actor)
+    for _ in range(settings.resilience.ejection.consecutive_failures + 1):
+        refused = call(actor, "big", "shout", {"text": "a" * 2000})
+        assert not refused.ok and refused.error_kind == "answer_too_large", refused
+        assert "security.max_answer_bytes (1024)" in (refused.error or "")
+    assert ray.get(actor.get_status.remote()).health == "healthy"
+    assert call(actor, "big", "shout", {"text": "a" * 100}).text == "A" * 100

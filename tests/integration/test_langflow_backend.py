@@ -15,7 +15,15 @@ import pytest
 from actors.backends import BACKENDS, build_backend
 from actors.backends.flowise import FlowiseBackend
 from actors.backends.langflow import LangflowBackend
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowNotFound, FlowUnauthorized
+from router.errors import (
+    AnswerTooLarge,
+    BackendFailed,
+    BackendRejectedArguments,
+    BackendTimeout,
+    BackendUnavailable,
+    FlowNotFound,
+    FlowUnauthorized,
+)
 from router.settings import LangflowSpec
 from tests.fakes import serve_app
 from tests.fakes.langflow import FakeLangflow, LangflowFlow
@@ -129,6 +137,30 @@ async def test_langflow_flow_id_fallback_session_is_not_reported(langflow: Langf
     outcome = await langflow.call(flow_cap("langflow", "plain", "flow-plain"), {"question": "hi"},
                                   timeout_s=5, context=ctx(session_id=None))
     assert outcome.text == "Plain Flow says: hi" and outcome.session_id is None
+
+
+async def test_an_answer_over_the_limit_is_refused_while_it_is_read(langflow: LangflowBackend) -> None:
+    langflow.max_answer_bytes = 64  # the fake's answers are a few hundred bytes, streamed or not
+    for stream in (False, True):
+        with pytest.raises(AnswerTooLarge, match="max_answer_bytes"):
+            await langflow.call(flow_cap("langflow", "plain", "flow-plain"), {"question": "hi"}, timeout_s=5,
+                                context=ctx(stream=stream))
+
+
+async def test_calls_without_a_session_never_share_the_flows_memory(langflow: LangflowBackend,
+                                                                    langflow_server: Any) -> None:
+    # Langflow keeps a call without a session under the flow's id: one memory for every caller.
+    fake, _ = langflow_server
+    sent = []
+    for _ in range(2):
+        await langflow.call(flow_cap("langflow", "plain", "flow-plain"), {"question": "hi"}, timeout_s=5,
+                            context=ctx(session_id=None))
+        sent.append(fake.last("/run/flow-plain").body["session_id"])
+    assert len(set(sent)) == 2 and "flow-plain" not in sent
+    # Nor may a tweak point a component at a session, which could be another caller's.
+    with pytest.raises(BackendRejectedArguments, match="session_id"):
+        await langflow.call(flow_cap("langflow", "plain", "flow-plain"),
+                            {"tweaks": {"Memory-1": {"session_id": "alice/s1"}}}, timeout_s=5, context=ctx())
 
 
 @pytest.mark.parametrize(("flow", "name"), [("flow-messages", "Messages Flow"),

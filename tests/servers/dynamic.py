@@ -1,12 +1,14 @@
 """A test MCP server (stdio) whose tool list and descriptions can change and whose tools can sleep or fail.
 
-    python tests/servers/dynamic.py [--marker TEXT]     # the marker only makes the process findable
+    python tests/servers/dynamic.py [--marker TEXT] [--prompt]   # the marker only makes the process findable;
+                                                                 # --prompt adds a prompt with a typed argument
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -61,5 +63,12 @@ async def redescribe(tool: str, description: str, ctx: Context) -> str:
     return f"redescribed {tool}"
 
 
+def countdown(start: int) -> str:
+    """A countdown from the given whole number."""
+    return ", ".join(str(n) for n in range(start, -1, -1))
+
+
 if __name__ == "__main__":
+    if "--prompt" in sys.argv:
+        server.prompt()(countdown)
     server.run()

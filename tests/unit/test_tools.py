@@ -110,6 +110,10 @@ async def test_a_sessions_selection_is_reused_on_later_turns() -> None:
         *user("forecast rain"), {"role": "assistant", "content": "ok"},
         {"role": "user", "content": "and chess moves?"}], session_id="s1")
     assert later.path == "session_cache" and later.servers == first.servers
+    # A narrower view of the catalog (the caller's policy changed, a server left) selects again.
+    narrower = await selector.select(index([c for c in catalogs() if c.backend != first.servers[0]]),
+                                     user("forecast rain"), session_id="s1")
+    assert narrower.path != "session_cache" and first.servers[0] not in narrower.servers
 
 
 async def test_a_conversation_without_user_text_is_rejected() -> None:
