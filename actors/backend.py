@@ -39,7 +39,7 @@ from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
 from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
 from router.trust.review import CatalogGuard, CatalogReview
-from router.values import BackendStatus, CallContext, CallOutcome, Capability, Catalog
+from router.values import BackendStatus, CallContext, CallOutcome, Capability, Catalog, json_bytes
 
 log = logging.getLogger("mcp_router.backend")
 _MAX_BACKOFF_S = 30.0
@@ -217,8 +217,7 @@ class BackendSupervisor:
             self._inflight -= 1
         self._judge(capability, outcome, admission)
         if outcome.ok and outcome.answer_size() > self._max_answer:  # judged as answered: it did answer
-            outcome = CallOutcome.failed(capability, ErrorKind.ANSWER_TOO_LARGE, f"backend {self.spec.name!r} "
-                                         f"answered more than security.max_answer_bytes ({self._max_answer})",
+            outcome = CallOutcome.failed(capability, ErrorKind.ANSWER_TOO_LARGE, self._too_large(),
                                          outcome.latency_ms)
         if outcome.error_kind is ErrorKind.BACKEND_UNAVAILABLE:  # the connection was lost; paused after
             # the outcome is recorded, so a cancellation here leaves nothing held
@@ -245,6 +244,8 @@ class BackendSupervisor:
         try:
             async with self._slots.held(principal):
                 async for event in self.backend.relay(method, params, timeout_s=timeout_s, log_level=log_level):
+                    if event["event"] == "result" and json_bytes(event["result"]) > self._max_answer:
+                        event = _relay_error(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
                     yield event
         except (asyncio.CancelledError, GeneratorExit):
             self.detector.abandon(admission.probe)
@@ -299,6 +300,9 @@ class BackendSupervisor:
             self.detector.abandon(admission.probe)
             return admission, _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         return admission, None
+
+    def _too_large(self) -> str:
+        return f"backend {self.spec.name!r} answered more than security.max_answer_bytes ({self._max_answer})"
 
     def _failure(self, capability: Capability, exc: Exception, timeout_s: float, started: float) -> CallOutcome:
         """What an exception out of the backend says: a router error as its kind, anything else a fault in

@@ -91,6 +91,11 @@ class Catalog:
     held: tuple[Capability, ...] = ()  # changed tools awaiting approval, as last approved (never called)
 
 
+def json_bytes(value: Any) -> int:
+    """The size of `value` as UTF-8 JSON."""
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallOutcome:
     """The result of one backend call, as a value (the actor never raises for backend faults)."""
@@ -117,13 +122,11 @@ class CallOutcome:
                    error_kind=kind, error=error, sent=sent)
 
     def answer_size(self) -> int:
-        """About what the answer weighs on its way to the caller (characters, not encoded bytes: a bound)."""
-        size = len(self.text)
-        if self.content:
-            size += len(json.dumps(self.content, default=str))
-        if self.structured is not None:
-            size += len(json.dumps(self.structured, default=str))
-        return size
+        """The answer's bytes (UTF-8) on its way to the caller: its content blocks and structured result as
+        JSON, else its text (an MCP answer's text is made from its content blocks)."""
+        if not self.content and self.structured is None:
+            return len(self.text.encode("utf-8", "surrogatepass"))
+        return json_bytes([self.content, self.structured])
 
     @property
     def backend_answered(self) -> bool | None:

@@ -57,25 +57,34 @@ def readable_error(value: Any, depth: int = 0) -> str:
     return json.dumps(value, default=str)
 
 
-async def read_capped(resp: httpx.Response, limit: int) -> bytes:
-    """The body, refused (`AnswerTooLarge`) as soon as it passes `limit` bytes: never held whole in memory."""
+_ERROR_BODY_BYTES = 65536  # of an error answer, enough for its message
+
+
+def _too_large(limit: int) -> AnswerTooLarge:
+    return AnswerTooLarge(f"the answer is larger than security.max_answer_bytes ({limit})")
+
+
+async def read_capped(resp: httpx.Response, limit: int, *, prefix: bool = False) -> bytes:
+    """The body, never held whole past `limit` bytes: refused (`AnswerTooLarge`), or with `prefix` cut there."""
     body = bytearray()
     async for chunk in resp.aiter_bytes():
         body += chunk
         if len(body) > limit:
-            raise AnswerTooLarge(f"the answer is larger than security.max_answer_bytes ({limit})")
+            if prefix:
+                return bytes(body[:limit])
+            raise _too_large(limit)
     return bytes(body)
 
 
 async def iter_frames(resp: httpx.Response, limit: int) -> AsyncIterator[str]:
     """The blank-line separated frames of a streamed body (SSE, or Langflow's bare JSON objects), refused as
-    soon as the stream passes `limit` characters."""
+    soon as the stream passes `limit` bytes."""
     buffer = ""
     seen = 0
     async for chunk in resp.aiter_text():
-        seen += len(chunk)
+        seen += len(chunk.encode("utf-8", "surrogatepass"))
         if seen > limit:
-            raise AnswerTooLarge(f"the answer is larger than security.max_answer_bytes ({limit})")
+            raise _too_large(limit)
         buffer = (buffer + chunk).replace("\r\n", "\n")
         while "\n\n" in buffer:
             frame, buffer = buffer.split("\n\n", 1)
@@ -199,7 +208,7 @@ class HttpFlowBackend:
                         raise
                     raise self._no_first_byte(cap, first_byte_s) from None
                 if resp.status_code >= 400:
-                    raise self._status_error(resp, what, cap, await read_capped(resp, self.max_answer_bytes))
+                    raise self._status_error(resp, what, cap, await read_capped(resp, _ERROR_BODY_BYTES, prefix=True))
                 if EVENT_STREAM in resp.headers.get("content-type", ""):
                     result = await read_stream(resp, cap)
                 else:

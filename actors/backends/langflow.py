@@ -18,7 +18,7 @@ A call is ``POST /api/v1/run/{flow_id}?stream=false|true`` with ``x-api-key`` an
   ``artifacts.message`` or ``outputs.message.message``; none of them -> "no message in the flow's output".
 - Session: without a ``session_id`` Langflow would keep the conversation under the flow's id, shared by every
   caller, so a call without one is sent a fresh session id of its own and the outcome reports none. A tweak
-  may not set a component's ``session_id`` (422): the request's ``session_id`` is namespaced per caller.
+  may not set a component's ``session_id`` (400): the request's ``session_id`` is namespaced per caller.
 
 The listing asks ``remove_example_flows=true``: Langflow lists its starter templates otherwise, and
 those cannot be run. Errors: a 500's ``detail`` is a JSON object encoded in a string (``{"message":
@@ -45,7 +45,13 @@ import httpx
 
 from actors.backends.base import make_catalog
 from actors.backends.http_flow import HttpFlowBackend, iter_frames, readable_error
-from router.errors import BackendFailed, BackendRejectedArguments, BackendUnavailable, FlowUnauthorized
+from router.errors import (
+    BackendFailed,
+    BackendRejectedArguments,
+    BackendUnavailable,
+    FlowUnauthorized,
+    InvalidRequest,
+)
 from router.settings import LangflowSpec
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
@@ -164,10 +170,13 @@ class LangflowBackend(HttpFlowBackend):
         # Without one, Langflow keeps the conversation under the flow's id, one memory for every caller: a
         # call with no session gets a session of its own, used once.
         body["session_id"] = context.session_id or f"mcp-router-{uuid.uuid4().hex}"
-        if any(isinstance(t, dict) and "session_id" in t for t in body["tweaks"].values()):
+        tweaks = body["tweaks"]
+        # A tweak keyed by a component sets that component; a top-level one sets every component of the flow.
+        if "session_id" in tweaks or any(isinstance(t, dict) and "session_id" in t for t in tweaks.values()):
             # Sessions are the router's, one namespace per caller; a tweak could name another's.
-            raise BackendRejectedArguments("tweaks may not set a component's session_id: pass `session_id` "
-                                           "in the request", backend=self.name, tool=capability.name)
+            # Refused before anything is sent: an invalid request (400), which says nothing of the backend.
+            raise InvalidRequest("tweaks may not set a component's session_id: pass `session_id` in the request",
+                                 backend=self.name, tool=capability.name)
         headers = {**self._trace(context), **self._auth(self._key(flow_id))}
         try:
             result, latency = await self._post_flow(

@@ -56,16 +56,14 @@ class Relay:
 
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     events: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
-    waiting: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    waiting: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = field(default_factory=dict)  # method, answer
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    asked: dict[int, str] = field(default_factory=dict)  # the method of each server request, by id
 
     async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Send the server's request to the gateway's client; its answer: {"result": ...} or {"error": ...}."""
         rid = next(self.ids)
         answer = asyncio.get_running_loop().create_future()
-        self.waiting[rid] = answer
-        self.asked[rid] = method
+        self.waiting[rid] = (method, answer)
         self.events.put_nowait({"event": "request", "id": rid, "method": method, "params": dict(params or {})})
         try:
             return await answer
@@ -74,7 +72,7 @@ class Relay:
 
     def unanswered(self) -> str | None:
         """The method of a server request still waiting for the client's answer, if any."""
-        return next((m for rid, m in self.asked.items() if rid in self.waiting), None)
+        return next((method for method, _ in self.waiting.values()), None)
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.events.put_nowait({"event": "progress", "progress": progress, "total": total, "message": message})
@@ -148,7 +146,7 @@ class RelayHub:
     def answer(self, relay_id: str, request_id: int, answer: dict[str, Any]) -> bool:
         """The gateway's client answered a server request; False when the request is no longer waiting."""
         relay = self.active.get(relay_id)
-        future = relay.waiting.get(request_id) if relay is not None else None
+        future = relay.waiting[request_id][1] if relay is not None and request_id in relay.waiting else None
         if future is None or future.done():
             return False
         future.set_result(answer)

@@ -41,7 +41,7 @@ from router.settings import RouterSettings
 log = logging.getLogger("mcp_router.gateway")
 _SESSION = b"mcp-session-id"
 _WATCH_RETRY_S = 1.0
-_MAX_OWNERS = 10_000  # sessions remembered; past it the oldest go (the SDK ends idle sessions long before)
+_MAX_OWNERS = 10_000  # sessions remembered; past it the longest unused go, and their clients start anew
 
 
 class Gateway:
@@ -143,13 +143,16 @@ class Gateway:
         principal = caller.access.principal.name if caller is not None else "-"
         session = dict(scope.get("headers") or []).get(_SESSION)
         if session is not None:
-            owner = self._owners.get(session.decode("latin-1"))
+            key = session.decode("latin-1")
+            owner = self._owners.pop(key, None)
+            if owner is not None:
+                self._owners[key] = owner  # last used goes last: eviction takes the longest unused
             if owner != principal:  # another's, or no longer known here (evicted): the client starts anew
                 await reply(send, {"jsonrpc": "2.0", "id": None,
                                    "error": {"code": -32600, "message": "Session not found"}}, 404)
                 return
             if scope.get("method") == "DELETE":
-                self._owners.pop(session.decode("latin-1"), None)
+                self._owners.pop(key, None)
             await app(scope, receive, send)
             return
 

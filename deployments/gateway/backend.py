@@ -143,6 +143,7 @@ def _plain(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
 def _check_uri(gate: Gate, caller: Any, catalog: Catalog, uri: str) -> None:
     """A listed resource by its own permission; any other URI (a template's) needs all of the backend."""
     listed = [c for c in catalog.capabilities if c.kind == "resource" and c.target == uri]
-    if listed or gate.wholly_allowed(caller, catalog.backend):
+    held = any(c.kind == "resource" and c.target == uri for c in catalog.held)  # held for every caller alike
+    if listed or (gate.wholly_allowed(caller, catalog.backend) and not held):
         return
     gate.capability(caller, catalog, "resource", uri)  # refuses: not a resource this caller may read

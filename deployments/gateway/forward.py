@@ -81,9 +81,10 @@ async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, 
                   timeout_s: float, level: str | None = None, principal: str | None = None) -> dict[str, Any]:
     stream = actor.relay.options(num_returns="streaming").remote(method, dict(params), timeout_s, level, principal)
     relay_id = None
-    done = False
+    done = asking = False
     try:
-        # The actor ends the request at `timeout_s` itself; the extra second guards the hop to it (a host on a
+        # The deadline covers the whole request, waiting for a call slot included, as a routed call's does; the
+        # actor ends the server's part at `timeout_s`, and the extra second guards the hop to it (a host on a
         # lost node neither answers nor ends).
         async with asyncio.timeout(timeout_s + 1.0):
             async for ref in stream:
@@ -97,7 +98,9 @@ async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, 
                     if _at_least(event["params"].get("level"), level):
                         await _log(ctx, event["params"])
                 elif kind == "request":
+                    asking = True
                     answer = await _ask_client(ctx, event["method"], event.get("params"))
+                    asking = False
                     await actor.answer.remote(relay_id, event["id"], answer)
                 elif kind == "result":
                     done = True
@@ -111,6 +114,9 @@ async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, 
         raise router_error(ErrorKind.BACKEND_UNAVAILABLE, f"the backend's actor is unavailable: "
                                                           f"{type(exc).__name__}") from None
     except TimeoutError:
+        if asking:  # the client's own doing: not a backend's timeout, and no reason to try a copy
+            raise router_error(ErrorKind.DEADLINE_EXCEEDED, f"the client did not answer the server's request "
+                                                            f"within {timeout_s:.1f} s") from None
         raise router_error(ErrorKind.BACKEND_TIMEOUT, f"the backend's actor did not answer within "
                                                       f"{timeout_s:.1f} s") from None
     finally:

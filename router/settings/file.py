@@ -63,7 +63,8 @@ def _load_file(file: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) 
         data = _from_mcp_servers(_expand_env(_read_file(file), env, where), where)
     except RecursionError:
         # A YAML alias can refer to itself (`x: &a [*a]`): a value that never ends.
-        raise ConfigError(f"{where}: a value refers to itself (a YAML alias inside its own anchor)",
+        raise ConfigError(f"{where}: a value refers to itself (a YAML alias inside its own anchor) or nests "
+                          "too deeply",
                           file=where) from None
     _resolve_relative_paths(data, file.parent.resolve())
     base = data.pop("extends", None)

@@ -19,9 +19,9 @@ class SecuritySettings(Strict):
     max_capabilities: int = Field(default=2000, ge=0, description=(
         "Most capabilities one backend may list; more: the catalog is rejected."))
     max_answer_bytes: int = Field(default=16 * 2**20, ge=1024, description=(
-        "Largest answer one call may bring back (a flow's body as sent; an MCP result's text, content and "
-        "structured result as JSON); a larger one is refused with `answer_too_large` (502), and a flow's body "
-        "is not read past it."))
+        "Largest answer one call may bring back, in bytes (a flow's body as sent; an MCP result's content "
+        "blocks and structured result as UTF-8 JSON); a larger one is refused with `answer_too_large` (502), "
+        "not counted against the backend, and a flow's body is not read past it."))
     pin_tools: bool = Field(default=True, description=(
         "Record a hash of each capability's name, description and schema the first time it is seen (in "
         "`state_dir`/pins, or from `lock_file`); a definition that changes later is held out of routing "

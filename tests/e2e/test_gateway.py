@@ -4,7 +4,7 @@ each generation behind the router (the conformance suite's everything server: te
 Backends: `everything` (spoken to in the 2025 protocol), `modern` (the same server, spoken to in
 2026-07-28), `older` (a server that speaks only 2025-06-18) and `primary` (another copy, stopped by the
 last test). Principals: alice (everything), bob (one tool), carol (may not name a backend), dave (all of
-`everything` but one resource).
+`everything` but one resource), erin (a deadline of 2 s).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from router.settings import RouterSettings
 from tests.conftest import fresh_state, running_app, stop_process, wait_for, wait_listening
 
 SERVER = Path(__file__).resolve().parents[1] / "conformance" / "everything_server.py"
-KEYS = {name: new_api_key() for name in ("alice", "bob", "carol", "dave")}
+KEYS = {name: new_api_key() for name in ("alice", "bob", "carol", "dave", "erin")}
 VERSIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
 
 
@@ -68,7 +68,8 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
                 "api_keys": [{"name": n, "sha256": key_hash(k), "policy": n} for n, k in KEYS.items()],
                 "policies": {"alice": {}, "bob": {"allow": ["everything/test_simple_text"]},
                              "carol": {"backend_override": False},
-                             "dave": {"allow": ["everything"], "deny": ["everything/static-binary"]}}}},
+                             "dave": {"allow": ["everything"], "deny": ["everything/static-binary"]},
+                             "erin": {"max_deadline_s": 2}}}},
             "audit": {"path": str(audit)},
             "state_dir": fresh_state(),
         })
@@ -157,6 +158,24 @@ async def test_the_servers_requests_and_notifications_reach_the_client(app: dict
         assert '"username": "ann"' in text(elicited)
         assert [m.data for m in logs] == ["Tool execution started", "Tool processing data", "Tool execution completed"]
         assert progress == [0, 50, 100]
+
+
+async def test_a_client_that_never_answers_the_server_hears_so_and_the_backend_stays_in_service(
+        app: dict[str, Any]) -> None:
+    async def never(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async with connect(f"{app['url']}/mcp/backends/everything/", "2025-11-25", who="erin",
+                       elicitation_callback=never) as erin:
+        for _ in range(6):  # more than the failures in a row that would eject a backend
+            with pytest.raises(MCPError, match="did not answer the server's request"):
+                await erin.call_tool("test_elicitation", {"message": "who?"})
+    async with connect(f"{app['url']}/mcp/backends/everything/", "2025-11-25") as alice:
+        assert text(await alice.call_tool("test_simple_text", {})).startswith("This is a simple text")
+    async with httpx.AsyncClient() as http:
+        status = (await http.get(f"{app['url']}/v1/backends/everything", headers=bearer("alice"))).json()
+    assert status["health"] == "healthy" and status["consecutive_failures"] == 0, status
 
 
 async def test_each_client_gets_the_log_messages_of_its_own_level(app: dict[str, Any]) -> None:

@@ -234,5 +234,9 @@ def test_an_answer_over_the_limit_is_refused_and_does_not_count_against_the_back
         refused = call(actor, "big", "shout", {"text": "a" * 2000})
         assert not refused.ok and refused.error_kind == "answer_too_large", refused
         assert "security.max_answer_bytes (1024)" in (refused.error or "")
+    # The same through the gateway's relay.
+    relayed = list(ray.get(list(actor.relay.options(num_returns="streaming").remote(
+        "tools/call", {"name": "shout", "arguments": {"text": "a" * 2000}}, 10.0))))
+    assert relayed[-1]["event"] == "error" and relayed[-1]["data"]["kind"] == "answer_too_large"
     assert ray.get(actor.get_status.remote()).health == "healthy"
     assert call(actor, "big", "shout", {"text": "a" * 100}).text == "A" * 100

@@ -201,3 +201,13 @@ async def test_health_intervals_are_jittered_so_backends_started_together_do_not
     await sup.shutdown()
     assert len(slept) >= 10 and all(0.018 <= s <= 0.022 for s in slept)
     assert len(set(slept)) == len(slept)  # no two intervals alike
+
+
+def test_an_answers_size_is_its_utf8_bytes_counted_once() -> None:
+    # An MCP answer's text is made from its content blocks: counting both, or JSON's \u escapes, would refuse
+    # a non-ASCII answer far below the limit.
+    words = "東京" * 1000  # 6,000 bytes in UTF-8
+    blocks = ({"type": "text", "text": words},)
+    outcome = CallOutcome(backend="b", capability="t", ok=True, latency_ms=1.0, text=words, content=blocks)
+    assert 6000 < outcome.answer_size() < 6100
+    assert CallOutcome(backend="b", capability="t", ok=True, latency_ms=1.0, text=words).answer_size() == 6000
