@@ -111,7 +111,8 @@ class Router:
         started = time.perf_counter()
         view = self.view(request.access)
         analysis = await self.analyser.analyse(request.question, dense=view.index is not None and
-                                               view.index.tools.dense, intent=request.intent)
+                                               view.index.tools.dense, intent=request.intent,
+                                               caller=request.principal or "")
         analysed = time.perf_counter()
         live = Live(statuses=self.stats.statuses(), perf=self.stats.perf(),
                     examples=self.learning.index() if self.learning is not None else None,

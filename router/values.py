@@ -209,6 +209,7 @@ class Analysis:
     intent: str
     intent_source: IntentSource
     intent_scores: dict[str, float] = field(default_factory=dict)
+    caller: str = ""  # whose question: caches keyed by it never tell one caller what another asked
 
 
 @dataclass(frozen=True, slots=True)

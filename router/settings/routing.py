@@ -66,7 +66,8 @@ class RoutingSettings(Strict):
     callable_margin: float = Field(default=0.15, ge=0, le=1, description=(
         "A runner-up this close to a best match that needs unknown arguments is called instead of a 422."))
     query_cache_size: int = Field(default=4096, ge=0, description=(
-        "Questions whose vector, intent and retrieval results each replica keeps (0 turns the cache off)."))
+        "Questions whose vector, intent and retrieval results each replica keeps, per principal (0 turns the "
+        "cache off)."))
 
 
 class ToolSelectionSettings(Strict):

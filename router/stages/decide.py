@@ -63,14 +63,14 @@ class Decider:
                              tool_confidence)
         self._known = sorted(b.name for b in settings.backends)
         self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
-        # Retrieval results per (question, k, backend, index), valid for the index they were computed on
-        # (each principal with a restricted policy has its own index).
-        self._ranked: LRU[tuple[str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
+        # Retrieval results per (caller, question, k, backend, index), valid for the index they were computed
+        # on (each principal with a restricted policy has its own index). Per caller as the analysis is.
+        self._ranked: LRU[tuple[str, str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
             settings.routing.query_cache_size)
-        # Scored candidates per (question, intent, owner, tool, k): valid while the index, health, performance
+        # Scored candidates per (caller, question, intent, owner, tool, k): valid while the index, health, performance
         # and examples they were scored with are the same objects (a replica replaces each when it changes,
         # about once a second), so a question asked again is not scored again.
-        self._taught: LRU[tuple[str, str, str | None, str | None, int], tuple[tuple[Any, ...],
+        self._taught: LRU[tuple[str, str, str, str | None, str | None, int], tuple[tuple[Any, ...],
                                                                               tuple[list[Candidate], float]]] = LRU(
             settings.routing.query_cache_size)
 
@@ -105,7 +105,7 @@ class Decider:
                                          tool_chosen=tool is not None, backend_chosen=owner is not None)
 
             def taught(owner: str | None) -> tuple[list[Candidate], float]:
-                key = (analysis.question, analysis.intent, owner, tool, want)
+                key = (analysis.caller, analysis.question, analysis.intent, owner, tool, want)
                 inputs = (index, live.statuses, live.perf, examples)
                 hit = self._taught.get(key)
                 if hit is not None and all(a is b for a, b in zip(hit[0], inputs, strict=True)):
@@ -156,7 +156,7 @@ class Decider:
                   backend: str | None, tool: str | None) -> list[Ranked]:
         if index is None:
             return []
-        key = (analysis.question, k, backend, id(index))
+        key = (analysis.caller, analysis.question, k, backend, id(index))
         hit = self._ranked.get(key)
         if hit is not None and hit[0] is index:
             ranked = hit[1]

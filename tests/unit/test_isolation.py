@@ -108,6 +108,28 @@ async def test_a_cached_answer_never_stands_in_for_other_arguments() -> None:
     assert w.executor.calls[calls].arguments == {"timezone": "Europe/Paris"}
 
 
+async def test_a_question_another_caller_asked_is_analysed_and_decided_afresh() -> None:
+    """Every answer shows its stages' times: a cache shared across callers would tell one caller, by a fast
+    analysis, that someone else had just asked the same words."""
+    w = world()
+    alice, bob = access({}, "alice"), access({}, "bob")
+    await query(w.router, QueryRequest(question=ONLY_TIME), alice)
+    searched: list[str] = []
+    index = w.router.index
+    assert index is not None
+    search = index.search
+
+    def counted(question: str, *args: Any, **kwargs: Any) -> Any:
+        searched.append(question)
+        return search(question, *args, **kwargs)
+
+    index.search = counted  # type: ignore[method-assign]
+    await query(w.router, QueryRequest(question=ONLY_TIME), bob)
+    assert w.embedded.count([ONLY_TIME]) == 2 and searched == [ONLY_TIME]
+    await query(w.router, QueryRequest(question=ONLY_TIME), alice)  # each caller's own entries still serve it
+    assert w.embedded.count([ONLY_TIME]) == 2 and searched == [ONLY_TIME]
+
+
 def test_a_policys_largest_deadline_applies_when_a_request_names_none() -> None:
     capped = access({"max_deadline_s": 5})
     assert capped.deadline(None, 30.0) == 5 and capped.deadline(2.0, 30.0) == 2.0
