@@ -81,7 +81,8 @@ async def build_service(settings: RouterSettings, pool: Any, embedder: Any, gene
     return RouterService(
         settings=settings, router=router, directory=directory, learning=learning, selector=selector,
         chat_service=ChatService(llm, selector, router.executor, not_configured=llm_error,
-                                 max_turns=settings.llm.max_tool_turns),
+                                 max_turns=settings.llm.max_tool_turns,
+                                 tool_timeouts={b.name: b.timeout_s for b in settings.backends}),
         limiter=Limiter(settings.server.replicas, grant=await _shared_rate_limits(settings, pool)),
         metrics=metrics, perf_actor=perf_actor, query_embed=query_embedder.embed)
 

@@ -47,7 +47,7 @@ MAX_ARGUMENT_BYTES = 64 * 1024
 MAX_ARGUMENT_DEPTH = 12
 
 
-def _bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
+def bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if value is None:
         return value
     if _depth(value) > MAX_ARGUMENT_DEPTH:
@@ -76,7 +76,7 @@ class Parameters(_Model):
 
 class QueryRequest(_Model):
     question: Question = Field(description="The question or instruction to route.")
-    arguments: Annotated[dict[str, Any] | None, AfterValidator(_bounded_arguments)] = Field(
+    arguments: Annotated[dict[str, Any] | None, AfterValidator(bounded_arguments)] = Field(
         default=None, description="Tool arguments; when absent they are derived from the question."
     )
     intent: str | None = Field(default=None, description="Override the classified intent.")
@@ -105,6 +105,11 @@ def _check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
             raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
         content = m.get("content")
+        if not isinstance(content, str | list) and (content is not None or m["role"] != "assistant"):
+            raise ValueError(f"messages[{i}].content must be a string or a list of parts"
+                             + (" (null only for an assistant's tool calls)" if content is None else ""))
+        if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
+            raise ValueError(f"messages[{i}] is a tool result without a string tool_call_id")
         # Text parts are joined into the text retrieval embeds; anything but a string there is a caller's error.
         for j, part in enumerate(content if isinstance(content, list) else ()):
             if isinstance(part, dict) and "text" in part and not isinstance(part["text"], str):

@@ -10,6 +10,7 @@ the current servers cannot help, the session forgets them and the next turn re-r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from router.errors import DeadlineExceeded, LimitExceeded, LLMNotConfigured, RouterError
 from router.llm.client import LLMClient
@@ -22,11 +23,13 @@ from router.values import CallContext
 
 class ChatService:
     def __init__(self, llm: LLMClient | None, selector: ToolSelector, executor: Executor,
-                 not_configured: RouterError | None = None, max_turns: int = 8) -> None:
+                 not_configured: RouterError | None = None, max_turns: int = 8,
+                 tool_timeouts: Mapping[str, float] | None = None) -> None:
         """`max_turns`: the model calls of one turn's tool loop (`llm.max_tool_turns`), and the most a
-        request may ask for."""
+        request may ask for; `tool_timeouts`: each backend's call timeout (`backends[].timeout_s`)."""
         self.llm = llm
         self.max_turns = max_turns
+        self.tool_timeouts = dict(tool_timeouts or {})
         self.selector = selector
         self.executor = executor
         self._not_configured = not_configured or LLMNotConfigured("no LLM is configured: set llm.model")
@@ -41,10 +44,13 @@ class ChatService:
         if request.max_turns is not None and request.max_turns > most:
             raise LimitExceeded(f"max_turns {request.max_turns} is over the router's limit of {most} "
                                 "(llm.max_tool_turns)", limit=most, setting="llm.max_tool_turns")
+        deadline = asyncio.timeout(deadline_s)
         try:
-            async with asyncio.timeout(deadline_s):
+            async with deadline:
                 return await self._chat(request, index, executor or self.executor)
         except TimeoutError:
+            if not deadline.expired():  # a timeout of its own inside the turn, not the deadline
+                raise
             raise DeadlineExceeded(f"the conversation did not finish within its deadline of {deadline_s:g} s",
                                    deadline_s=deadline_s) from None
 
@@ -60,7 +66,7 @@ class ChatService:
         context = CallContext(question=conversation_text(messages).split("\n")[0], intent="general",
                               session_id=request.session_id, principal=request.principal)
         result = await self.llm.run_tool_loop(messages, selection.tools, selection.name_map, executor, context,
-                                              request.max_turns or self.max_turns)
+                                              request.max_turns or self.max_turns, tool_timeouts=self.tool_timeouts)
         if result.reroute and request.session_id:
             self.selector.forget(request.session_id)
         return ChatResponse(

@@ -2,8 +2,7 @@
 
     llm = LLMClient(settings.llm)                # LLMNotConfigured (503) naming the missing setting
     choice = await llm.choose_server(await llm.rewrite_query(messages), [(server, description, tools)])
-    name_map = unique_tool_names(capabilities)
-    result = await llm.run_tool_loop(messages, openai_tools(name_map), name_map, executor, context)
+    result = await llm.run_tool_loop(messages, openai_tools(name_map), name_map, executor, context)  # tool_loop
 
 Structured answers (``response_format: json_schema``) are parsed and checked here: callers get a valid
 value or an `LLMBadOutput`. Transport faults, after the SDK's own retries, are `LLMFailed`/`LLMTimeout`.
@@ -14,34 +13,31 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from router.errors import (
     ArgumentsRequired,
-    BackendTimeout,
     ConfigError,
     InvalidRequest,
     LLMBadOutput,
     LLMFailed,
     LLMNotConfigured,
     LLMTimeout,
-    RouterError,
 )
+from router.llm.tool_loop import LoopResult, input_schema, run_tool_loop
 from router.schemas import schema_errors
 from router.settings import LLMSettings
 from router.strategies.base import Executor
-from router.values import CallContext, CallOutcome, Capability
+from router.values import CallContext, Capability
 
 if TYPE_CHECKING:
     import openai
 
 Message = dict[str, Any]
 ServerCandidate = tuple[str, str, Sequence[str]]  # (server name, description, its top tool names)
-REROUTE_SENTINEL = "[[REROUTE]]"
-_FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
+_MAX_BACKOFF_S = 8.0  # the openai SDK's longest wait between retries
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,29 +50,6 @@ class Choice:
     question: str | None = None
     reasoning: str = ""
     tool: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRecord:
-    id: str
-    name: str  # the unique function name the model used
-    backend: str | None
-    capability: str | None
-    arguments: dict[str, Any]
-    ok: bool
-    latency_ms: float
-    error: str | None = None
-
-
-@dataclass(slots=True)
-class LoopResult:
-    answer: str
-    messages: list[Message]  # the whole exchange, tool messages included
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    turns: int = 0
-    max_turns_reached: bool = False
-    reroute: bool = False  # the model said these tools cannot help: route the next turn afresh
-    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
 
 
 _REWRITE = ("Rewrite the latest user request of this conversation as one standalone search query that "
@@ -94,11 +67,6 @@ _FILL = ("Fill in the arguments of the tool below from the user's question, as J
          "schema. Use only values the question states or clearly implies, in the form the schema asks "
          "for. Never invent a value: leave out any argument, required or not, that the question does "
          "not give.")
-_LOOP = ("Answer the user with the tools provided: call them when they help and base your answer on "
-         "their results. If these tools cannot help with the request, or a different kind of server "
-         f"would be more relevant, answer exactly {REROUTE_SENTINEL} followed by a short reason.")
-
-
 class LLMClient:
     """A chat-completions client built from `LLMSettings`, with the router's few structured prompts."""
 
@@ -131,9 +99,12 @@ class LLMClient:
         (the SDK has already retried), and an answer of any other shape is an `LLMBadOutput`."""
         s = self.settings
         try:
-            resp = await self._client.chat.completions.create(model=self.model, messages=cast(Any, messages),
-                                                              **params)
-        except self._openai.APITimeoutError as exc:
+            # The SDK's timeout bounds each read, so a server trickling its answer would never time out: the
+            # whole request, retries and their backoff included, is bounded here.
+            async with asyncio.timeout(s.timeout_s * (s.max_retries + 1) + _MAX_BACKOFF_S * s.max_retries):
+                resp = await self._client.chat.completions.create(model=self.model, messages=cast(Any, messages),
+                                                                  **params)
+        except (self._openai.APITimeoutError, TimeoutError) as exc:
             raise LLMTimeout(f"the LLM ({self.model}) did not answer within {s.timeout_s:g} s "
                              f"({s.max_retries} retries)", model=self.model) from exc
         except self._openai.APIConnectionError as exc:
@@ -190,11 +161,11 @@ class LLMClient:
         if not any(m["role"] == "user" for m in turns):
             raise InvalidRequest("the conversation has no user message")
         if len(turns) == 1:
-            return _text(turns[0].get("content"))
+            return message_text(turns[0].get("content"))
         out = await self.complete_json(_ask(_REWRITE, _transcript(turns)), "routing_query",
                                        _object({"query": {"type": "string"}}), max_tokens=200)
         last = next(m for m in reversed(turns) if m["role"] == "user")
-        return out["query"].strip() or _text(last.get("content"))
+        return out["query"].strip() or message_text(last.get("content"))
 
     async def choose_server(self, question: str, candidates: Sequence[ServerCandidate]) -> Choice:
         """One of the candidate servers for `question`, "none relevant", or an ambiguity question."""
@@ -225,7 +196,7 @@ class LLMClient:
 
     async def fill_arguments(self, question: str, capability: Capability) -> dict[str, Any]:
         """Arguments for `capability` from the question; ArgumentsRequired when required ones are missing."""
-        schema = _parameters(capability)
+        schema = input_schema(capability)
         prompt = (f"Tool: {capability.name} (server {capability.backend})\n{capability.description}\n\n"
                   f"Input schema: {json.dumps(schema)}\n\nQuestion: {question}")
         out = await self.complete_json(_ask(_FILL, prompt), "tool_arguments", schema,
@@ -257,116 +228,31 @@ class LLMClient:
 
     async def run_tool_loop(self, messages: Sequence[Message], tools_openai_format: Sequence[dict[str, Any]],
                             name_map: Mapping[str, Capability], executor: Executor, context: CallContext,
-                            max_turns: int | None = None, *, tool_timeout_s: float = 30.0) -> LoopResult:
-        """Let the model call tools through `executor` until it answers or `max_turns` model calls ran."""
-        history: list[Message] = [{"role": "system", "content": _LOOP}, *messages]
-        result = LoopResult(answer="", messages=history)
-        tools = list(tools_openai_format)
-        extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
-        for _ in range(max_turns or self.settings.max_tool_turns):
-            resp = await self._chat(history, **extra)
-            result.turns += 1
-            if resp.usage is not None:
-                result.usage["prompt_tokens"] += resp.usage.prompt_tokens
-                result.usage["completion_tokens"] += resp.usage.completion_tokens
-            msg = resp.choices[0].message
-            calls = [c for c in msg.tool_calls or [] if getattr(c, "function", None) is not None]
-            history.append(_assistant(msg.content, calls))
-            result.answer = msg.content or result.answer
-            if not calls:
-                text = (msg.content or "").strip()
-                result.reroute = text.upper().startswith(REROUTE_SENTINEL)
-                result.answer = text[len(REROUTE_SENTINEL):].strip() if result.reroute else text
-                return result
-            done = await asyncio.gather(*(_run_call(c, name_map, executor, context, tool_timeout_s)
-                                          for c in calls))
-            for call, (record, content) in zip(calls, done, strict=True):
-                result.tool_calls.append(record)
-                history.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        result.max_turns_reached = True
-        return result
-
-
-async def _run_call(call: Any, name_map: Mapping[str, Capability], executor: Executor, context: CallContext,
-                    timeout_s: float) -> tuple[ToolCallRecord, str]:
-    """Execute one tool call; every failure becomes an error text for the model, never an exception."""
-    name, cap = call.function.name, name_map.get(call.function.name)
-    try:
-        args = json.loads(call.function.arguments or "{}")
-    except ValueError:
-        args = None
-    if cap is None or not isinstance(args, dict):
-        error = f"unknown tool {name!r}" if cap is None else "the arguments are not a JSON object"
-        record = ToolCallRecord(call.id, name, cap.backend if cap else None, cap.name if cap else None,
-                                args if isinstance(args, dict) else {}, False, 0.0, error)
-        return record, f"error: {error}"
-    started = time.monotonic()
-    try:
-        # The executor enforces the timeout itself; the extra second only guards the hop to it.
-        outcome = await asyncio.wait_for(executor.call(cap, args, timeout_s=timeout_s, context=context),
-                                         timeout_s + 1.0)
-    except (TimeoutError, RouterError) as exc:
-        err = exc if isinstance(exc, RouterError) else BackendTimeout(f"no answer within {timeout_s:g} s")
-        outcome = CallOutcome.failed(cap, err.kind, err.message, (time.monotonic() - started) * 1000)
-    record = ToolCallRecord(call.id, name, cap.backend, cap.name, args, outcome.ok,
-                            round(outcome.latency_ms, 2), None if outcome.ok else outcome.error)
-    if outcome.ok:
-        return record, outcome.text or "(empty result)"
-    return record, f"error ({outcome.error_kind or 'error'}): {outcome.error or 'the call failed'}"
-
-
-def unique_tool_names(capabilities: Sequence[Capability]) -> dict[str, Capability]:
-    """`server__tool` names valid for OpenAI functions (^[a-zA-Z0-9_-]{1,64}$), unique, mapped back."""
-    out: dict[str, Capability] = {}
-    for cap in capabilities:
-        base = _FUNCTION_NAME.sub("_", f"{cap.backend}__{cap.name}")[:64]
-        name, n = base, 1
-        while name in out:
-            n += 1
-            name = base[:64 - len(f"_{n}")] + f"_{n}"
-        out[name] = cap
-    return out
-
-
-def openai_tools(name_map: Mapping[str, Capability]) -> list[dict[str, Any]]:
-    """The tools of `name_map` in OpenAI function format."""
-    return [{"type": "function", "function": {
-        "name": name, "description": f"[{cap.backend}] {cap.description or cap.title or cap.name}"[:1024],
-        "parameters": _parameters(cap)}} for name, cap in name_map.items()]
-
+                            max_turns: int | None = None, *, tool_timeout_s: float = 30.0,
+                            tool_timeouts: Mapping[str, float] | None = None) -> LoopResult:
+        """Let the model call tools through `executor` until it answers or `max_turns` model calls ran
+        (router/llm/tool_loop.py)."""
+        return await run_tool_loop(self._chat, self.settings, messages, tools_openai_format, name_map, executor,
+                                   context, max_turns, tool_timeout_s=tool_timeout_s, tool_timeouts=tool_timeouts)
 
 def _object(props: dict[str, Any]) -> dict[str, Any]:
     """A strict structured-output object schema: every property required, nothing else allowed."""
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-def _parameters(cap: Capability) -> dict[str, Any]:
-    schema = cap.input_schema
-    return schema if isinstance(schema, dict) and schema.get("type") == "object" else {"type": "object",
-                                                                                        "properties": {}}
-
-
 def _ask(system: str, user: str) -> list[Message]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _assistant(content: str | None, calls: Sequence[Any]) -> Message:
-    msg: Message = {"role": "assistant", "content": content}
-    if calls:
-        msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {
-            "name": c.function.name, "arguments": c.function.arguments}} for c in calls]
-    return msg
-
-
-def _text(content: Any) -> str:
-    """The text of a message's content: a string, or the text parts of a content list."""
+def message_text(content: Any) -> str:
+    """The text of a message's content: a string, or its text parts joined (images and other parts left out)."""
     if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict)).strip()
+        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)).strip()
     return content if isinstance(content, str) else ""
 
 
 def _transcript(turns: Sequence[Message], limit: int = 8000) -> str:
-    return "\n".join(f"{m['role']}: {_text(m.get('content'))}" for m in turns)[-limit:]
+    return "\n".join(f"{m['role']}: {message_text(m.get('content'))}" for m in turns)[-limit:]
 
 
 def _describe(candidates: Sequence[ServerCandidate]) -> str:

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from router.cache import LRU
 from router.errors import InvalidRequest, PayloadTooLarge, RouterError
 from router.literals import EmbedFn
-from router.llm.client import openai_tools, unique_tool_names
+from router.llm.client import message_text
+from router.llm.tool_loop import openai_tools, unique_tool_names
 from router.retrieval.catalog import CatalogIndex
 from router.retrieval.text import clauses
 from router.settings import ToolSelectionSettings
@@ -42,13 +43,8 @@ def conversation_text(messages: Sequence[dict[str, Any]]) -> str:
     """Every user message, latest first (so the embedding model's truncation keeps the newest)."""
     texts = []
     for m in reversed(messages):
-        if m.get("role") == "user":
-            content = m.get("content")
-            if isinstance(content, list):
-                # The request models refuse a non-string text part; a hand-built conversation skips it.
-                content = " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-            if isinstance(content, str) and content.strip():
-                texts.append(content.strip())
+        if m.get("role") == "user" and (text := message_text(m.get("content")).strip()):
+            texts.append(text)
     if not texts:
         raise InvalidRequest("messages: the conversation has no user message with text")
     return "\n".join(texts)
@@ -94,7 +90,9 @@ class ToolSelector:
             raise PayloadTooLarge(f"the conversation's user messages are {size} bytes; the limit is "
                                   f"{self.settings.max_conversation_bytes} (tool_selection.max_conversation_bytes)",
                                   limit=self.settings.max_conversation_bytes)
-        tools = [c for c in (index.texts.capabilities if index else ()) if c.kind == "tool" and not c.held]
+        # A backend known only by its description has a stand-in, not a tool: nothing a model could call.
+        tools = [c for c in (index.texts.capabilities if index else ())
+                 if c.kind == "tool" and not c.held and not c.server_level]
         servers = sorted({c.backend for c in tools})
         event("smart_routing_start", total_tools=len(tools), servers=len(servers), session_id=session_id,
               messages=len(messages))
@@ -114,8 +112,10 @@ class ToolSelector:
                       messages: list[dict[str, Any]], session_id: str | None,
                       max_servers: int | None) -> Selection:
         cached = self._sessions.get(session_id) if session_id else None
-        # Kept only while every tool it offers is still the caller's to use (a narrower policy, a tool gone).
-        if cached is not None and {c.key for c in cached.name_map.values()} <= {c.key for c in tools}:
+        # Kept only while every tool it offers is still the caller's to use (a narrower policy, a tool gone),
+        # and within the servers this request allows.
+        if (cached is not None and {c.key for c in cached.name_map.values()} <= {c.key for c in tools}
+                and len(cached.servers) <= (max_servers or self.settings.max_servers)):
             return Selection(tools=cached.tools, name_map=cached.name_map, servers=cached.servers,
                              reasoning=cached.reasoning, path="session_cache", total_tools=len(tools))
         text = conversation_text(messages)
@@ -152,7 +152,7 @@ class ToolSelector:
     async def _rank(self, index: CatalogIndex, text: str, messages: list[dict[str, Any]]) -> list[str]:
         latest = next(m for m in reversed(messages) if m.get("role") == "user")
         # At most `max_steps` steps are ranked on their own: the work a request makes is bounded.
-        steps = clauses(str(latest.get("content") or ""))[: self.settings.max_steps]
+        steps = clauses(message_text(latest.get("content")))[: self.settings.max_steps]
         queries = [text, *(steps if len(steps) > 1 else [])]
         vectors = await self._embed(queries) if self._embed is not None and index.tools.dense else None
 

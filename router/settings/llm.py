@@ -18,11 +18,16 @@ class LLMSettings(Strict):
         "The chat model; the LLM is used once this and `base_url` or an API key are set."))
     api_key: SecretStr | None = Field(default=None, description="The API key; else read from `api_key_env`.")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
-    timeout_s: float = Field(default=30.0, gt=0, description="Longest one model request may take.")
+    timeout_s: float = Field(default=30.0, gt=0, description=(
+        "Longest one model request may take (each retry as long again)."))
     max_retries: int = Field(default=2, ge=0, le=10, description=(
         "Retries on connection errors, 408, 409, 429 and 5xx, with backoff."))
     max_tool_turns: int = Field(default=8, ge=1, le=50, description=(
         "Model calls per tool loop of `/v1/chat`: the default and the most a request may ask for."))
+    max_tool_calls: int = Field(default=8, ge=1, le=128, description=(
+        "Tool calls of one model answer that `/v1/chat` sends; the model reads that the rest were refused."))
+    max_tool_result_chars: int = Field(default=20_000, ge=100, description=(
+        "Characters of a tool's result the model reads; the rest is cut, with a note saying how much."))
     deadline_s: float = Field(default=120.0, gt=0, le=600, description=(
         "Deadline of a `/v1/chat` turn that names none, model and tool calls included (a policy's "
         "`max_deadline_s` lowers it)."))

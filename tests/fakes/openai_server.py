@@ -78,12 +78,19 @@ class ApiError:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class Raw:
+    """A chat completion body sent as it is, whatever its shape: what a broken or hostile server answers."""
+
+    body: Any
+
+
 def json_reply(value: Any) -> Reply:
     """A structured-output answer: the JSON text of `value` as the message content."""
     return Reply(json.dumps(value))
 
 
-Script = Reply | ApiError | Callable[[dict[str, Any]], Any]
+Script = Reply | ApiError | Raw | Callable[[dict[str, Any]], Any]
 
 
 class _Invalid(Exception):
@@ -159,6 +166,8 @@ class FakeOpenAI:
                 script = await script
         if isinstance(script, ApiError):
             return _error(script)
+        if isinstance(script, Raw):
+            return JSONResponse(script.body)
         reply: Reply = script
         if reply.delay_s:
             await slow_down(request, reply.delay_s)

@@ -1,4 +1,4 @@
-"""The LLM tool-calling loop (router/llm/client.py) with the real `openai` SDK over real HTTP on loopback,
+"""The LLM tool-calling loop (router/llm/tool_loop.py) with the real `openai` SDK over real HTTP on loopback,
 against the fake OpenAI-compatible server, executing tool calls through an in-process executor.
 """
 
@@ -10,14 +10,11 @@ from typing import Any
 
 import pytest
 
-from router.llm.client import (
-    REROUTE_SENTINEL,
-    LLMClient,
-    openai_tools,
-    unique_tool_names,
-)
+from router.errors import LLMBadOutput
+from router.llm.client import LLMClient
+from router.llm.tool_loop import REROUTE_SENTINEL, openai_tools, unique_tool_names
 from router.values import CallContext, CallOutcome, Capability
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Raw, Reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,
     CLOCK,
@@ -73,7 +70,8 @@ async def test_tool_loop_runs_tool_calls_through_the_executor(llm: LLMClient, fa
     assert result.usage["prompt_tokens"] > 0
 
 
-async def test_tool_loop_stops_at_max_turns(llm: LLMClient, fake: FakeOpenAI) -> None:
+async def test_tool_loop_stops_at_max_turns_without_sending_what_no_model_would_read(llm: LLMClient,
+                                                                                    fake: FakeOpenAI) -> None:
     name_map = unique_tool_names([CLOCK])
     call = (next(iter(name_map)), {"timezone": "UTC"})
     fake.handler = lambda body: Reply("Let me check again.", tool_calls=[call])
@@ -81,9 +79,9 @@ async def test_tool_loop_stops_at_max_turns(llm: LLMClient, fake: FakeOpenAI) ->
     result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map,
                                      executor, CONTEXT, max_turns=3)
     assert result.max_turns_reached and result.turns == 3
-    assert len(fake.chat_requests) == 3 and len(executor.calls) == 3 and len(result.tool_calls) == 3
+    assert len(fake.chat_requests) == 3 and len(executor.calls) == 2 and len(result.tool_calls) == 3
+    assert result.tool_calls[-1].error is not None and "last model call" in result.tool_calls[-1].error
     assert result.answer == "Let me check again."
-    assert result.messages[-1]["role"] == "tool"
 
 
 async def test_tool_loop_default_max_turns_comes_from_settings(server: Served, fake: FakeOpenAI) -> None:
@@ -163,3 +161,105 @@ def test_unique_tool_names_are_valid_unique_and_map_back() -> None:
 
 
 # -- transport faults ------------------------------------------------------------------------
+
+
+# -- the model's word is not trusted more than a caller's ------------------------------------------
+
+
+async def test_arguments_off_the_tools_schema_or_bounds_are_not_sent(llm: LLMClient, fake: FakeOpenAI) -> None:
+    name_map = unique_tool_names([CLOCK])
+    clock = next(iter(name_map))
+    deep: dict[str, Any] = {"timezone": "UTC"}
+    for _ in range(20):
+        deep = {"timezone": "UTC", "nested": deep}
+    fake.push(Reply(tool_calls=[(clock, {"timezone": 5}), (clock, {"timezone": "UTC", "format": "13h"}),
+                                (clock, deep), (clock, "[" * 5000 + "]" * 5000)]), Reply("Sorry."))
+    executor = RecordingExecutor()
+    result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT)
+    assert executor.calls == []
+    errors = [r.error or "" for r in result.tool_calls]
+    assert "input schema" in errors[0] and "timezone" in errors[0]
+    assert "input schema" in errors[1] and "13h" in errors[1]
+    assert "nested deeper than 12 levels" in errors[2]
+    assert errors[3] == "the arguments are not a JSON object"
+    assert result.answer == "Sorry."
+
+
+async def test_at_most_max_tool_calls_of_one_answer_are_sent(server: Served, fake: FakeOpenAI) -> None:
+    client = LLMClient(settings(server.url, max_tool_calls=3))
+    name_map = unique_tool_names([CALC])
+    fake.push(Reply(tool_calls=[(next(iter(name_map)), {"a": i, "b": 1}) for i in range(5)]), Reply("Done."))
+    executor = RecordingExecutor()
+    try:
+        result = await client.run_tool_loop(user("divide"), openai_tools(name_map), name_map, executor, CONTEXT)
+    finally:
+        await client.close()
+    assert [args["a"] for _, args, _, _ in executor.calls] == [0, 1, 2]
+    assert [r.ok for r in result.tool_calls] == [True, True, True, False, False]
+    assert "llm.max_tool_calls" in (result.tool_calls[3].error or "")
+
+
+async def test_a_tool_that_may_have_acted_is_not_called_again_in_the_turn(llm: LLMClient, fake: FakeOpenAI) -> None:
+    class Hung(RecordingExecutor):
+        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                       context: CallContext, force: bool = False) -> CallOutcome:
+            self.calls.append((capability, arguments, context, timeout_s))
+            await asyncio.sleep(30)
+            raise AssertionError("unreachable")
+
+    name_map = unique_tool_names([CLOCK])  # not declared read-only or idempotent: it may act
+    clock = next(iter(name_map))
+    fake.push(Reply(tool_calls=[(clock, {"timezone": "UTC"}), (clock, {"timezone": "UTC"})]),
+              Reply(tool_calls=[(clock, {"timezone": "UTC"})]), Reply("The clock did not answer."))
+    executor = Hung()
+    result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT,
+                                     tool_timeouts={"clock": 0.05})
+    assert len(executor.calls) == 1 and executor.calls[0][3] == 0.05  # the backend's own timeout
+    assert result.tool_calls[0].error == "no answer within 0.05 s"
+    assert all("may have acted" in (r.error or "") for r in result.tool_calls[1:]) and len(result.tool_calls) == 3
+
+
+async def test_the_model_reads_a_long_result_cut_to_max_tool_result_chars(server: Served, fake: FakeOpenAI) -> None:
+    class Verbose(RecordingExecutor):
+        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                       context: CallContext, force: bool = False) -> CallOutcome:
+            return CallOutcome(backend=capability.backend, capability=capability.name, ok=True, latency_ms=1.0,
+                               text="x" * 5000)
+
+    client = LLMClient(settings(server.url, max_tool_result_chars=1000))
+    name_map = unique_tool_names([CLOCK])
+    fake.push(Reply(tool_calls=[(next(iter(name_map)), {"timezone": "UTC"})]), Reply("Long."))
+    try:
+        await client.run_tool_loop(user("time?"), openai_tools(name_map), name_map, Verbose(), CONTEXT)
+    finally:
+        await client.close()
+    read = next(m for m in fake.chat_requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert read.startswith("x" * 1000) and read.endswith("[cut: 4000 more characters (llm.max_tool_result_chars)]")
+
+
+def completion(message: dict[str, Any], usage: Any = None) -> Raw:
+    return Raw({"id": "c", "object": "chat.completion", "created": 0, "model": "fake-gpt", "usage": usage,
+                "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}]})
+
+
+@pytest.mark.parametrize("answer", [
+    completion({"content": None, "tool_calls": [{"id": "c1", "type": "function", "function": "clock__get_time"}]}),
+    completion({"content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                  "function": {"name": "clock__get_time", "arguments": {"a": 1}}}]}),
+    completion({"content": None, "tool_calls": [{"type": "function",
+                                                  "function": {"name": "clock__get_time", "arguments": "{}"}}]}),
+], ids=["function-a-string", "arguments-an-object", "no-id"])
+async def test_a_malformed_tool_call_is_the_models_bad_output_not_a_crash(llm: LLMClient, fake: FakeOpenAI,
+                                                                         answer: Raw) -> None:
+    fake.push(answer)
+    name_map = unique_tool_names([CLOCK])
+    executor = RecordingExecutor()
+    with pytest.raises(LLMBadOutput, match="malformed tool call"):
+        await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT)
+    assert executor.calls == []
+
+
+async def test_usage_the_model_reports_as_null_counts_as_nothing(llm: LLMClient, fake: FakeOpenAI) -> None:
+    fake.push(completion({"content": "Hi."}, usage={"prompt_tokens": None, "completion_tokens": 3}))
+    result = await llm.run_tool_loop(user("hi"), [], {}, RecordingExecutor(), CONTEXT)
+    assert result.answer == "Hi." and result.usage == {"prompt_tokens": 0, "completion_tokens": 3}

@@ -70,6 +70,17 @@ def test_a_content_part_whose_text_is_not_a_string_is_a_400_naming_it(client: Te
     assert "messages[1].content[1].text must be a string" in message
 
 
+@pytest.mark.parametrize(("messages", "named"), [
+    ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}], "without a string tool_call_id"),
+    ([{"role": "user", "content": {"text": "hi"}}], "messages[0].content must be a string or a list of parts"),
+    ([{"role": "user"}], "(null only for an assistant's tool calls)"),
+])
+def test_a_message_the_model_would_refuse_is_the_callers_400(client: TestClient, messages: list[dict[str, Any]],
+                                                              named: str) -> None:
+    for path in ("/v1/tools/select", "/v1/chat"):
+        assert named in error(client.post(path, json={"messages": messages}), 400, "invalid_request")
+
+
 def test_an_unknown_route_and_a_wrong_method_answer_in_the_apis_error_format(client: TestClient,
                                                                            audit: Path) -> None:
     assert "GET /v1/nothing-here" in error(client.get("/v1/nothing-here"), 404, "not_found")

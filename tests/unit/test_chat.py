@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from router.errors import DeadlineExceeded, LimitExceeded, LLMNotConfigured
 from router.llm.chat import ChatService
-from router.llm.client import LoopResult
 from router.llm.selection import ToolSelector
+from router.llm.tool_loop import LoopResult
 from router.models import ChatRequest
 from tests.unit.helpers import fake_embed
 from tests.unit.test_tools import SMALL, catalogs, index
@@ -28,7 +28,7 @@ class ScriptedLLM:
         return str(messages[-1]["content"])
 
     async def run_tool_loop(self, messages: Any, tools: Any, name_map: Any, executor: Any, context: Any,
-                            max_turns: Any) -> LoopResult:
+                            max_turns: Any, **timeouts: Any) -> LoopResult:
         self.offered.append(set(name_map))
         return LoopResult(answer="done", messages=list(messages), reroute=self.reroute, turns=1)
 
@@ -69,7 +69,7 @@ async def test_a_turn_asking_for_more_model_calls_than_the_router_allows_is_a_42
 
 async def test_a_turn_that_outlives_its_deadline_is_a_504_and_stops_the_loop() -> None:
     class Stalling(ScriptedLLM):
-        async def run_tool_loop(self, *args: Any) -> LoopResult:
+        async def run_tool_loop(self, *args: Any, **timeouts: Any) -> LoopResult:
             self.stopped = asyncio.Event()
             try:
                 await asyncio.sleep(60)

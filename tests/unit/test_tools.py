@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from router.errors import InvalidRequest, LLMNotConfigured
-from router.llm.client import unique_tool_names
 from router.llm.selection import ToolSelector
+from router.llm.tool_loop import unique_tool_names
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.settings import RoutingSettings, ToolSelectionSettings
 from router.values import Capability, Catalog
@@ -114,6 +114,31 @@ async def test_a_sessions_selection_is_reused_on_later_turns() -> None:
     narrower = await selector.select(index([c for c in catalogs() if c.backend != first.servers[0]]),
                                      user("forecast rain"), session_id="s1")
     assert narrower.path != "session_cache" and first.servers[0] not in narrower.servers
+    # So does a request that allows fewer servers than the session's selection holds.
+    await selector.select(index(catalogs()), user("forecast rain"), session_id="s2")
+    fewer = await selector.select(index(catalogs()), user("forecast rain and chess"), session_id="s2", max_servers=1)
+    assert fewer.path == "retrieval" and len(fewer.servers) == 1
+
+
+async def test_a_backend_known_only_by_its_description_is_no_tool_to_offer() -> None:
+    described = Catalog(backend="ops", version="1", description="Operations agent for databases", capabilities=())
+    sel = await ToolSelector(ToolSelectionSettings(), fake_embed).select(index([*catalogs(), described]),
+                                                                         user("restart the database"))
+    assert "ops" not in sel.servers and all(not c.server_level for c in sel.name_map.values())
+
+
+async def test_only_the_text_of_a_message_is_ranked() -> None:
+    """An image part is neither embedded nor split into steps (its data is no question)."""
+    seen: list[str] = []
+
+    async def embed(texts: list[str]) -> Any:
+        seen.extend(texts)
+        return await fake_embed(texts)
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 5000}}
+    content = [{"type": "text", "text": "will it rain? then the best chess move"}, image]
+    await ToolSelector(SMALL, embed).select(index(catalogs()), [{"role": "user", "content": content}])
+    assert seen and all("base64" not in t and "image_url" not in t for t in seen)
 
 
 async def test_a_conversation_without_user_text_is_rejected() -> None:
