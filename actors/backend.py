@@ -390,7 +390,7 @@ def _refused(capability: Capability, message: str) -> CallOutcome:
 
 def _relay_error(kind: ErrorKind, message: str) -> dict[str, Any]:
     """The router's own error as a relayed request's last event (a JSON-RPC internal error naming its kind)."""
-    return {"event": "error", "code": -32603, "message": message, "data": {"kind": kind.value}}
+    return {"event": "error", "code": -32603, "message": message, "data": {"kind": kind.value}, "router": True}
 
 
 def _call_fault(capability: Capability, kind: ErrorKind) -> str:

@@ -87,16 +87,19 @@ class RayExecutor:
             handle = self.actors.get(capability.backend)
             if handle is None:
                 return _failed(capability, started, f"no actor for backend {capability.backend!r}", sent=False)
-            ref = handle.call.remote(sent, arguments, timeout_s, context, force)
+            left = timeout_s - (time.monotonic() - started)  # a call sent again has what is left of its time
+            ref = handle.call.remote(sent, arguments, left, context, force)
             try:
                 return await ref
             except asyncio.CancelledError:
                 ray.cancel(ref)  # reaches the actor's coroutine, which cancels the MCP request
                 raise
-            except ray.exceptions.ActorDiedError as exc:
-                if not await self.actors.refresh(handle, capability.backend):
+            except ray.exceptions.ActorDiedError as exc:  # gone for good (retired with its pool): the pool
+                if not await self.actors.refresh(handle, capability.backend):  # has its successor
                     return _failed(capability, started, f"backend actor gone: {type(exc).__name__}")
             except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError) as exc:
+                if not capability.repeatable:  # restarting: it may have run the call, or may still run it
+                    return _failed(capability, started, _maybe_acted(exc))
                 if timeout_s - (time.monotonic() - started) <= delay:
                     return _failed(capability, started, f"backend actor unavailable: {type(exc).__name__}")
             except ray.exceptions.RayTaskError as exc:
@@ -109,6 +112,12 @@ class RayExecutor:
                 return _failed(capability, started, "backend actor unavailable")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _maybe_acted(exc: Exception) -> str:
+    # Ray cannot say whether the actor ran the call before it was lost: a tool that may act is not sent twice.
+    return (f"backend actor lost during the call ({type(exc).__name__}): the call may have run, and the tool "
+            "is not declared read-only or idempotent, so it is not sent again")
 
 
 def _failed(capability: Capability, started: float, error: str,

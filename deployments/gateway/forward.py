@@ -38,15 +38,23 @@ FAILOVER_KINDS = frozenset({ErrorKind.BACKEND_UNAVAILABLE.value, ErrorKind.BACKE
                             ErrorKind.BACKEND_FAILED.value})
 
 
-def router_error(kind: ErrorKind, message: str) -> MCPError:
-    """The router's own refusal, as the gateway's client sees it."""
-    return MCPError(code=types.INTERNAL_ERROR, message=message, data={"kind": kind.value})
+class RouterMCPError(MCPError):
+    """The router's own error (a refusal, a backend it could not reach), as the gateway's client sees it: a
+    JSON-RPC internal error whose `data.kind` names it. A backend's own error is a plain `MCPError`, whatever
+    its data says."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(code=types.INTERNAL_ERROR, message=message, data={"kind": kind.value})
+        self.kind = kind
+
+
+def router_error(kind: ErrorKind, message: str) -> RouterMCPError:
+    return RouterMCPError(kind, message)
 
 
 def error_kind(error: MCPError) -> str | None:
     """The router's kind of an error the gateway raised (None: the backend's own JSON-RPC error)."""
-    data = error.error.data
-    return data.get("kind") if isinstance(data, Mapping) else None
+    return error.kind.value if isinstance(error, RouterMCPError) else None
 
 
 def outgoing(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -108,6 +116,8 @@ async def forward(ctx: ServerRequestContext[Any, Any], actor: Any, method: str, 
                     return result
                 else:
                     done = True
+                    if event.get("router"):  # the actor's own error, not one the server sent
+                        raise router_error(ErrorKind(event["data"]["kind"]), event["message"])
                     raise MCPError(code=event["code"], message=event["message"], data=event.get("data"))
     except ray.exceptions.RayError as exc:
         done = True

@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -92,19 +93,24 @@ def test_cancelling_one_of_several_calls_stops_only_it_at_the_server(backend: tu
     assert after["succeeded"] - before["succeeded"] >= 2
 
 
-def test_calls_in_flight_when_the_actor_restarts_are_retried_on_it(backend: tuple[str, Any]) -> None:
+def test_calls_in_flight_when_the_actor_restarts_are_retried_on_it_unless_they_may_act(
+        backend: tuple[str, Any]) -> None:
     name, actor = backend
     executor = RayExecutor(ActorTable({name: actor}))
+    reads = replace(tool(name, "answer"), read_only=True)
+    acts = tool(name, "answer")  # not declared read-only or idempotent: Ray cannot say whether it ran
 
     async def run() -> list[Any]:
-        in_flight = [asyncio.create_task(executor.call(tool(name, "answer"), {"query": f"k{i}"}, timeout_s=30,
+        in_flight = [asyncio.create_task(executor.call(reads if i % 2 else acts, {"query": f"k{i}"}, timeout_s=30,
                                                        context=CTX)) for i in range(8)]
         await asyncio.sleep(0.1)
         ray.kill(actor.host, no_restart=False)  # the process dies; Ray restarts it, which reconnects to its server
         return await asyncio.gather(*in_flight)
 
     outcomes = asyncio.run(run())
-    assert all(o.ok and o.text == "42" for o in outcomes), [o.error for o in outcomes]
+    assert all(o.ok and o.text == "42" for o in outcomes[1::2]), [o.error for o in outcomes]
+    assert all(not o.ok and o.may_have_acted and "not sent again" in (o.error or "") for o in outcomes[::2]), \
+        [o.error for o in outcomes]
 
 
 def test_an_actor_gone_for_good_is_replaced_by_asking_the_pool_once(ray_local: Any) -> None:
