@@ -37,7 +37,8 @@ _LATEST = 1000
 class FeedbackOwner:
     def __init__(self, path: str, settings: LearningSettings) -> None:
         self.store = ExampleStore(path, settings.max_examples_per_capability)
-        # A decision holds its question's vector (1.5 KB with MiniLM): 50,000 of them are about 75 MB.
+        # A decision holds its question's vector (1.5 KB with MiniLM) and up to 2,000 characters of it: 50,000
+        # of them are at most about 300 MB.
         self._decisions: LRU[str, RecentDecision] = LRU(50_000, ttl_s=settings.decision_ttl_s)
         self._latest: deque[RecentDecision] = deque(maxlen=_LATEST)  # for the operators' list, newest last
         log.info("feedback store %s: %d examples", path, self.store.count())

@@ -23,10 +23,12 @@ import time
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from mcp_router import examples
 from router.errors import ConfigError
 from router.security.identity import check_bind, key_hash, new_api_key
+from router.settings import BUILT_IN_POLICIES, RESERVED_NAMES, ApiKey
 from router.settings.file import load_settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -251,8 +253,17 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    """A new API key, shown once; the configuration keeps only its hash."""
+    """A new API key, shown once; the configuration keeps only its hash. A name the configuration would refuse
+    is refused before any key is shown."""
     key = new_api_key()
+    if args.name in RESERVED_NAMES:
+        raise CommandError(f"{args.name!r} is reserved for callers without a key; choose another name")
+    try:
+        ApiKey(name=args.name, sha256=key_hash(key), policy=args.policy)
+    except ValidationError as exc:
+        raise CommandError(f"not a key name: {args.name!r} ({exc.errors()[0]['msg']})") from None
+    if args.policy not in BUILT_IN_POLICIES:
+        print(f"Policy {args.policy!r} must be defined under server.auth.policies.\n", file=sys.stderr)
     print(f"API key for {args.name} (shown once; store it now):\n\n  {key}\n")
     print("Add to the configuration under server.auth.api_keys:\n")
     print(f"  - name: {args.name}\n    sha256: {key_hash(key)}\n    policy: {args.policy}")

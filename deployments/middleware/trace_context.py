@@ -1,10 +1,17 @@
-"""An incoming W3C `traceparent` makes the router's spans part of the caller's trace."""
+"""An incoming W3C `traceparent` makes the router's spans part of the caller's trace.
+
+Only the trace context (`traceparent`, `tracestate`) is taken, never the caller's `baggage`: what the router
+sends on to backends would carry it, and a backend or collector that reads baggage (a tenant, a role) would
+take the caller's word for it.
+"""
 
 from __future__ import annotations
 
 from opentelemetry import context as otel_context
-from opentelemetry.propagate import extract
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+_W3C = TraceContextTextMapPropagator()
 
 
 class TraceContext:
@@ -19,7 +26,7 @@ class TraceContext:
             await self.app(scope, receive, send)
             return
         carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
-        token = otel_context.attach(extract(carrier))
+        token = otel_context.attach(_W3C.extract(carrier))
         try:
             await self.app(scope, receive, send)
         finally:

@@ -26,6 +26,10 @@ from router.retrieval.catalog import capability_dense_text
 from router.settings import RouterSettings
 from router.values import Capability, CapabilityId, Catalog, Decision
 
+# What is kept of a question (its vector is of the whole): more than the model reads, and 50,000 decisions of
+# questions at the 32 KiB request limit would otherwise hold 1.6 GB.
+MAX_REMEMBERED_CHARS = 2000
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecentDecision:
@@ -49,7 +53,8 @@ class RecentDecision:
     def of(cls, d: Decision, request_id: str, chosen: CapabilityId | None, principal: str | None = None, *,
            outcome: str = "ok", error: str | None = None, latency_ms: float | None = None) -> RecentDecision:
         """What the router remembers of decision `d` for feedback on it."""
-        return cls(request_id=request_id, question=d.analysis.question, vector=d.analysis.vector, chosen=chosen,
+        return cls(request_id=request_id, question=d.analysis.question[:MAX_REMEMBERED_CHARS],
+                   vector=d.analysis.vector, chosen=chosen,
                    candidates=tuple(c.capability.id for c in d.candidates),
                    confidences=tuple(c.scores.confidence for c in d.candidates),
                    retrieval_confidence=d.retrieval_confidence, principal=principal, time=time.time(),

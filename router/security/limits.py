@@ -107,11 +107,16 @@ class Limiter:
         if state.max_in_flight is not None and state.in_flight >= state.max_in_flight:
             raise RateLimited(f"{principal!r} has {state.in_flight} requests in flight, its limit here",
                               retry_after_s=1)
+        # Counted in before the rate limit's await: requests arriving together all see each other.
+        state.in_flight += 1
         if limit.requests_per_s is not None:
             burst = float(limit.burst) if limit.burst is not None else max(1.0, limit.requests_per_s)
-            await self._take(principal, state, "requests", limit.requests_per_s, burst, 1,
-                             f"its rate of {limit.requests_per_s} requests/s")
-        state.in_flight += 1
+            try:
+                await self._take(principal, state, "requests", limit.requests_per_s, burst, 1,
+                                 f"its rate of {limit.requests_per_s} requests/s")
+            except BaseException:
+                state.in_flight -= 1
+                raise
 
     def release(self, principal: str) -> None:
         state = self._states.get(principal)

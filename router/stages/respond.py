@@ -23,6 +23,7 @@ from router.errors import (
     RateLimited,
     RouterError,
     ToolFailed,
+    error_of_kind,
 )
 from router.models import QueryResponse, RoutingMetadata
 from router.request import Request
@@ -38,6 +39,11 @@ def failure_error(result: StrategyResult) -> RouterError:
     if result.not_retried:
         error = type(error)(f"{error.message}; {result.not_retried}", **error.details)
     return error
+
+
+# The failures of a lone attempt that keep their own kind rather than becoming `backend_failed`.
+_OWN_KINDS = frozenset({ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.BACKEND_UNAUTHORIZED, ErrorKind.FLOW_NOT_FOUND,
+                        ErrorKind.ANSWER_TOO_LARGE, ErrorKind.BACKEND_NOT_CALLABLE})
 
 
 def _chain_error(result: StrategyResult) -> RouterError:
@@ -66,6 +72,10 @@ def _chain_error(result: StrategyResult) -> RouterError:
         if a.error_type == ErrorKind.TOOL_FAILED:
             return ToolFailed(f"{where} reported an error: {a.error}", backend=a.backend,
                               tool=a.capability, attempts=chain)
+        if a.error_type in _OWN_KINDS:
+            # Its own kind and status: rejected arguments are the caller's 422, an answer too large a 502 saying so.
+            return error_of_kind(ErrorKind(a.error_type), f"{where}: {a.error}", backend=a.backend,
+                                 tool=a.capability, attempts=chain)
         return BackendFailed(f"{where} failed: {a.error}", backend=a.backend, tool=a.capability,
                              attempts=chain)
     names = ", ".join(f"{a.backend}/{a.capability} ({a.outcome})" for a in result.attempts)

@@ -164,6 +164,8 @@ HTML = httpx.Response(200, text="<html>502 Bad Gateway</html>", headers={"conten
     (["backends"], httpx.ReadTimeout("timed out"), 1, "did not answer within 60 s"),
     (["query", "q", "--url", "localhost:8000"], httpx.UnsupportedProtocol("no scheme"), 2,
      "--url 'localhost:8000' is not a router URL"),
+    (["keys", "create", "ci bot"], None, 1, "not a key name: 'ci bot'"),  # no key shown that the config refuses
+    (["keys", "create", "anonymous"], None, 1, "'anonymous' is reserved"),
 ])
 def test_a_client_command_that_cannot_go_on_says_why_on_stderr_and_exits_non_zero(
         router_answers: list[httpx.Response | Exception], capsys: pytest.CaptureFixture[str], argv: list[str],
@@ -172,7 +174,7 @@ def test_a_client_command_that_cannot_go_on_says_why_on_stderr_and_exits_non_zer
         router_answers.append(answer)
     assert cli_main.main(argv) == code
     out, err = capsys.readouterr()
-    assert needle in err and "Traceback" not in err + out
+    assert needle in err and "Traceback" not in err + out and "mcpr_" not in out
 
 
 def test_backends_exits_non_zero_when_the_router_refuses(router_answers: list[httpx.Response | Exception],

@@ -31,6 +31,16 @@ def test_numbers_with_no_operation_between_them_are_an_error_not_an_answer() -> 
         evaluate("Multiply 6 by 7 and add 3")  # once "6 * 7 = 42"
 
 
+def test_a_power_too_large_to_compute_in_a_moment_is_refused() -> None:
+    """The server has one thread: a call that computed for seconds would hold every other caller's."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    for question in ("((9**999)**999)**9", "2**5000", "(10**300)**400"):
+        with pytest.raises(ToolError, match="exponent too large"):
+            evaluate(question)
+    assert evaluate("9**999")[1] == 9 ** 999
+
+
 @pytest.mark.parametrize(("question", "answer"), [
     ("How many seconds are in 3 hours?", "3 hours = 10800 seconds"),
     ("How many minutes in a day?", "1 day = 1440 minutes"),

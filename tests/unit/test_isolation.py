@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from opentelemetry import baggage, trace
 
 from actors.directory import BackendDirectory
 from actors.executor import ActorTable
+from deployments.caller import Caller
+from deployments.middleware import TraceContext
+from deployments.service import RouterService
 from router.errors import ErrorKind, PayloadTooLarge, RateLimited
 from router.llm.selection import ToolSelector
 from router.models import QueryRequest, RouteRequest
@@ -233,3 +238,36 @@ async def test_selection_ranks_at_most_max_steps_steps_of_a_long_request() -> No
 async def test_route_requests_and_questions_are_bounded_everywhere() -> None:
     with pytest.raises(ValueError, match="less than or equal to 100"):
         RouteRequest(question="hi", k=101)
+
+
+async def test_an_operator_sees_no_decision_of_a_tool_its_policy_denies() -> None:
+    settings = RouterSettings.model_validate({"server": {"auth": {"policies": {
+        "ops": {"allow": ["fs"], "deny": ["fs/read_secrets"], "stats": True}}}}})
+    ops = Access.of(Principal("ops-bot", "ops", "api_key"), settings.server.auth)
+    rows = [{"backend": "fs", "capability": "read_secrets", "question": "print the password file"},
+            {"backend": "fs", "capability": "read_file", "question": "read notes"},
+            {"backend": None, "capability": None, "question": "declined"}]
+
+    async def latest(limit: int) -> list[dict[str, Any]]:
+        return rows
+
+    service = RouterService.__new__(RouterService)
+    service.router = SimpleNamespace(visible_backends=lambda access: ["fs"])  # type: ignore[assignment]
+    service.learning = SimpleNamespace(latest=latest)  # type: ignore[assignment]
+    shown = await service.decisions(50, Caller(ops))
+    assert [r["question"] for r in shown] == ["read notes", "declined"]
+
+
+async def test_a_callers_baggage_never_travels_on_to_backends() -> None:
+    """Only the W3C trace context is joined: a backend or collector reading baggage (a tenant, a role) would
+    otherwise take the caller's word for it."""
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["baggage"] = dict(baggage.get_all())
+        seen["trace_id"] = trace.get_current_span().get_span_context().trace_id
+
+    headers = [(b"traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+               (b"baggage", b"tenant=admin,role=operator")]
+    await TraceContext(app)({"type": "http", "headers": headers}, None, None)
+    assert seen == {"baggage": {}, "trace_id": 0x0af7651916cd43dd8448eb211c80319c}

@@ -78,6 +78,18 @@ async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_
     assert unrelated.backend == "calc"
 
 
+async def test_a_long_question_is_remembered_by_its_vector_and_its_first_characters(tmp_path: Path) -> None:
+    """50,000 remembered decisions of questions at the request limit (32 KiB) would hold 1.6 GB."""
+    w = world()
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings())
+    w.router.learning = learning
+    long = ONLY_TIME + " " + "and tell me more " * 2000
+    answer = await query(w.router, QueryRequest(question=long))
+    assert answer.routing is not None
+    remembered = learning.decisions[answer.routing.request_id]
+    assert remembered.question == long[:2000] and remembered.vector is not None
+
+
 async def test_routed_calls_become_examples_only_when_switched_on(tmp_path: Path) -> None:
     for on in (False, True):
         w = world(settings={"learning": {"learn_from_routed": on}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -330,6 +331,20 @@ async def test_in_flight_caps_per_principal_and_per_replica() -> None:
     with pytest.raises(Overloaded) as err:
         bound.enter()
     assert err.value.status_code == 503 and err.value.headers()["Retry-After"] == "1"
+
+
+async def test_requests_arriving_together_while_a_rate_lease_is_fetched_still_meet_the_in_flight_cap() -> None:
+    buckets = SharedBuckets()
+
+    async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        await asyncio.sleep(0.002)  # the shared buckets are an actor call away
+        return buckets.grant(key, rate, capacity, want)
+
+    limiter = Limiter(grant=grant)
+    limit = RateLimit(requests_per_s=20, burst=40, max_in_flight=16)
+    results = await asyncio.gather(*(limiter.admit("demo", limit) for _ in range(40)), return_exceptions=True)
+    assert sum(r is None for r in results) == 16 and all(isinstance(r, RateLimited) for r in results if r is not None)
+    assert limiter._states["demo"].in_flight == 16
 
 
 async def test_backend_calls_are_charged_per_call() -> None:

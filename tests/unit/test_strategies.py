@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from router.models import ScoreBreakdown
+from router.models import AttemptInfo, ScoreBreakdown
 from router.settings import ResilienceSettings
 from router.stages.respond import failure_error
 from router.strategies import STRATEGIES, StrategyContext
-from router.strategies.base import fan_out
+from router.strategies.base import StrategyResult, fan_out
 from router.strategies.consensus import group_answers
 from router.values import CallContext, Candidate, Capability, PlannedCall
 from tests.unit.fake_executor import ScriptedExecutor, after, fail, ok, then_set, timeout, unavailable
@@ -223,6 +223,15 @@ async def test_fallback_stops_after_a_call_that_may_have_acted() -> None:
         assert result.not_retried is not None and "a/tool may have acted" in result.not_retried
         error = failure_error(result)
         assert result.not_retried in error.message and error.details["backend"] == "a"
+
+
+@pytest.mark.parametrize(("kind", "status"), [("backend_rejected_arguments", 422), ("answer_too_large", 502),
+                                              ("flow_not_found", 502), ("backend_unauthorized", 502)])
+def test_a_lone_failed_attempt_keeps_its_own_kind_and_status(kind: str, status: int) -> None:
+    attempt = AttemptInfo(backend="b", capability="t", outcome="error", latency_ms=1, started_ms=0,
+                          error_type=kind, error="x")
+    error = failure_error(StrategyResult(outcome=None, call=None, attempts=[attempt]))
+    assert (error.kind.value, error.status_code, error.details["backend"]) == (kind, status, "b")
 
 
 async def test_fallback_goes_on_after_a_call_that_was_refused_or_answered_with_an_error() -> None:
