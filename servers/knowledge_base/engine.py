@@ -20,6 +20,7 @@ quoted verbatim with their chunk numbers, never rewritten.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 from collections import OrderedDict
@@ -36,6 +37,7 @@ from router.retrieval.hybrid import HybridIndex
 from router.retrieval.text import tokenize
 from router.settings import LLMSettings
 
+log = logging.getLogger("mcp_router.knowledge_base")
 NO_EVIDENCE = "The documents do not contain an answer to this question."
 EXTRACTIVE_LABEL = "Extractive answer (sentences quoted from the retrieved chunks, no language model):"
 SYSTEM_PROMPT = (
@@ -58,6 +60,7 @@ class EngineSettings:
     answer_chunks: int = 3      # top chunks the extractive answer quotes from
     answer_sentences: int = 3
     cache_size: int = 64        # filters whose index is kept
+    cache_chunks: int = 4       # ... holding at most this many times the collection's chunks
 
 
 @dataclass(slots=True)
@@ -140,7 +143,9 @@ class RagEngine:
             try:
                 mode, answer, used = "llm", *await self._llm_answer(question, chunks)
             except Exception as exc:  # any LLM failure falls back to the extractive answer
-                warnings.append(f"LLM call failed ({type(exc).__name__}: {exc}); answered extractively")
+                # The details (a provider's message may name its URL or part of a key) go to the server's log.
+                log.warning("LLM call failed, answered extractively: %s: %s", type(exc).__name__, exc)
+                warnings.append(f"LLM call failed ({type(exc).__name__}); answered extractively")
                 mode = "extractive"
         if mode == "extractive" and chunks:
             answer, used = extractive_answer(question, chunks, self.settings.answer_chunks,
@@ -163,9 +168,19 @@ class RagEngine:
             if cached is None or cached.generation != generation:
                 cached = await asyncio.to_thread(self._build, filters, generation)
                 self._slices[key] = cached
-                while len(self._slices) > self.settings.cache_size:
-                    self._slices.popitem(last=False)
+                self._evict()
         return cached
+
+    def _evict(self) -> None:
+        """Least recently used filters' indexes out, until at most `cache_size` are kept and they hold at most
+        `cache_chunks` times the collection's chunks (a caller's every new filter builds an index of its own).
+        The unfiltered index stays: every query without a filter needs it."""
+        unfiltered = canonical_filter(None)
+        limit = self.settings.cache_chunks * max(1, self.store.count()[1])
+        while len(self._slices) > 1 and (len(self._slices) > self.settings.cache_size or
+                                         sum(len(s.chunks) for s in self._slices.values()) > limit):
+            oldest = next(k for k in self._slices if k != unfiltered)
+            del self._slices[oldest]
 
     def _build(self, filters: dict[str, Any] | None, generation: int) -> _Slice:
         chunks, matrix = self.store.load(filters)

@@ -96,8 +96,10 @@ def split_sentences(text: str) -> list[str]:
 
 
 def discover(folder: Path) -> list[Path]:
-    """Supported files under `folder`, recursively, hidden files and folders excluded, in a stable order."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in DOC_TYPES
+    """Supported files under `folder`, recursively, hidden files and folders excluded, in a stable order. A
+    symbolic link is not followed: it could publish any file the server can read to every caller."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
+                  and p.suffix.lower() in DOC_TYPES
                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
@@ -247,18 +249,19 @@ def scan_folder(root: Path, known: dict[str, tuple[str, str]], fingerprint: str,
     seen: set[str] = set()
     for path in discover(root):
         source = path.relative_to(root).as_posix()
-        seen.add(source)
         report.documents += 1
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if known.get(source) == (digest, fingerprint):
+            seen.add(source)
             report.unchanged += 1
             continue
         try:
             raw = data.decode("utf-8")
-        except UnicodeDecodeError:
+        except UnicodeDecodeError:  # unseen: what an earlier version of it said is removed, not served on
             report.warnings.append(f"{source}: not UTF-8 text; skipped")
             continue
+        seen.add(source)
         if source in known:
             report.updated += 1
         else:

@@ -30,6 +30,7 @@ import numpy as np
 
 DB_NAME = "rag.sqlite3"
 _SCALARS = (str, int, float, bool)
+MAX_FILTER_PARAMS = 1000  # values and field paths a filter's SQL binds
 _COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _OPERATORS = ("$eq", "$ne", "$in", "$nin", *_COMPARE)
 _DELETE_CHUNKS = "DELETE FROM chunks WHERE collection = ? AND source = ?"
@@ -60,7 +61,10 @@ def compile_filter(where: dict[str, Any] | None) -> tuple[str, list[Any]]:
     if not isinstance(where, dict):
         raise FilterError(f"filters must be an object, got {type(where).__name__}")
     params: list[Any] = []
-    return _clause(where, params, "filters"), params
+    condition = _clause(where, params, "filters")
+    if len(params) > MAX_FILTER_PARAMS:  # SQLite refuses an expression tree much larger than this
+        raise FilterError(f"filters: {len(params)} terms; the limit is {MAX_FILTER_PARAMS}")
+    return condition, params
 
 
 def _clause(node: Any, params: list[Any], at: str) -> str:
@@ -127,6 +131,8 @@ def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
 def _scalar(value: Any, at: str) -> None:
     if not isinstance(value, _SCALARS):
         raise FilterError(f"{at}: expected a string, number or boolean, got {type(value).__name__}")
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 63:
+        raise FilterError(f"{at}: {value} is beyond a 64-bit integer")
     if isinstance(value, float) and not math.isfinite(value):
         raise FilterError(f"{at}: expected a finite number, got {value!r}")
 

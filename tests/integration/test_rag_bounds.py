@@ -1,0 +1,75 @@
+"""What one caller of the knowledge base can make it hold or publish, with the real local model (no Ray):
+filters within what SQLite can run, a bounded index cache, no file outside the document folder, nothing
+stale left served, no provider's error text in an answer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mcp_router.servers.knowledge_base.engine import EngineSettings
+from mcp_router.servers.knowledge_base.store import FilterError
+from router.retrieval.embeddings import LocalMiniLM
+from router.settings import LLMSettings
+from tests.integration.test_rag import _FakeCompletions, docs, make_engine, model  # noqa: F401 - fixtures
+
+QUESTION = "What rules apply to invoices, passwords and parcels?"
+
+
+@pytest.mark.parametrize(("filters", "needle"), [
+    ({"$or": [{"priority": i} for i in range(1000)]}, "the limit is 1000"),
+    ({"priority": {"$gt": 10 ** 30}}, "beyond a 64-bit integer"),
+])
+async def test_a_filter_sqlite_could_not_run_is_a_filter_error_naming_it(
+        tmp_path: Path, docs: Path, model: LocalMiniLM, filters: dict[str, object], needle: str) -> None:
+    engine, _ = make_engine(tmp_path, model)
+    await engine.ingest(docs)
+    with pytest.raises(FilterError, match=needle):
+        await engine.query(QUESTION, filters=filters)
+
+
+async def test_new_filters_never_push_out_the_unfiltered_index_nor_grow_past_the_bound(
+        tmp_path: Path, docs: Path, model: LocalMiniLM) -> None:
+    engine, _ = make_engine(tmp_path, model, settings=EngineSettings(cache_chunks=2))
+    await engine.ingest(docs)
+    await engine.query(QUESTION)
+    for i in range(20):  # the same filter spelled twenty ways: twenty indexes, were each one kept
+        await engine.query(QUESTION, filters={"priority": {"$gte": -i}})
+    chunks = engine.store.count()[1]
+    assert sum(len(s.chunks) for s in engine._slices.values()) <= 2 * chunks
+    builds = engine.index_builds
+    await engine.query(QUESTION)
+    assert engine.index_builds == builds  # the unfiltered index was kept
+
+
+async def test_a_link_out_of_the_folder_is_not_followed(tmp_path: Path, docs: Path, model: LocalMiniLM) -> None:
+    secret = tmp_path / "credentials.txt"
+    secret.write_text("The root password is hunter2.\n", encoding="utf-8")
+    os.symlink(secret, docs / "notes-link.txt")
+    engine, _ = make_engine(tmp_path, model)
+    await engine.ingest(docs)
+    result = await engine.query("What is the root password?", k=20)
+    assert all("hunter2" not in c["text"] for c in result["chunks"])
+
+
+async def test_a_file_that_stops_being_utf8_has_its_old_chunks_removed(tmp_path: Path, docs: Path,
+                                                                       model: LocalMiniLM) -> None:
+    engine, _ = make_engine(tmp_path, model)
+    await engine.ingest(docs)
+    (docs / "shipping.txt").write_text("The warehouse ships on Sundays.\n", encoding="utf-16")
+    report = await engine.ingest(docs)
+    assert any("shipping.txt: not UTF-8" in w for w in report.warnings)
+    result = await engine.query("When does the warehouse ship orders?", k=20)
+    assert all(c["source"] != "shipping.txt" for c in result["chunks"])
+
+
+async def test_a_failed_model_call_names_no_detail_of_the_provider(tmp_path: Path, docs: Path,
+                                                                    model: LocalMiniLM) -> None:
+    engine, _ = make_engine(tmp_path, model, llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m"))
+    await engine.ingest(docs)
+    failing = _FakeCompletions(RuntimeError("Incorrect API key provided: sk-proj-abcd at https://llm.internal"))
+    engine._client = type("Client", (), {"chat": type("Chat", (), {"completions": failing})})
+    result = await engine.query("How long do refunds take?")
+    assert result["retrieval"]["warnings"][0] == "LLM call failed (RuntimeError); answered extractively"
