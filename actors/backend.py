@@ -50,6 +50,9 @@ _JITTER = 0.1
 # failure only after this pause lets a dying actor die first, so its caller sees the actor's death and
 # retries on the restarted actor instead of taking a healthy backend's failure for real.
 _DYING_GRACE_S = 0.25
+# A call that had at least this share of the backend's own timeout and ran out of it timed out on the backend's
+# account, not on its caller's deadline.
+_OWN_TIMEOUT_SHARE = 0.9
 
 
 class BackendSupervisor:
@@ -199,7 +202,7 @@ class BackendSupervisor:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
-        admission, refusal = await self._admit(capability, timeout_s, force)
+        admission, refusal = await self._admit(capability, timeout_s, force, context.principal)
         if refusal is not None:
             return refusal
         self._called_at = time.monotonic()
@@ -215,7 +218,7 @@ class BackendSupervisor:
             outcome = self._failure(capability, exc, timeout_s, started)
         finally:
             self._inflight -= 1
-        self._judge(capability, outcome, admission)
+        self._judge(capability, outcome, admission, context.principal)
         if outcome.ok and outcome.answer_size() > self._max_answer:  # judged as answered: it did answer
             outcome = CallOutcome.failed(capability, ErrorKind.ANSWER_TOO_LARGE, self._too_large(),
                                          outcome.latency_ms)
@@ -233,7 +236,7 @@ class BackendSupervisor:
         if not hasattr(self.backend, "relay"):
             yield _relay_error(ErrorKind.BACKEND_NOT_CALLABLE, f"backend {self.spec.name!r} is not an MCP server")
             return
-        admission, refusal = await self._admit(what, timeout_s, False)
+        admission, refusal = await self._admit(what, timeout_s, False, principal)
         if refusal is not None:
             yield _relay_error(ErrorKind.BACKEND_UNAVAILABLE, refusal.error or "")
             return
@@ -256,7 +259,7 @@ class BackendSupervisor:
             yield _relay_error(outcome.error_kind, outcome.error or "")
         finally:
             self._inflight -= 1
-        self._judge(what, outcome, admission)
+        self._judge(what, outcome, admission, principal)
 
     async def watch(self) -> AsyncIterator[dict[str, Any]]:
         """The MCP server's notifications outside requests (lists changed, subscribed resources updated), for
@@ -283,15 +286,21 @@ class BackendSupervisor:
         except RouterError:
             return None
 
-    async def _admit(self, capability: Capability, timeout_s: float,
-                     force: bool) -> tuple[Admission, CallOutcome | None]:
-        """Whether the backend's state lets a call in (ejection, health); a refusal is a failed outcome."""
+    async def _admit(self, capability: Capability, timeout_s: float, force: bool,
+                     caller: str | None) -> tuple[Admission, CallOutcome | None]:
+        """Whether the backend's state lets `caller`'s call in (ejection, health); a refusal is a failed
+        outcome."""
         self._ensure_started()
         if self._health == "starting":
             # A call that reaches a (re)starting actor waits for its first connection, within its timeout.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
-        admission = self.detector.admit(force)
+        admission = self.detector.admit(force, caller)
+        if not admission.allowed and (own := self.detector.ejected_for(caller)):
+            return admission, _refused(capability, f"backend {self.spec.name!r} is refused to {caller!r} for "
+                                                   f"another {own:.1f} s after its own calls failed "
+                                                   f"{self.spec.name!r} {self.detector.settings.consecutive_failures} "
+                                                   "times in a row; other callers are served")
         if not admission.allowed:
             return admission, _refused(capability, f"backend {self.spec.name!r} is ejected for another "
                                                    f"{self.detector.remaining_s():.1f} s after "
@@ -312,16 +321,17 @@ class BackendSupervisor:
             return CallOutcome.failed(capability, ErrorKind.BACKEND_FAILED,
                                       f"backend {self.spec.name!r}: unexpected {type(exc).__name__}", _since(started))
         kind = exc.kind
-        if kind is ErrorKind.BACKEND_TIMEOUT and timeout_s < self.spec.timeout_s:
-            # The caller's deadline, shorter than the backend's own timeout, ran out: the caller's
-            # choice, which says nothing of the backend.
+        if kind is ErrorKind.BACKEND_TIMEOUT and timeout_s < _OWN_TIMEOUT_SHARE * self.spec.timeout_s:
+            # The caller's deadline, well short of the backend's own timeout, ran out: the caller's choice,
+            # which says nothing of the backend. (A deadline equal to the timeout, the defaults, leaves the
+            # call a moment less than its timeout once routing took its share: still the backend's.)
             kind = ErrorKind.DEADLINE_EXCEEDED
         if kind is ErrorKind.BACKEND_UNAVAILABLE:
             self._fail(_call_fault(capability, kind))
             self._wake.set()  # reconnect now rather than at the next health check
         return CallOutcome.failed(capability, kind, exc.message, _since(started))
 
-    def _judge(self, capability: Capability, outcome: CallOutcome, admission: Admission) -> None:
+    def _judge(self, capability: Capability, outcome: CallOutcome, admission: Admission, caller: str | None) -> None:
         """Only the backend's own faults count against it (and eject it), for every caller alike: an
         error the caller's request provoked is an answer, and the caller's own deadline says nothing.
         What the backend's state shows (`last_error`) is the router's own words, never a call's text:
@@ -330,7 +340,7 @@ class BackendSupervisor:
         if answered is None:
             self.detector.abandon(admission.probe)
             return
-        if self.detector.record(answered, admission.probe, admission.forced_in):
+        if self.detector.record(answered, admission.probe, admission.forced_in, caller):
             log.warning("backend %s ejected for %.1f s", self.spec.name, self.detector.remaining_s())
         if not answered:
             assert outcome.error_kind is not None

@@ -12,6 +12,13 @@ the last `window_s` seconds failed at `failure_rate` or more. Each ejection last
 decays after a healthy period as long as the longest ejection. `force` admits a call regardless:
 the router uses it when every candidate is ejected and the least bad one must still be tried; a
 forced call that succeeds ends the ejection, since the backend has just shown it answers.
+
+Failures eject the backend for everyone only when they are not one caller's alone: a caller's own
+requests (a call it made slow with its arguments, a flood of them) can make the backend fail for that
+caller without it failing for anyone else. So the failures that eject must come from two callers or
+more, or from callers the router cannot tell apart (`caller` None: no authentication, or a trusted
+caller naming none). A named caller whose own failures alone would eject the backend is refused the
+backend for the first ejection's length instead, while everyone else is still served.
 """
 
 from __future__ import annotations
@@ -22,6 +29,13 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from router.settings import EjectionSettings
+
+_MAX_CALLERS = 10_000  # named callers whose own failures are counted (the least recent are forgotten)
+
+
+def _not_ones(callers: set[str | None]) -> bool:
+    """Whether failures of these callers are not one named caller's alone."""
+    return len(callers) >= 2 or None in callers
 
 
 class Admission(NamedTuple):
@@ -41,16 +55,20 @@ class OutlierDetector:
         self.ejected_until: float | None = None
         self.last_failures = 0  # the failures that caused the latest ejection (for its message)
         self._probe_in_flight = False
-        self._window: deque[tuple[float, bool]] = deque()
+        self._window: deque[tuple[float, bool, str | None]] = deque()
+        self._run: set[str | None] = set()  # the callers of the current run of consecutive failures
+        self._own: dict[str, tuple[int, float]] = {}  # a caller's own failures in a row, and its ejection's end
         self._healthy_since = clock()
 
     @property
     def ejected(self) -> bool:
         return self.state == "ejected" and self.ejected_until is not None and self._clock() < self.ejected_until
 
-    def admit(self, force: bool = False) -> Admission:
-        """Whether a call about to be made may go, and whether it is the probe."""
+    def admit(self, force: bool = False, caller: str | None = None) -> Admission:
+        """Whether a call about to be made (for `caller`) may go, and whether it is the probe."""
         now = self._clock()
+        if caller is not None and not force and self._own.get(caller, (0, 0.0))[1] > now:
+            return Admission(False, False)
         if self.state == "ejected" and self.ejected_until is not None and now >= self.ejected_until:
             self.state = "half_open"
             self._probe_in_flight = False
@@ -61,17 +79,26 @@ class OutlierDetector:
             return Admission(True, True)
         return Admission(True, False, self.epoch) if force else Admission(False, False)
 
-    def record(self, ok: bool, probe: bool = False, forced_in: int | None = None) -> bool:
-        """Count an outcome; True when this outcome ejected the backend. `forced_in` is the admission's:
-        a forced success ends only the ejection it was admitted in, not a later one, and a call already
-        in flight when the backend was ejected ends none."""
+    def ejected_for(self, caller: str | None) -> float:
+        """Seconds left of the caller's own ejection (0: none)."""
+        if caller is None or caller not in self._own:
+            return 0.0
+        return max(0.0, self._own[caller][1] - self._clock())
+
+    def record(self, ok: bool, probe: bool = False, forced_in: int | None = None, caller: str | None = None) -> bool:
+        """Count an outcome of `caller`'s call; True when this outcome ejected the backend for everyone.
+        `forced_in` is the admission's: a forced success ends only the ejection it was admitted in, not a
+        later one, and a call already in flight when the backend was ejected ends none."""
         now = self._clock()
-        self._window.append((now, ok))
+        self._window.append((now, ok, caller))
         cutoff = now - self.settings.window_s
         while self._window and self._window[0][0] < cutoff:
             self._window.popleft()
+        if caller is not None:
+            self._count_own(caller, ok, now)
         if ok:
             self.consecutive_failures = 0
+            self._run.clear()
             if (self.state == "half_open" and (probe or not self._probe_in_flight)) or (
                     forced_in == self.epoch and self.state == "ejected"):
                 self._close(now)
@@ -79,6 +106,7 @@ class OutlierDetector:
                 self.ejections = 0
             return False
         self.consecutive_failures += 1
+        self._run.add(caller)
         if self.state == "half_open":
             if probe or not self._probe_in_flight:
                 self._eject(now)
@@ -98,15 +126,26 @@ class OutlierDetector:
 
     def _should_eject(self) -> bool:
         s = self.settings
-        if self.consecutive_failures >= s.consecutive_failures:
+        if self.consecutive_failures >= s.consecutive_failures and _not_ones(self._run):
             return True
         if len(self._window) >= s.min_requests:
-            failures = sum(1 for _, ok in self._window if not ok)
-            return failures / len(self._window) >= s.failure_rate
+            failed = [caller for _, ok, caller in self._window if not ok]
+            return len(failed) / len(self._window) >= s.failure_rate and _not_ones(set(failed))
         return False
 
+    def _count_own(self, caller: str, ok: bool, now: float) -> None:
+        """A named caller's own run of failures; at the threshold, the backend is refused to it alone."""
+        failures, until = self._own.pop(caller, (0, 0.0))
+        failures = 0 if ok else failures + 1
+        if failures >= self.settings.consecutive_failures:
+            failures, until = 0, now + self.settings.base_ejection_s
+        if failures or until > now:
+            self._own[caller] = (failures, until)  # newest last: the oldest go first past the bound
+            while len(self._own) > _MAX_CALLERS:
+                del self._own[next(iter(self._own))]
+
     def _eject(self, now: float) -> None:
-        self.last_failures = max(self.consecutive_failures, sum(1 for _, ok in self._window if not ok))
+        self.last_failures = max(self.consecutive_failures, sum(1 for _, ok, _ in self._window if not ok))
         self.ejections += 1
         self.epoch += 1
         duration = min(self.settings.base_ejection_s * 2 ** (self.ejections - 1), self.settings.max_ejection_s)
@@ -120,6 +159,7 @@ class OutlierDetector:
         self.ejected_until = None
         self._probe_in_flight = False
         self.consecutive_failures = 0
+        self._run.clear()
         self._healthy_since = now
 
     def remaining_s(self) -> float:

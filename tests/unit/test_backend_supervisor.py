@@ -102,6 +102,36 @@ async def test_a_backend_fault_ejects_it_and_its_state_names_neither_the_call_no
     await sup.shutdown()
 
 
+async def test_one_named_callers_failures_refuse_the_backend_to_it_alone() -> None:
+    """A caller can make a backend time out with its own arguments (a long-running operation, a heavy
+    query): its failures alone refuse the backend to it, not to everyone."""
+    sup = supervisor(["timeout", "ok", "timeout", "timeout", "ok"])
+    await sup.start(wait_s=2)
+    mallory = CallContext(question="q", intent="general", principal="mallory")
+    alice = CallContext(question="q", intent="general", principal="alice")
+    assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert sup.status().health == "healthy"
+    assert (await sup.call(TOOL, {}, 30.0, alice)).ok  # the backend still serves everyone else
+    refused = await sup.call(TOOL, {}, 30.0, mallory)
+    assert not refused.sent and "refused to 'mallory'" in (refused.error or "")
+    # Failures of two callers, or of callers it cannot tell apart, are the backend's: it is ejected.
+    await asyncio.sleep(0.06)
+    assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert (await sup.call(TOOL, {}, 30.0, alice)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert sup.status().health == "ejected"
+    await sup.shutdown()
+
+
+async def test_a_timeout_that_had_the_backends_whole_timeout_but_routings_moment_is_the_backends() -> None:
+    """With the defaults the request's deadline equals the backend's timeout: once routing took its few
+    milliseconds the call has a moment less than the timeout, and a hang must still count."""
+    sup = supervisor(["timeout"], timeout_s=30)
+    await sup.start(wait_s=2)
+    assert (await call(sup, timeout_s=29.99)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert sup.status().health == "ejected"
+    await sup.shutdown()
+
+
 async def test_an_unexpected_exception_is_a_backend_failed_outcome_that_releases_the_call_slot() -> None:
     sup = supervisor(["boom", "ok"])
     await sup.start(wait_s=2)
