@@ -202,6 +202,12 @@ class BackendSupervisor:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
+        if self._review is not None and any(h["tool"] == capability.name and h["kind"] == capability.kind
+                                            for h in self._review.held):
+            # Held since the caller's view of the catalog was taken (a changed definition): never sent.
+            return CallOutcome.failed(capability, ErrorKind.BACKEND_NOT_CALLABLE,
+                                      f"{self.spec.name}/{capability.name} is held by the catalog review", 0.0,
+                                      sent=False)
         admission, refusal = await self._admit(capability, timeout_s, force, context.principal)
         if refusal is not None:
             return refusal

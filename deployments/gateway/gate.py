@@ -144,24 +144,27 @@ class Gate:
         timeout_s = access.deadline(None, service.settings.resilience.deadline_s)
         caller.note(mode="gateway", backend=backend, mcp_method=method,
                     **({"tool": capability.name} if capability is not None else {}))
-        if capability is not None:
-            charge = service.charge(caller)
-            if charge is not None:
+        charge = service.charge(caller) if capability is not None else None
+        targets = [backend, *self._copies(caller, backend, method, capability)]
+        error: MCPError | None = None
+        ends = time.monotonic() + timeout_s  # one deadline for the request, however many copies are tried
+        for target in targets:
+            actor = service.directory.actors.get(target)
+            left = ends - time.monotonic()
+            if actor is None or left <= 0:
+                continue
+            if charge is not None:  # every call sent counts against the caller's budget
                 try:
                     await charge(1)
                 except RouterError as exc:
-                    raise self.refuse(caller, exc) from None
-        targets = [backend, *self._copies(caller, backend, method, capability)]
-        error: MCPError | None = None
-        for target in targets:
-            actor = service.directory.actors.get(target)
-            if actor is None:
-                continue
+                    if error is None:
+                        raise self.refuse(caller, exc) from None
+                    break
             started = time.perf_counter()
             try:
                 result = await forward(ctx, actor, method, {**params, **({"name": capability.name}
                                                                        if capability is not None else {})},
-                                       timeout_s, log_level(ctx, self.levels),
+                                       left, log_level(ctx, self.levels),
                                        None if access.principal.anonymous else access.principal.name)
             except MCPError as exc:
                 service.metrics.gateway_request(target, method, error_kind(exc) or "error", started)

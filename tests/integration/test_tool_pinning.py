@@ -97,6 +97,9 @@ async def test_a_tool_whose_description_changes_leaves_routing_until_approved(pi
     stand_in = next(c for c in sup._catalog.held if c.name == "shout")  # ranked as approved, never callable
     assert stand_in.description == "Repeat the text in capital letters." and stand_in.held
     assert routed(sup._catalog, question)[0] == "shout"
+    # A caller whose view of the catalog was taken before the change still cannot have it called.
+    late = await sup.call(Capability(backend="dyn", name="shout"), {"text": "hi"}, 10.0, CTX)
+    assert not late.ok and not late.sent and "held by the catalog review" in (late.error or "")
 
     assert approve(tmp_path / "pins", None, "dyn", "shout") == ["tool/shout"]
     await until(lambda: "shout" in served(sup))

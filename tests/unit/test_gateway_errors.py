@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from types import SimpleNamespace as NS
 from typing import Any
 
@@ -15,13 +16,15 @@ from actors.backend import _relay_error
 from deployments.gateway.gate import Gate
 from deployments.metrics import RouterMetrics
 from router.errors import ErrorKind, RouterError
+from router.values import Capability, Catalog
 
 
 class Actor:
     """A backend's actor whose relay streams `events`."""
 
-    def __init__(self, events: list[dict[str, Any]]) -> None:
+    def __init__(self, events: list[dict[str, Any]], delay_s: float = 0.0) -> None:
         self.events = events
+        self.delay_s = delay_s
         self.sent = 0
         self.relay = self
 
@@ -32,6 +35,7 @@ class Actor:
         self.sent += 1
 
         async def refs() -> AsyncIterator[Any]:
+            await asyncio.sleep(self.delay_s)
             for event in self.events:
                 ready = asyncio.get_running_loop().create_future()
                 ready.set_result(event)
@@ -48,16 +52,32 @@ class Metrics(RouterMetrics):
         self.outcomes.append(outcome)
 
 
-async def relay(events: list[dict[str, Any]]) -> tuple[MCPError, list[str], list[RouterError], Actor]:
-    actor, metrics, failed = Actor(events), Metrics(), []
-    service = NS(settings=NS(resilience=NS(deadline_s=5)), charge=lambda caller: None, metrics=metrics,
-                 directory=NS(actors={"b": actor}, statuses=lambda: {}), router=NS(view=lambda a: NS(catalogs={})))
+def gate(actors: dict[str, Actor], metrics: Metrics, catalogs: dict[str, Catalog] | None = None,
+         charged: list[int] | None = None) -> Gate:
+    async def charge(n: int) -> None:
+        assert charged is not None
+        charged.append(n)
+
+    service = NS(settings=NS(resilience=NS(deadline_s=5)), metrics=metrics,
+                 charge=lambda caller: None if charged is None else charge,
+                 directory=NS(actors=actors, statuses=lambda: {}),
+                 router=NS(view=lambda a: NS(catalogs=catalogs or {})))
+    return Gate(service)  # type: ignore[arg-type]
+
+
+def caller(failed: list[RouterError]) -> Any:
     access = NS(deadline=lambda *_: 5.0, principal=NS(anonymous=True, name="anonymous"),
                 policy=NS(backend_override=True))
-    caller = NS(access=access, note=lambda **_: None, fail=failed.append)
-    ctx = NS(params={}, protocol_version="2025-06-18", request=NS(headers={}))
+    return NS(access=access, note=lambda **_: None, fail=failed.append)
+
+
+CTX = NS(params={}, protocol_version="2025-06-18", request=NS(headers={}))
+
+
+async def relay(events: list[dict[str, Any]]) -> tuple[MCPError, list[str], list[RouterError], Actor]:
+    actor, metrics, failed = Actor(events), Metrics(), []
     with pytest.raises(MCPError) as raised:
-        await Gate(service).relay(ctx, caller, "b", "resources/read", {"uri": "x://y"})  # type: ignore[arg-type]
+        await gate({"b": actor}, metrics).relay(CTX, caller(failed), "b", "resources/read", {"uri": "x://y"})
     return raised.value, metrics.outcomes, failed, actor
 
 
@@ -72,3 +92,18 @@ async def test_the_actors_own_error_names_its_kind() -> None:
     error, outcomes, failed, _ = await relay([_relay_error(ErrorKind.BACKEND_TIMEOUT, "no answer within 5 s")])
     assert error.error.data == {"kind": "backend_timeout"} and outcomes == ["backend_timeout"]
     assert [f.kind for f in failed] == [ErrorKind.BACKEND_TIMEOUT]
+
+
+async def test_each_copy_tried_is_charged_and_all_share_the_requests_deadline() -> None:
+    tool = Capability(backend="b", name="lookup", read_only=True)
+    catalogs = {b: Catalog(backend=b, version="1", description="", capabilities=(replace(tool, backend=b),))
+                for b in ("b", "c")}
+    down = Actor([_relay_error(ErrorKind.BACKEND_UNAVAILABLE, "down")], delay_s=0.5)
+    up = Actor([{"event": "result", "result": {"content": []}}])
+    seen: list[float] = []
+    up.remote = lambda *args: seen.append(args[2]) or Actor.remote(up)  # type: ignore[method-assign]
+    charged: list[int] = []
+    result = await gate({"b": down, "c": up}, Metrics(), catalogs, charged).relay(
+        CTX, caller([]), "b", "tools/call", {"arguments": {}}, tool)
+    assert result == {"content": []} and charged == [1, 1]
+    assert 4.0 < seen[0] < 4.6  # what the first copy left of the five seconds, not five more
