@@ -40,7 +40,9 @@ from actors.performance import PerformanceActor
 from router.settings import BackendSpec, HostingSettings, LearningSettings, ResilienceSettings, SecuritySettings
 
 log = logging.getLogger("mcp_router.pool")
-_HEADROOM = 32  # actor concurrency beyond backend calls, for status and catalog requests
+# Calls a host lets in beyond those its backends run at once: they wait in each backend's fair call slots,
+# ordered by caller, not in Ray's queue in arrival order (where one caller's flood would hold everyone's).
+_WAITING = 1024
 _DRAIN_S = 30.0  # the longest a replaced actor's calls in flight may keep it alive
 _STOP_S = 5.0
 
@@ -176,7 +178,7 @@ def create_backend_host(members: list[tuple[str, BackendSpec]], resilience: Resi
     # the request path costs CPU the router needs (Serve turns them off for its replicas too).
     return BackendHostActor.options(
         num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy=strategy, enable_task_events=False,
-        max_concurrency=sum(spec.max_concurrency for _, spec in members) + _HEADROOM * len(members),
+        max_concurrency=sum(spec.max_concurrency for _, spec in members) + _WAITING,
     ).remote(members, resilience, security, state_dir)
 
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,13 +83,15 @@ def faulty_http(name: str) -> Iterator[str]:
 
 
 def test_one_principals_flood_of_slow_calls_does_not_queue_anothers_call_behind_it(ray_local: Any) -> None:
+    """The flood is larger than the host's slots for backend calls were (its backends' plus 32): it waits in
+    the fair call slots, not in Ray's queue in arrival order, and reading the backend's state waits for none."""
     settings = RouterSettings.model_validate({"backends": [
-        stdio("slow", FAULTY, "--name", "slow", "--latency-ms", "800", "--jitter", "0", max_concurrency=2)]})
+        stdio("slow", FAULTY, "--name", "slow", "--latency-ms", "400", "--jitter", "0", max_concurrency=2)]})
     member = f"slow@{spec_fingerprint(settings.backends[0])}"
     host = create_backend_host([(member, settings.backends[0])], settings.resilience)
     executor = RayExecutor(ActorTable({"slow": BackendRef(host, member)}))
 
-    async def run() -> list[str]:
+    async def run() -> tuple[list[str], float]:
         await BackendRef(host, member).start.remote(20.0)
         done: list[str] = []
 
@@ -98,15 +101,20 @@ def test_one_principals_flood_of_slow_calls_does_not_queue_anothers_call_behind_
             assert outcome.ok, outcome.error
             done.append(principal)
 
-        flood = [asyncio.create_task(call("alice")) for _ in range(6)]  # both slots, and four calls waiting
+        flood = [asyncio.create_task(call("alice")) for _ in range(40)]  # both slots, and 38 calls waiting
         await asyncio.sleep(0.3)
-        await asyncio.gather(call("bob"), *flood)
-        return done
+        bob = asyncio.create_task(call("bob"))
+        started = time.monotonic()
+        await host.get_statuses.remote([member])
+        status_s = time.monotonic() - started
+        await asyncio.gather(bob, *flood)
+        return done, status_s
 
     try:
-        done = asyncio.run(run())
-        # Bob's call takes the first slot freed (with first come, first served it would end last, 7th).
+        done, status_s = asyncio.run(run())
+        # Bob's call takes the first slot freed (with first come, first served it would end last, 41st).
         assert done.index("bob") <= 3, done
+        assert status_s < 1.0, status_s  # behind the flood it would wait seconds
     finally:
         ray.get(host.stop.remote())
         ray.kill(host)
