@@ -304,9 +304,9 @@ class BackendSupervisor:
         admission = self.detector.admit(force, caller)
         if not admission.allowed and (own := self.detector.ejected_for(caller)):
             return admission, _refused(capability, f"backend {self.spec.name!r} is refused to {caller!r} for "
-                                                   f"another {own:.1f} s after its own calls failed "
-                                                   f"{self.spec.name!r} {self.detector.settings.consecutive_failures} "
-                                                   "times in a row; other callers are served")
+                                                   f"another {own:.1f} s: its own last "
+                                                   f"{self.detector.settings.consecutive_failures} calls failed; "
+                                                   "other callers are served")
         if not admission.allowed:
             return admission, _refused(capability, f"backend {self.spec.name!r} is ejected for another "
                                                    f"{self.detector.remaining_s():.1f} s after "

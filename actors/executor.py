@@ -98,10 +98,12 @@ class RayExecutor:
                 if not await self.actors.refresh(handle, capability.backend):  # has its successor
                     return _failed(capability, started, f"backend actor gone: {type(exc).__name__}")
             except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError) as exc:
-                if not capability.repeatable:  # restarting: it may have run the call, or may still run it
+                unsent = _refused_while_restarting(exc)
+                if not capability.repeatable and not unsent:  # lost mid-call: it may have run, or still run
                     return _failed(capability, started, _maybe_acted(exc))
                 if timeout_s - (time.monotonic() - started) <= delay:
-                    return _failed(capability, started, f"backend actor unavailable: {type(exc).__name__}")
+                    return _failed(capability, started, f"backend actor unavailable: {type(exc).__name__}",
+                                   sent=not unsent)
             except ray.exceptions.RayTaskError as exc:
                 if not member_gone(exc):  # a fault in the actor itself
                     return _failed(capability, started, str(exc)[:500], ErrorKind.BACKEND_FAILED)
@@ -112,6 +114,11 @@ class RayExecutor:
                 return _failed(capability, started, "backend actor unavailable")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _refused_while_restarting(exc: Exception) -> bool:
+    """Ray refused the call because the actor was restarting when it was submitted: it never reached it."""
+    return isinstance(exc, ray.exceptions.ActorUnavailableError) and "is restarting" in str(exc)
 
 
 def _maybe_acted(exc: Exception) -> str:

@@ -31,10 +31,6 @@ from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
 from router.values import BackendStatus, CallOutcome, Catalog
 
 _DRAIN_S = 30.0  # the longest a retired member's calls in flight may keep it
-# Reads of a member's state, and a client's answers to a server's request mid-call, run in a concurrency group
-# of their own: a flood of calls waiting for their backends' call slots never queues them.
-CONTROL = "control"
-_CONTROL_CONCURRENCY = 32
 
 
 class MemberGone(RuntimeError):
@@ -61,11 +57,9 @@ class BackendHost:
     async def start(self, member: str, wait_s: float = 0.0) -> BackendStatus:
         return await self._member(member).start(wait_s)
 
-    @ray.method(concurrency_group=CONTROL)
     async def get_status(self, member: str) -> BackendStatus:
         return await self._member(member).get_status()
 
-    @ray.method(concurrency_group=CONTROL)
     async def catalog(self, member: str, known_version: str | None = None) -> Catalog | None:
         return await self._member(member).catalog(known_version)
 
@@ -80,11 +74,9 @@ class BackendHost:
         async for notification in self._member(member).watch():
             yield notification
 
-    @ray.method(concurrency_group=CONTROL)
     def answer(self, member: str, *args: Any) -> bool:
         return self._member(member).answer(*args)
 
-    @ray.method(concurrency_group=CONTROL)
     async def identity(self, member: str) -> dict[str, Any] | None:
         return await self._member(member).identity()
 
@@ -96,11 +88,9 @@ class BackendHost:
     async def start_all(self, members: list[str], wait_s: float) -> None:
         await asyncio.gather(*(self._member(m).start(wait_s) for m in members if m in self.members))
 
-    @ray.method(concurrency_group=CONTROL)
     async def get_statuses(self, members: list[str]) -> dict[str, BackendStatus]:
         return {m: await self.members[m].get_status() for m in members if m in self.members}
 
-    @ray.method(concurrency_group=CONTROL)
     async def catalogs(self, known: dict[str, str | None]) -> dict[str, Catalog]:
         found = {m: await self.members[m].catalog(v) for m, v in known.items() if m in self.members}
         return {m: c for m, c in found.items() if c is not None}
@@ -180,4 +170,4 @@ def member_gone(error: BaseException) -> bool:
     return isinstance(error, ray.exceptions.RayTaskError) and isinstance(error.cause, MemberGone)
 
 
-BackendHostActor = ray.remote(concurrency_groups={CONTROL: _CONTROL_CONCURRENCY})(BackendHost)  # type: ignore[call-overload]
+BackendHostActor = ray.remote(BackendHost)

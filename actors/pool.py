@@ -41,7 +41,9 @@ from router.settings import BackendSpec, HostingSettings, LearningSettings, Resi
 
 log = logging.getLogger("mcp_router.pool")
 # Calls a host lets in beyond those its backends run at once: they wait in each backend's fair call slots,
-# ordered by caller, not in Ray's queue in arrival order (where one caller's flood would hold everyone's).
+# ordered by caller, not in Ray's queue in arrival order (where one caller's flood would hold everyone's, and
+# the replicas' status reads with them). Not a concurrency group for the reads: Ray runs each group on an event
+# loop of its own, and a backend's state lives on one.
 _WAITING = 1024
 _DRAIN_S = 30.0  # the longest a replaced actor's calls in flight may keep it alive
 _STOP_S = 5.0
