@@ -53,6 +53,7 @@ _DYING_GRACE_S = 0.25
 # A call that had at least this share of the backend's own timeout and ran out of it timed out on the backend's
 # account, not on its caller's deadline.
 _OWN_TIMEOUT_SHARE = 0.9
+_NAMED = {"tools/call": "tool", "prompts/get": "prompt"}  # relayed requests naming a capability: its kind
 
 
 class BackendSupervisor:
@@ -202,12 +203,9 @@ class BackendSupervisor:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
-        if self._review is not None and any(h["tool"] == capability.name and h["kind"] == capability.kind
-                                            for h in self._review.held):
-            # Held since the caller's view of the catalog was taken (a changed definition): never sent.
-            return CallOutcome.failed(capability, ErrorKind.BACKEND_NOT_CALLABLE,
-                                      f"{self.spec.name}/{capability.name} is held by the catalog review", 0.0,
-                                      sent=False)
+        if self._held(capability.kind, capability.name):
+            return CallOutcome.failed(capability, ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(capability.name),
+                                      0.0, sent=False)
         admission, refusal = await self._admit(capability, timeout_s, force, context.principal)
         if refusal is not None:
             return refusal
@@ -241,6 +239,10 @@ class BackendSupervisor:
         what = Capability(backend=self.spec.name, name=method, kind="tool")
         if not hasattr(self.backend, "relay"):
             yield _relay_error(ErrorKind.BACKEND_NOT_CALLABLE, f"backend {self.spec.name!r} is not an MCP server")
+            return
+        named = params.get("name") if method in _NAMED else None
+        if isinstance(named, str) and self._held(_NAMED[method], named):
+            yield _relay_error(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(named))
             return
         admission, refusal = await self._admit(what, timeout_s, False, principal)
         if refusal is not None:
@@ -302,7 +304,7 @@ class BackendSupervisor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
         admission = self.detector.admit(force, caller)
-        if not admission.allowed and (own := self.detector.ejected_for(caller)):
+        if not admission.allowed and self.detector.state == "closed" and (own := self.detector.ejected_for(caller)):
             return admission, _refused(capability, f"backend {self.spec.name!r} is refused to {caller!r} for "
                                                    f"another {own:.1f} s: its own last "
                                                    f"{self.detector.settings.consecutive_failures} calls failed; "
@@ -315,6 +317,14 @@ class BackendSupervisor:
             self.detector.abandon(admission.probe)
             return admission, _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         return admission, None
+
+    def _held(self, kind: str, name: str) -> bool:
+        """Held by the catalog review (a changed definition) since the caller's view of the catalog was taken:
+        never sent, however it is asked for."""
+        return self._review is not None and any(h["tool"] == name and h["kind"] == kind for h in self._review.held)
+
+    def _held_message(self, name: str) -> str:
+        return f"{self.spec.name}/{name} is held by the catalog review"
 
     def _too_large(self) -> str:
         return f"backend {self.spec.name!r} answered more than security.max_answer_bytes ({self._max_answer})"

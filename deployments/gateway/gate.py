@@ -160,6 +160,11 @@ class Gate:
                     if error is None:
                         raise self.refuse(caller, exc) from None
                     break
+                left = ends - time.monotonic()  # the budget may have made it wait
+                if left <= 0:
+                    error = error or router_error(ErrorKind.DEADLINE_EXCEEDED, f"the request deadline of "
+                                                                               f"{timeout_s:g} s passed")
+                    break
             started = time.perf_counter()
             try:
                 result = await forward(ctx, actor, method, {**params, **({"name": capability.name}

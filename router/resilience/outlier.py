@@ -15,10 +15,13 @@ forced call that succeeds ends the ejection, since the backend has just shown it
 
 Failures eject the backend for everyone only when they are not one caller's alone: a caller's own
 requests (a call it made slow with its arguments, a flood of them) can make the backend fail for that
-caller without it failing for anyone else. So the failures that eject must come from two callers or
-more, or from callers the router cannot tell apart (`caller` None: no authentication, or a trusted
-caller naming none). A named caller whose own failures alone would eject the backend is refused the
-backend for the first ejection's length instead, while everyone else is still served.
+caller without it failing for anyone else. So the failures that eject (and the failed probe that ejects
+again) must come from two callers or more, from callers the router cannot tell apart (`caller` None: no
+authentication, or a trusted caller naming none), or from the only caller that asked for the backend
+within `window_s` (then nobody else is there to protect, and a deployment with one key behaves as one
+without keys). Otherwise the named caller whose own `consecutive_failures` failures in a row would have
+ejected the backend is refused it for `base_ejection_s`, its failures no longer count towards ejecting
+it for the others, and everyone else is still served.
 """
 
 from __future__ import annotations
@@ -31,11 +34,6 @@ from typing import NamedTuple
 from router.settings import EjectionSettings
 
 _MAX_CALLERS = 10_000  # named callers whose own failures are counted (the least recent are forgotten)
-
-
-def _not_ones(callers: set[str | None]) -> bool:
-    """Whether failures of these callers are not one named caller's alone."""
-    return len(callers) >= 2 or None in callers
 
 
 class Admission(NamedTuple):
@@ -56,8 +54,9 @@ class OutlierDetector:
         self.last_failures = 0  # the failures that caused the latest ejection (for its message)
         self._probe_in_flight = False
         self._window: deque[tuple[float, bool, str | None]] = deque()
-        self._run: set[str | None] = set()  # the callers of the current run of consecutive failures
+        self._run: list[str | None] = []  # whose the failures of the current run are (since a success or ejection)
         self._own: dict[str, tuple[int, float]] = {}  # a caller's own failures in a row, and its ejection's end
+        self._seen: dict[str | None, float] = {}  # when each caller last asked for the backend
         self._healthy_since = clock()
 
     @property
@@ -67,6 +66,10 @@ class OutlierDetector:
     def admit(self, force: bool = False, caller: str | None = None) -> Admission:
         """Whether a call about to be made (for `caller`) may go, and whether it is the probe."""
         now = self._clock()
+        self._seen.pop(caller, None)
+        self._seen[caller] = now  # newest last: the least recent go first past the bound
+        if len(self._seen) > _MAX_CALLERS:
+            del self._seen[next(iter(self._seen))]
         if caller is not None and not force and self._own.get(caller, (0, 0.0))[1] > now:
             return Admission(False, False)
         if self.state == "ejected" and self.ejected_until is not None and now >= self.ejected_until:
@@ -94,9 +97,9 @@ class OutlierDetector:
         cutoff = now - self.settings.window_s
         while self._window and self._window[0][0] < cutoff:
             self._window.popleft()
-        if caller is not None:
-            self._count_own(caller, ok, now)
         if ok:
+            if caller in self._own and self._own[caller][1] <= now:  # its run of failures ends
+                del self._own[caller]
             self.consecutive_failures = 0
             self._run.clear()
             if (self.state == "half_open" and (probe or not self._probe_in_flight)) or (
@@ -106,15 +109,17 @@ class OutlierDetector:
                 self.ejections = 0
             return False
         self.consecutive_failures += 1
-        self._run.add(caller)
-        if self.state == "half_open":
-            if probe or not self._probe_in_flight:
+        self._run.append(caller)
+        if self.state == "half_open" and (probe or not self._probe_in_flight):
+            if self._everyones(set(self._run), now):
                 self._eject(now)
                 return True
-            return False
-        if self.state == "closed" and self._should_eject():
+            self._probe_in_flight = False  # it said nothing for the others: the next call probes
+        elif self.state == "closed" and self._should_eject(now):
             self._eject(now)
             return True
+        if caller is not None:
+            self._count_own(caller, now)
         return False
 
     def abandon(self, probe: bool) -> None:
@@ -124,25 +129,37 @@ class OutlierDetector:
         if probe and self.state == "half_open":
             self._probe_in_flight = False
 
-    def _should_eject(self) -> bool:
+    def _should_eject(self, now: float) -> bool:
         s = self.settings
-        if self.consecutive_failures >= s.consecutive_failures and _not_ones(self._run):
+        if self.consecutive_failures >= s.consecutive_failures and self._everyones(set(self._run), now):
             return True
         if len(self._window) >= s.min_requests:
             failed = [caller for _, ok, caller in self._window if not ok]
-            return len(failed) / len(self._window) >= s.failure_rate and _not_ones(set(failed))
+            return len(failed) / len(self._window) >= s.failure_rate and self._everyones(set(failed), now)
         return False
 
-    def _count_own(self, caller: str, ok: bool, now: float) -> None:
-        """A named caller's own run of failures; at the threshold, the backend is refused to it alone."""
+    def _everyones(self, callers: set[str | None], now: float) -> bool:
+        """Whether failures of these callers speak for everyone: not one named caller's alone, or that caller
+        is the only one that asked for the backend lately."""
+        if len(callers) != 1 or None in callers:
+            return bool(callers)
+        (one,) = callers
+        cutoff = now - self.settings.window_s
+        return not any(when >= cutoff for other, when in self._seen.items() if other != one)
+
+    def _count_own(self, caller: str, now: float) -> None:
+        """A named caller's own run of failures; at the threshold the backend is refused to it alone, and its
+        failures stop counting towards ejecting it for the others."""
         failures, until = self._own.pop(caller, (0, 0.0))
-        failures = 0 if ok else failures + 1
+        failures += 1
         if failures >= self.settings.consecutive_failures:
             failures, until = 0, now + self.settings.base_ejection_s
-        if failures or until > now:
-            self._own[caller] = (failures, until)  # newest last: the oldest go first past the bound
-            while len(self._own) > _MAX_CALLERS:
-                del self._own[next(iter(self._own))]
+            self._run = [c for c in self._run if c != caller]
+            self.consecutive_failures = len(self._run)
+            self._window = deque(e for e in self._window if e[1] or e[2] != caller)
+        self._own[caller] = (failures, until)  # newest last: the least recent go first past the bound
+        if len(self._own) > _MAX_CALLERS:
+            del self._own[next(iter(self._own))]
 
     def _eject(self, now: float) -> None:
         self.last_failures = max(self.consecutive_failures, sum(1 for _, ok, _ in self._window if not ok))
@@ -153,6 +170,7 @@ class OutlierDetector:
         self.ejected_until = now + duration
         self._probe_in_flight = False
         self._window.clear()
+        self._run.clear()  # the probe's failure, and those after it, are weighed on their own
 
     def _close(self, now: float) -> None:
         self.state = "closed"

@@ -168,6 +168,7 @@ class RagEngine:
             if cached is None or cached.generation != generation:
                 cached = await asyncio.to_thread(self._build, filters, generation)
                 self._slices[key] = cached
+                self._slices.move_to_end(key)  # rebuilt after a write: just used, not the oldest
                 self._evict()
         return cached
 

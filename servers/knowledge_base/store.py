@@ -31,6 +31,7 @@ import numpy as np
 DB_NAME = "rag.sqlite3"
 _SCALARS = (str, int, float, bool)
 MAX_FILTER_PARAMS = 1000  # values and field paths a filter's SQL binds
+MAX_FILTER_DEPTH = 20
 _COMPARE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _OPERATORS = ("$eq", "$ne", "$in", "$nin", *_COMPARE)
 _DELETE_CHUNKS = "DELETE FROM chunks WHERE collection = ? AND source = ?"
@@ -67,15 +68,17 @@ def compile_filter(where: dict[str, Any] | None) -> tuple[str, list[Any]]:
     return condition, params
 
 
-def _clause(node: Any, params: list[Any], at: str) -> str:
+def _clause(node: Any, params: list[Any], at: str, depth: int = 0) -> str:
     if not isinstance(node, dict) or not node:
         raise FilterError(f"{at}: expected a non-empty object")
+    if depth >= MAX_FILTER_DEPTH:  # SQLite's parser stack overflows somewhat deeper
+        raise FilterError(f"{at}: $and and $or are nested deeper than {MAX_FILTER_DEPTH} levels")
     parts = []
     for key, value in node.items():
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
                 raise FilterError(f"{at}.{key}: expected a non-empty list of filters")
-            inner = [_clause(v, params, f"{at}.{key}[{i}]") for i, v in enumerate(value)]
+            inner = [_clause(v, params, f"{at}.{key}[{i}]", depth + 1) for i, v in enumerate(value)]
             parts.append("(" + f" {key[1:].upper()} ".join(inner) + ")")
         elif key.startswith("$"):
             raise FilterError(f"{at}: unknown operator {key!r} at field level; use $and or $or, "

@@ -18,9 +18,18 @@ from tests.integration.test_rag import _FakeCompletions, docs, make_engine, mode
 QUESTION = "What rules apply to invoices, passwords and parcels?"
 
 
+def nested(depth: int) -> dict[str, object]:
+    node: dict[str, object] = {"priority": 1}
+    for i in range(depth):
+        node = {"$and" if i % 2 else "$or": [node]}
+    return node
+
+
 @pytest.mark.parametrize(("filters", "needle"), [
     ({"$or": [{"priority": i} for i in range(1000)]}, "the limit is 1000"),
     ({"priority": {"$gt": 10 ** 30}}, "beyond a 64-bit integer"),
+    (nested(120), "nested deeper than 20 levels"),  # SQLite's parser stack overflowed at 100
+    (nested(900), "nested deeper than 20 levels"),  # Python's recursion limit, before
 ])
 async def test_a_filter_sqlite_could_not_run_is_a_filter_error_naming_it(
         tmp_path: Path, docs: Path, model: LocalMiniLM, filters: dict[str, object], needle: str) -> None:
@@ -42,6 +51,20 @@ async def test_new_filters_never_push_out_the_unfiltered_index_nor_grow_past_the
     builds = engine.index_builds
     await engine.query(QUESTION)
     assert engine.index_builds == builds  # the unfiltered index was kept
+
+
+async def test_an_index_rebuilt_after_a_write_counts_as_just_used(tmp_path: Path, docs: Path,
+                                                                   model: LocalMiniLM) -> None:
+    engine, _ = make_engine(tmp_path, model, settings=EngineSettings(cache_size=3))
+    await engine.ingest(docs)
+    for tenant in ("acme", "globex", "initech"):
+        await engine.query(QUESTION, filters={"tenant": tenant})
+    (docs / "more.txt").write_text("Invoices are archived for ten years.\n", encoding="utf-8")
+    other, _ = make_engine(tmp_path, model)  # another process writing the same store
+    await other.ingest(docs)  # every index here is rebuilt on its next use
+    await engine.query(QUESTION, filters={"tenant": "acme"})
+    await engine.query(QUESTION, filters={"tenant": "umbrella"})
+    assert '{"tenant":"acme"}' in engine._slices and '{"tenant":"globex"}' not in engine._slices
 
 
 async def test_a_link_out_of_the_folder_is_not_followed(tmp_path: Path, docs: Path, model: LocalMiniLM) -> None:

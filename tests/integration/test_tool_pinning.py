@@ -100,6 +100,8 @@ async def test_a_tool_whose_description_changes_leaves_routing_until_approved(pi
     # A caller whose view of the catalog was taken before the change still cannot have it called.
     late = await sup.call(Capability(backend="dyn", name="shout"), {"text": "hi"}, 10.0, CTX)
     assert not late.ok and not late.sent and "held by the catalog review" in (late.error or "")
+    relayed = [e async for e in sup.relay("tools/call", {"name": "shout", "arguments": {"text": "hi"}}, 10.0)]
+    assert relayed[-1]["event"] == "error" and "held by the catalog review" in relayed[-1]["message"]
 
     assert approve(tmp_path / "pins", None, "dyn", "shout") == ["tool/shout"]
     await until(lambda: "shout" in served(sup))

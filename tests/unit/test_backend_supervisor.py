@@ -49,10 +49,10 @@ class ScriptedBackend:
     async def shutdown(self) -> None: ...
 
 
-def supervisor(script: list[str], **spec: Any) -> BackendSupervisor:
+def supervisor(script: list[str], failures: int = 1, **spec: Any) -> BackendSupervisor:
     settings = RouterSettings.model_validate({
         "backends": [{"name": "flaky", "kind": "mcp_stdio", "command": "x", "max_concurrency": 1, **spec}],
-        "resilience": {"ejection": {"consecutive_failures": 1, "base_ejection_s": 0.05}}})
+        "resilience": {"ejection": {"consecutive_failures": failures, "base_ejection_s": 0.05}}})
     sup = BackendSupervisor(settings.backends[0], settings.resilience)
     sup.backend = ScriptedBackend(script)  # type: ignore[assignment]
     return sup
@@ -104,20 +104,33 @@ async def test_a_backend_fault_ejects_it_and_its_state_names_neither_the_call_no
 
 async def test_one_named_callers_failures_refuse_the_backend_to_it_alone() -> None:
     """A caller can make a backend time out with its own arguments (a long-running operation, a heavy
-    query): its failures alone refuse the backend to it, not to everyone."""
-    sup = supervisor(["timeout", "ok", "timeout", "timeout", "ok"])
+    query): while others use the backend, its failures alone refuse the backend to it, not to everyone."""
+    sup = supervisor(["ok", "timeout", "timeout", "ok", "timeout", "timeout"], failures=2)
     await sup.start(wait_s=2)
     mallory = CallContext(question="q", intent="general", principal="mallory")
     alice = CallContext(question="q", intent="general", principal="alice")
-    assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert (await sup.call(TOOL, {}, 30.0, alice)).ok
+    for _ in range(2):
+        assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
     assert sup.status().health == "healthy"
     assert (await sup.call(TOOL, {}, 30.0, alice)).ok  # the backend still serves everyone else
     refused = await sup.call(TOOL, {}, 30.0, mallory)
-    assert not refused.sent and "refused to 'mallory'" in (refused.error or "")
-    # Failures of two callers, or of callers it cannot tell apart, are the backend's: it is ejected.
+    assert not refused.sent and "refused to 'mallory'" in (refused.error or "") and "other callers" in refused.error
+    # Failures of two callers are the backend's: it is ejected for everyone.
     await asyncio.sleep(0.06)
     assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert sup.status().health == "healthy"
     assert (await sup.call(TOOL, {}, 30.0, alice)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    assert sup.status().health == "ejected"
+    await sup.shutdown()
+
+
+async def test_the_only_callers_failures_eject_the_backend_as_without_keys() -> None:
+    sup = supervisor(["timeout", "timeout"], failures=2)
+    await sup.start(wait_s=2)
+    service = CallContext(question="q", intent="general", principal="svc")
+    for _ in range(2):
+        assert (await sup.call(TOOL, {}, 30.0, service)).error_kind is ErrorKind.BACKEND_TIMEOUT
     assert sup.status().health == "ejected"
     await sup.shutdown()
 

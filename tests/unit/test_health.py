@@ -228,3 +228,75 @@ def test_a_cancelled_probe_lets_the_next_call_probe_instead() -> None:
     assert d.admit()[:2] == (False, False)  # one probe at a time
     d.abandon(probe=True)  # the probe lost a race and was cancelled
     assert d.admit()[:2] == (True, True)
+
+
+# -- whose failures eject a backend for everyone ---------------------------------------------------
+
+
+def call(d: OutlierDetector, caller: str | None, ok: bool) -> tuple[bool, bool]:
+    """One call of `caller` as a backend actor makes it: admitted (or refused), then recorded."""
+    admission = d.admit(caller=caller)
+    if not admission.allowed:
+        return False, False
+    return True, d.record(ok, admission.probe, admission.forced_in, caller)
+
+
+def test_the_only_callers_failures_eject_for_everyone_with_doubling_and_a_probe() -> None:
+    """A deployment with one key: its failures are everyone's, as without keys."""
+    d, clock = detector(consecutive_failures=3)
+    for _ in range(3):
+        call(d, "svc", False)
+    assert d.state == "ejected" and d.remaining_s() == 5.0
+    clock.advance(5.0)
+    assert call(d, "svc", False) == (True, True)  # its failed probe ejects again, for twice as long
+    assert d.remaining_s() == 10.0
+
+
+def test_one_callers_failures_refuse_it_alone_while_another_is_served() -> None:
+    d, clock = detector(consecutive_failures=3)
+    assert call(d, "alice", True) == (True, False)
+    for _ in range(3):
+        call(d, "mallory", False)
+    assert d.state == "closed" and d.ejected_for("mallory") == 5.0
+    assert call(d, "mallory", True) == (False, False)  # refused
+    assert call(d, "alice", True) == (True, False)
+    # Mallory's failures no longer count: one failure of Alice's is no run of two callers.
+    assert call(d, "alice", False) == (True, False) and d.state == "closed"
+    clock.advance(5.0)
+    assert call(d, "mallory", True) == (True, False)  # served again once its own ejection ends
+
+
+def test_failures_of_two_callers_or_of_callers_it_cannot_tell_apart_eject_for_everyone() -> None:
+    d, _ = detector(consecutive_failures=3)
+    call(d, "alice", True)
+    call(d, "bob", False)
+    call(d, "alice", False)
+    assert call(d, "bob", False) == (True, True) and d.state == "ejected"
+    anonymous, _ = detector(consecutive_failures=3)
+    call(anonymous, "alice", True)
+    for _ in range(3):
+        call(anonymous, None, False)
+    assert anonymous.state == "ejected"
+
+
+def test_a_probe_failed_by_one_caller_ejects_again_only_when_it_speaks_for_the_others() -> None:
+    d, clock = detector(consecutive_failures=2)
+    call(d, "alice", False)
+    call(d, "bob", False)
+    assert d.state == "ejected"
+    clock.advance(5.0)
+    assert call(d, "alice", True) == (True, False)  # probes, and closes
+    call(d, "alice", False)
+    call(d, "bob", False)
+    clock.advance(10.0)  # the second ejection's length
+    assert call(d, "mallory", False) == (True, False)  # its probe fails: Alice and Bob asked lately
+    assert d.state == "half_open"
+    assert call(d, "alice", False) == (True, True)  # the next probe fails too: two callers, everyone's
+    assert d.remaining_s() == 20.0
+
+
+def test_the_failure_rate_of_the_only_caller_ejects_for_everyone() -> None:
+    d, _ = detector(consecutive_failures=100, min_requests=10)
+    for i in range(10):
+        call(d, "svc", i % 2 == 0)
+    assert d.state == "ejected"
