@@ -114,8 +114,8 @@ class Limiter:
             try:
                 await self._take(principal, state, "requests", limit.requests_per_s, burst, 1,
                                  f"its rate of {limit.requests_per_s} requests/s")
-            except BaseException:
-                state.in_flight -= 1
+            except BaseException:  # refused, or the request cancelled while it waited: it never got in
+                self.release(principal)
                 raise
 
     def release(self, principal: str) -> None:
