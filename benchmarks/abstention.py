@@ -264,7 +264,7 @@ def report_on(ds: Dataset, decider: Decider, small: int, seed: int) -> dict:
 
 
 async def run(args: argparse.Namespace) -> dict:
-    model = LocalMiniLM(model=args.model or EmbeddingSettings().model)
+    model = LocalMiniLM(model=args.model or EmbeddingSettings().model, compute=args.compute)
     embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
     settings = RouterSettings()
     dirs = [Path(d) for d in [args.data_dir, *args.also]]
@@ -380,6 +380,8 @@ def main() -> None:
     parser.add_argument("--write-model", action="store_true",
                         help="write router/stages/confidence_model.json and router/stages/tool_confidence_model.json")
     parser.add_argument("--model", help="local embedding model in models/ (default: embeddings.model)")
+    parser.add_argument("--compute", choices=["auto", "int8", "float"], default="auto",
+                        help="embeddings.compute: how the local model multiplies (auto: by processor)")
     parser.add_argument("--cache-dir", default=str(Path(__file__).resolve().parents[1] / ".state" / "bench"))
     args = parser.parse_args()
     report = asyncio.run(run(args))

@@ -1,6 +1,6 @@
 """Router overhead and throughput, all measured in one run on this machine.
 
-    python benchmarks/overhead.py [--requests 200] [--ingress direct|proxy] [--json OUT]
+    python benchmarks/overhead.py [--requests 200] [--ingress direct|proxy] [--compute auto|int8|float] [--json OUT]
 
 1. p50/p99 of a trivial tool (the calculator's `calculate`) called directly with the MCP client;
 2. the same tool through POST /v1/query (sequential requests) with a new question each time (the
@@ -104,12 +104,12 @@ def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: 
     return out
 
 
-def model_alone(n: int) -> list[float]:
+def model_alone(n: int, compute: str) -> list[float]:
     """The local embedding model on one new question at a time, as a router replica runs it."""
     from router.retrieval.embeddings import build_embedder
     from router.settings import EmbeddingSettings
 
-    model = build_embedder(EmbeddingSettings())
+    model = build_embedder(EmbeddingSettings(compute=compute))
     encode = model.encode  # type: ignore[attr-defined]
     for i in range(20):
         encode([question(200_000 + i)])
@@ -232,6 +232,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--ingress", choices=["haproxy", "direct", "proxy"], default="direct")
+    parser.add_argument("--compute", choices=["auto", "int8", "float"], default="auto",
+                        help="embeddings.compute: how the local model multiplies (auto: by processor)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
 
@@ -242,13 +244,14 @@ def main() -> None:
     from mcp_router.cli.local import free_port, start_local, stop_local
 
     direct, direct_rps = asyncio.run(direct_mcp(args.requests, args.seconds))
-    model = model_alone(args.requests)
+    model = model_alone(args.requests, args.compute)
     port = free_port()
     settings = RouterSettings.model_validate({
         # The example's own server: a definition changed since an earlier run's pin is not a change to review.
         "backends": [{"name": "calculator", "kind": "mcp_stdio", "command": sys.executable, "trust_changes": True,
                       "args": [str(ROOT / "examples/servers/calculator.py")]}],
         "server": {"port": port, "ingress": args.ingress}, "state_dir": str(ROOT / ".state"),
+        "embeddings": {"compute": args.compute},
     })
     endpoints = start_local(settings, num_cpus=2)
     url = endpoints.url
@@ -279,7 +282,7 @@ def main() -> None:
     assert not ray.is_initialized()
 
     report = {
-        "ingress": args.ingress, "requests": args.requests,
+        "ingress": args.ingress, "requests": args.requests, "compute": args.compute,
         "direct_p50_ms": statistics.median(direct), "direct_p99_ms": pct(direct, 99),
         "router_p50_ms": statistics.median(routed), "router_p99_ms": pct(routed, 99),
         "router_new_p50_ms": statistics.median(routed_new), "router_new_p99_ms": pct(routed_new, 99),

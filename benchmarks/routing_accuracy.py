@@ -219,10 +219,10 @@ async def run(args: argparse.Namespace) -> dict:
         "alpha": settings.alpha, "self_tune_alpha": settings.self_tune_alpha, "server_weight": settings.server_weight,
         "method": settings.method}, "models": {}}
     for model_name in models:
-        model = LocalMiniLM(model=model_name)
+        model = LocalMiniLM(model=model_name, compute=args.compute)
         embedder = CachedEmbedder(model, EmbeddingCache(Path(args.cache_dir).expanduser()))
         model.encode(["warm up"])
-        per_model: dict = {"model_id": model.model_id}
+        per_model: dict = {"model_id": model.model_id, "compute": model.compute}
         for label, cats in (("catalog", catalogs), ("replicated", replicate(catalogs, args.scale_tools))):
             if label == "replicated" and args.no_scale:
                 continue
@@ -287,6 +287,8 @@ def main() -> None:
                         help="drop every server's tools: route on server descriptions alone")
     parser.add_argument("--model", action="append", help="local model in models/ (repeat to compare; "
                         "default: the configured embeddings.model)")
+    parser.add_argument("--compute", choices=["auto", "int8", "float"], default="auto",
+                        help="embeddings.compute: how the local model multiplies (auto: by processor)")
     parser.add_argument("--alpha", type=float, help="override routing.alpha (a sweep)")
     parser.add_argument("--server-weight", type=float, help="override routing.server_weight (a sweep)")
     parser.add_argument("--alpha-oracle", action="store_true",

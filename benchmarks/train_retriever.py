@@ -153,8 +153,15 @@ def export(model, out: Path) -> tuple[Path, Path]:
 
 
 def quantize_weights(fp32: Path, int8: Path) -> None:
-    """int8 weights with float activations: the matrix multiplications as MatMulNBits (8 bits, blocks of 32,
-    accuracy level 4, which quantises each row's activations on its own), the token embeddings as int8.
+    """int8 weights with float activations: each matrix multiplication's weights in blocks of 32 along the
+    input axis with a scale each (symmetric), stored as int8 behind a DequantizeLinear, the token embeddings
+    as int8 (dequantised on lookup).
+
+    onnxruntime runs the file in one of two ways (`LocalMiniLM`'s `compute`): as written, it fuses each
+    DequantizeLinear with its MatMul into MatMulNBits at accuracy level 4, which quantises each row's
+    activations on its own and multiplies in int8, fast where the processor has int8 dot products (VNNI);
+    with `session.disable_quant_qdq` it folds the weights back into float32 at load, and float matrix
+    products are faster on processors without them.
 
     Not dynamic quantisation: it quantises all of a run's activations with one scale, so vectors moved from
     the model's by cosine down to 0.98 (this: 0.997 at worst) and depended on the texts in the same batch;
@@ -172,6 +179,45 @@ def quantize_weights(fp32: Path, int8: Path) -> None:
     # Gather (the embedding table) only supports 4 bits in MatMulNBits; the int8 table is dequantised on lookup.
     quantize_dynamic(str(matmuls), str(int8), weight_type=QuantType.QInt8, op_types_to_quantize=["Gather"])
     matmuls.unlink()
+    onnx.save(matmulnbits_to_dequantize(onnx.load(str(int8))), str(int8))
+
+
+def matmulnbits_to_dequantize(model):
+    """Each 8-bit MatMulNBits (unsigned, zero point 128) as the same int8 weights and scales behind a blocked
+    DequantizeLinear (opset 21) feeding a MatMul: the same numbers, in a form onnxruntime can run either in
+    int8 or in float (`quantize_weights`)."""
+    from onnx import helper, numpy_helper
+
+    weights = {init.name: init for init in model.graph.initializer}
+    nodes, replaced, added = [], set(), []
+    for node in model.graph.node:
+        if node.op_type != "MatMulNBits":
+            nodes.append(node)
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        k, n, block = attrs["K"], attrs["N"], attrs["block_size"]
+        if attrs["bits"] != 8 or len(node.input) != 3 or k % block:
+            raise ValueError(f"{node.name}: only 8-bit MatMulNBits without zero points or bias, K a multiple "
+                             "of the block")
+        packed = numpy_helper.to_array(weights[node.input[1]])  # (N, K / block, block), zero point 128
+        scales = numpy_helper.to_array(weights[node.input[2]]).reshape(n, k // block)
+        signed = (packed.astype(np.int16) - 128).astype(np.int8).reshape(n, k).T.copy()  # (K, N)
+        name = node.name.replace("/", "_")
+        added += [numpy_helper.from_array(signed, f"{name}_weight"),
+                  numpy_helper.from_array(scales.T.copy(), f"{name}_scale")]
+        replaced |= {node.input[1], node.input[2]}
+        nodes += [helper.make_node("DequantizeLinear", [f"{name}_weight", f"{name}_scale"], [f"{name}_float"],
+                                   name=f"{name}_dequantize", axis=0, block_size=block),
+                  helper.make_node("MatMul", [node.input[0], f"{name}_float"], list(node.output),
+                                   name=f"{name}_matmul")]
+    kept = [init for init in model.graph.initializer if init.name not in replaced]
+    del model.graph.node[:], model.graph.initializer[:]
+    model.graph.node.extend(nodes)
+    model.graph.initializer.extend(kept + added)
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            opset.version = max(opset.version, 21)  # blocked DequantizeLinear
+    return model
 
 
 def onnx_vectors(path: Path, texts: list[str], max_tokens: int = 256) -> np.ndarray:

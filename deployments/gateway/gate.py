@@ -137,14 +137,15 @@ class Gate:
 
     async def relay(self, ctx: ServerRequestContext[Any, Any], caller: Caller, backend: str, method: str,
                     params: Mapping[str, Any], capability: Capability | None = None) -> dict[str, Any]:
-        """The request on `backend` within the caller's deadline; a call is charged to the caller and noted
-        for the audit; a read-only tool's copies on other backends answer when `backend` cannot."""
+        """The request on `backend` within the caller's deadline, charged to the caller (every request sent
+        to a backend, listings and reads too, each costs the backend work) and noted for the audit; a
+        read-only tool's copies on other backends answer when `backend` cannot."""
         service = self.service
         access = caller.access
         timeout_s = access.deadline(None, service.settings.resilience.deadline_s)
         caller.note(mode="gateway", backend=backend, mcp_method=method,
                     **({"tool": capability.name} if capability is not None else {}))
-        charge = service.charge(caller) if capability is not None else None
+        charge = service.charge(caller)
         targets = [backend, *self._copies(caller, backend, method, capability)]
         error: MCPError | None = None
         ends = time.monotonic() + timeout_s  # one deadline for the request, however many copies are tried

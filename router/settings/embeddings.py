@@ -31,6 +31,11 @@ class EmbeddingSettings(Strict):
     timeout_s: float = Field(default=30.0, gt=0, description="Longest one request to the endpoint may take.")
     threads: int = Field(default=1, ge=1, le=64, description=(
         "onnxruntime intra-op threads of the local model (one keeps a shared machine responsive)."))
+    compute: Literal["auto", "int8", "float"] = Field(default="auto", description=(
+        "How the local model multiplies its int8 weights: int8 (fast where the processor has int8 dot products, "
+        "x86 VNNI); float (the weights also unpacked to float32 at load, about 65 MB more per process, for texts "
+        "of 16 tokens or more: faster on x86 without VNNI; shorter texts stay int8); auto: float on x86 without "
+        "VNNI, else int8 (ARM: not measured)."))
     parallel: int = Field(default=2, ge=1, le=64, description=(
         "Runs of a catalog's texts the local model embeds at once, each in its own thread (a run is up to 512 "
         "tokens of texts of one length). The few questions of a moment run in one thread."))

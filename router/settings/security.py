@@ -20,7 +20,8 @@ class RateLimit(Strict):
     burst: int | None = Field(default=None, ge=1, description=(
         "Requests allowed at once above the rate (the bucket's size); default: one second's worth."))
     backend_calls_per_s: float | None = Field(default=None, gt=0, description=(
-        "Calls to backends per second: parallel and consensus requests count one per backend they call."))
+        "Calls to backends per second: parallel and consensus requests count one per backend they call, and "
+        "each request the MCP gateway relays (listings and reads too) counts one."))
     max_in_flight: int | None = Field(default=None, ge=1, description="Requests of this principal running at once.")
 
 

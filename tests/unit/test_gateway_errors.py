@@ -107,3 +107,12 @@ async def test_each_copy_tried_is_charged_and_all_share_the_requests_deadline() 
         CTX, caller([]), "b", "tools/call", {"arguments": {}}, tool)
     assert result == {"content": []} and charged == [1, 1]
     assert 4.0 < seen[0] < 4.6  # what the first copy left of the five seconds, not five more
+
+
+@pytest.mark.parametrize("method", ["resources/read", "tools/list", "completion/complete"])
+async def test_a_relayed_request_is_charged_whatever_its_method(method: str) -> None:
+    # A listing or a read costs the backend work as a call does: a caller over its budget is refused.
+    charged: list[int] = []
+    result = await gate({"b": Actor([{"event": "result", "result": {}}])}, Metrics(), charged=charged).relay(
+        CTX, caller([]), "b", method, {})
+    assert result == {} and charged == [1]

@@ -7,7 +7,7 @@ import pytest
 
 from mcp_router.models import model_dir
 from router.errors import ConfigError
-from router.retrieval.embeddings import BASE_MODEL, LocalMiniLM, build_embedder
+from router.retrieval.embeddings import BASE_MODEL, FLOAT_FROM_TOKENS, LocalMiniLM, build_embedder, int8_is_fast
 from router.settings import EmbeddingSettings
 
 TUNED = "all-MiniLM-L6-v2-tool-retrieval"
@@ -89,3 +89,40 @@ def test_an_unknown_name_is_a_config_error_naming_the_available_models() -> None
     message = str(err.value)
     assert "no-such-model" in message
     assert BASE_MODEL in message and TUNED in message
+
+
+def test_float_compute_gives_the_int8_vectors_within_rounding_under_its_own_cache_id(base: LocalMiniLM) -> None:
+    # One file, run two ways: the int8 weights folded into float32 at load, or fused into int8 products.
+    as_int8 = LocalMiniLM(compute="int8")
+    as_float = LocalMiniLM(compute="float")
+    assert (as_int8.compute, as_float.compute) == ("int8", "float")
+    assert as_float.model_id != as_int8.model_id  # their vectors never mix in a cache
+    assert base.compute in ("int8", "float") and base.model_id in (as_int8.model_id, as_float.model_id)
+    short, long_text = TEXTS  # under and over FLOAT_FROM_TOKENS
+    assert len(as_int8._tok.encode(short).ids) < FLOAT_FROM_TOKENS <= len(as_int8._tok.encode(long_text).ids)
+    a, b = as_int8.encode(TEXTS), as_float.encode(TEXTS)
+    np.testing.assert_array_equal(a[0], b[0])  # a short text stays in int8, where it runs faster
+    assert not np.array_equal(a[1], b[1])  # a long one really runs in float (int8 would give the same bits)
+    assert float(a[1] @ b[1]) > 0.999
+    # Its length alone decides: the same vector alone and in a catalog's batch.
+    catalog = [f"{long_text} Variant {i}." for i in range(40)]
+    np.testing.assert_array_equal(as_float.encode(catalog)[7], as_float.encode([catalog[7]])[0])
+
+
+@pytest.mark.parametrize(("machine", "flags", "fast"), [
+    ("x86_64", "fpu sse2 avx2 avx512f avx512bw", False),     # AVX-512 without VNNI: float is faster
+    ("x86_64", "fpu sse2 avx2 avx512f avx512_vnni", True),
+    ("x86_64", "fpu sse2 avx2 avx_vnni", True),
+    ("aarch64", "fp asimd asimddp", True),                    # not x86: the file's own int8
+])
+def test_int8_is_chosen_where_the_processor_has_int8_dot_products(machine: str, flags: str, fast: bool) -> None:
+    cpuinfo = f"processor\t: 0\nmodel name\t: some cpu\nflags\t\t: {flags}\n"
+    assert int8_is_fast(machine, cpuinfo) is fast
+    assert int8_is_fast("x86_64", "processor : 0\n") is False  # no flags line: nothing to rely on
+
+
+def test_compute_is_a_setting_the_embedder_follows() -> None:
+    assert EmbeddingSettings().compute == "auto"
+    assert build_embedder(EmbeddingSettings(compute="float")).compute == "float"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="compute"):
+        EmbeddingSettings(compute="fp16")
