@@ -56,7 +56,7 @@ class BackendDirectory:
         self._tuning: asyncio.Future[None] | None = None
         self._perf: dict[tuple[str, str], PerfSnapshot] = {}
         self._catalogs: dict[str, Catalog] = {}
-        self._pending: list[tuple[str, str, float, float, bool, str | None]] = []
+        self._pending: list[tuple[str, str, float, float, bool, str | None, str | None]] = []
         self._background = Background()
         self._rebuild_lock = asyncio.Lock()
         self.index_built_at: float | None = None
@@ -72,13 +72,14 @@ class BackendDirectory:
     def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]:
         return self._perf
 
-    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+    def record(self, backend: str, intent: str, outcome: CallOutcome, caller: str | None = None) -> None:
         # The history is every caller's view of the backend: it keeps what the outcome says of the backend
-        # itself (a tool error the caller provoked is an answer), and nothing of a call that says nothing.
+        # itself (a tool error the caller provoked is an answer), and nothing of a call that says nothing;
+        # whose call it was keeps one caller's calls from speaking for the others (PerformanceHistory).
         answered = outcome.backend_answered
         if answered is not None:
             self._pending.append((backend, intent, time.time(), outcome.latency_ms, answered,
-                                  outcome.error_kind.value if outcome.error_kind else None))
+                                  outcome.error_kind.value if outcome.error_kind else None, caller))
 
     # -- background work -----------------------------------------------------------------------
 

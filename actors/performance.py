@@ -61,10 +61,11 @@ class PerformanceTracker:
             internal_kv._internal_kv_put(self._key, json.dumps(self._history.dump()).encode(), overwrite=True)
             self._dirty = False
 
-    async def record_many(self, records: list[tuple[str, str, float, float, bool, str | None]]) -> int:
+    async def record_many(self, records: list[tuple[str, str, float, float, bool, str | None, str | None]]) -> int:
+        """Records as (backend, intent, ts, latency_ms, ok, error_type, caller)."""
         self._ensure_saver()
-        for backend, intent, ts, latency_ms, ok, error_type in records:
-            self._history.record(backend, intent, CallRecord(ts, latency_ms, ok, error_type))
+        for backend, intent, ts, latency_ms, ok, error_type, caller in records:
+            self._history.record(backend, intent, CallRecord(ts, latency_ms, ok, error_type, caller))
         self.recorded += len(records)
         self._dirty = True
         return len(records)

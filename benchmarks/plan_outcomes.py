@@ -47,7 +47,7 @@ class Healthy:
     def perf(self) -> dict:
         return {}
 
-    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+    def record(self, backend: str, intent: str, outcome: CallOutcome, caller: str | None = None) -> None:
         pass
 
 

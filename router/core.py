@@ -52,7 +52,7 @@ class StatsView(Protocol):
 
     def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]: ...
 
-    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None: ...
+    def record(self, backend: str, intent: str, outcome: CallOutcome, caller: str | None = None) -> None: ...
 
 
 class Router:
@@ -69,7 +69,7 @@ class Router:
         self.decider = Decider(settings)
         self.responses = ResponseCache(settings.resilience)
         self.execution = Execution(settings, executor, embed, perf=lambda: self.stats.perf(),
-                                   record=lambda backend, intent, outcome: self.stats.record(backend, intent, outcome))
+                                   record=self.stats.record)
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)

@@ -18,7 +18,7 @@ from router.strategies.base import ChargedExecutor
 from router.telemetry import TRACER, record_step
 from router.values import CallContext, CallOutcome, Decision, Plan, PlannedCall
 
-RecordFn = Callable[[str, str, CallOutcome], None]
+RecordFn = Callable[[str, str, CallOutcome, str | None], None]  # backend, intent, outcome, caller
 
 
 class Execution:
@@ -54,7 +54,7 @@ class Execution:
             return min(max(delay, res.hedge_min_delay_ms), res.hedge_max_delay_ms)
 
         def on_outcome(call: PlannedCall, outcome: CallOutcome) -> None:
-            self.record(call.backend, intent, outcome)
+            self.record(call.backend, intent, outcome, request.principal)
 
         ctx = StrategyContext(
             executor=executor, settings=res, deadline=deadline, timeout_for=lambda b: self.timeouts.get(b, 30.0),

@@ -16,7 +16,7 @@ def test_history_survives_the_actor_restarting(ray_local: Any) -> None:
     settings = RouterSettings.model_validate({"resilience": {"perf_snapshot_interval_s": 0.2, "perf_window": 100}})
     actor = create_performance_actor(settings.resilience, f"perf-test-{time.time()}")
     now = time.time()
-    records = [("a", "general", now, 10.0 + i, i % 4 != 0, None if i % 4 else "tool_failed") for i in range(120)]
+    records = [("a", "general", now, 10.0 + i, i % 4 != 0, None if i % 4 else "tool_failed", None) for i in range(120)]
     assert ray.get(actor.record_many.remote(records)) == 120
     snap = ray.get(actor.snapshot.remote())
     assert snap[("a", "general")].count == 100  # the deque is bounded

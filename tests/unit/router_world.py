@@ -38,6 +38,7 @@ class Stats:
     health: dict[str, str] = field(default_factory=lambda: dict.fromkeys(BACKENDS, "healthy"))
     snapshots: dict[tuple[str, str], PerfSnapshot] = field(default_factory=dict)
     recorded: list[tuple[str, str, CallOutcome]] = field(default_factory=list)
+    callers: list[str | None] = field(default_factory=list)  # whose each recorded outcome was
 
     def statuses(self) -> Mapping[str, BackendStatus]:
         return {
@@ -54,8 +55,9 @@ class Stats:
     def perf(self) -> Mapping[tuple[str, str], PerfSnapshot]:
         return self.snapshots
 
-    def record(self, backend: str, intent: str, outcome: CallOutcome) -> None:
+    def record(self, backend: str, intent: str, outcome: CallOutcome, caller: str | None = None) -> None:
         self.recorded.append((backend, intent, outcome))
+        self.callers.append(caller)
 
 
 @dataclass

@@ -94,10 +94,20 @@ def test_the_performance_history_keeps_what_an_outcome_says_of_the_backend_itsel
     directory = BackendDirectory(RouterSettings(), ActorTable({}), None, None, on_index=lambda *_: None)
     for kind in (None, ErrorKind.TOOL_FAILED, ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.BACKEND_TIMEOUT,
                  ErrorKind.DEADLINE_EXCEEDED, ErrorKind.CANCELLED):
-        directory.record("time", "general", outcome(kind))
+        directory.record("time", "general", outcome(kind), "alice")
     directory.record("time", "general", outcome(ErrorKind.BACKEND_UNAVAILABLE, sent=False))  # never sent
-    assert [(ok, kind) for _, _, _, _, ok, kind in directory._pending] == [
-        (True, None), (True, "tool_failed"), (True, "backend_rejected_arguments"), (False, "backend_timeout")]
+    assert [(ok, kind, caller) for _, _, _, _, ok, kind, caller in directory._pending] == [
+        (True, None, "alice"), (True, "tool_failed", "alice"), (True, "backend_rejected_arguments", "alice"),
+        (False, "backend_timeout", "alice")]
+
+
+async def test_each_outcome_reaches_the_performance_history_with_its_caller() -> None:
+    w = world()
+    await query(w.router, QueryRequest(question=ONLY_TIME), access({}, "alice"))
+    await query(w.router, QueryRequest(question=ONLY_TIME))
+    assert [b for b, _, _ in w.stats.recorded].count("time") == 2
+    assert [c for (b, _, _), c in zip(w.stats.recorded, w.stats.callers, strict=True) if b == "time"] == [
+        "alice", None]
 
 
 async def test_a_cached_answer_never_stands_in_for_other_arguments() -> None:

@@ -104,3 +104,64 @@ def test_a_snapshot_saved_with_records_as_objects_still_loads() -> None:
                                                          "error_type": "backend_timeout"}]]]}
     restored = PerformanceHistory.load(old, window=50)
     assert restored.snapshots()[("a", "general")] == h.snapshots()[("a", "general")]
+
+
+# -- one caller's calls among everyone's --------------------------------------------------------------
+
+
+def by(caller: str | None, ms: float, ok: bool = True, ts: float = 0.0) -> CallRecord:
+    return CallRecord(ts=ts, latency_ms=ms, ok=ok, error_type=None if ok else "backend_timeout", caller=caller)
+
+
+def test_one_callers_flood_of_slow_failing_calls_moves_nothing_among_several_callers() -> None:
+    h = PerformanceHistory(window=30)
+    for i in range(10):
+        h.record("a", "general", by("alice", 20.0, ts=i))
+        h.record("a", "general", by("bob", 30.0, ts=i))
+    before = h.snapshots()[("a", "general")]
+    for i in range(10, 210):  # mallory's calls time out: a long operation she asked for
+        h.record("a", "general", by("mallory", 30_000.0, ok=False, ts=i))
+    after = h.snapshots()[("a", "general")]
+    assert before.success_rate_10 == 1.0 and before.mean_latency_ms_10 == 25.0
+    # The median of three callers is one of the two she is not.
+    assert after.success_rate_10 == 1.0 and after.mean_latency_ms_10 == 30.0 and after.score > 0.99
+    # Her flood pushed out her own records, not theirs: she holds a third of the window.
+    assert after.count == 30 and h.errors(("a", "general")) == {"backend_timeout": 10}
+
+
+def test_one_of_two_callers_moves_the_history_half_way() -> None:
+    h = PerformanceHistory(window=30)
+    for i in range(10):
+        h.record("a", "general", by("alice", 20.0, ts=i))
+    for i in range(10, 60):
+        h.record("a", "general", by("mallory", 30_000.0, ok=False, ts=i))
+    snap = h.snapshots()[("a", "general")]
+    assert snap.success_rate_10 == 0.5 and snap.count == 30 and h.errors(("a", "general")) == {"backend_timeout": 20}
+
+
+def test_a_backend_that_fails_everyone_falls_whoever_calls_it() -> None:
+    h = PerformanceHistory(window=60)
+    for i in range(30):
+        h.record("a", "general", by(("alice", "bob", "carol")[i % 3], 20.0, ts=i))
+    for i in range(30, 60):
+        h.record("a", "general", by(("alice", "bob", "carol")[i % 3], 5000.0, ok=False, ts=i))
+    snap = h.snapshots()[("a", "general")]
+    assert snap.success_rate_10 == 0.0 and snap.success_rate == 0.5 and snap.score == 0.0
+
+
+def test_one_caller_alone_is_summarised_as_before() -> None:
+    records = [by("alice", float(i), ok=i % 3 != 0, ts=i) for i in range(25)]
+    anonymous = [CallRecord(r.ts, r.latency_ms, r.ok, r.error_type) for r in records]
+    assert summarize("a", "general", records) == summarize("a", "general", anonymous)
+
+
+def test_callers_survive_a_dump_and_load_and_a_caller_less_snapshot_still_loads() -> None:
+    h = PerformanceHistory(window=30)
+    for i in range(5):
+        h.record("a", "general", by("alice", 10.0, ts=i))
+        h.record("a", "general", by("mallory", 9000.0, ok=False, ts=i))
+        h.record("a", "general", by("bob", 12.0, ts=i))
+    restored = PerformanceHistory.load(json.loads(json.dumps(h.dump())), window=30)
+    assert restored.snapshots() == h.snapshots() and restored.snapshots()[("a", "general")].success_rate == 1.0
+    old = {"window": 30, "history": [["a", "general", [[1.0, 7.0, True, None], [2.0, 9.0, False, "backend_timeout"]]]]}
+    assert PerformanceHistory.load(old, window=30).snapshots()[("a", "general")].success_rate == 0.5
