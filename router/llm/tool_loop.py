@@ -7,8 +7,10 @@
 The model's word is not trusted more than a caller's: a call names a tool it was offered, its arguments
 are bounded and match the tool's input schema, at most `llm.max_tool_calls` run per model answer, and a
 tool that may act is called one at a time and never again in the turn after a call of it got no answer
-(it may have acted). A call the loop refuses is not sent; the model reads why. Calls the model asks for in
-the turn's last model call are not sent either: no model would read what they return.
+(it may have acted). A call the loop refuses is not sent; the model reads why. The turn's last model call
+is asked to answer in words (`tool_choice: "none"`), from what the calls before it returned, so that a turn
+cut short still ends with an answer; calls a model asks for there anyway are not sent: no model would read
+what they return.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class LoopResult:
     messages: list[Message]  # the whole exchange, tool messages included
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     turns: int = 0
-    max_turns_reached: bool = False
+    max_turns_reached: bool = False  # the turn's last model call ran, with the tools withheld
     reroute: bool = False  # the model said these tools cannot help: route the next turn afresh
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
 
@@ -80,11 +82,12 @@ async def run_tool_loop(chat: ChatFn, settings: LLMSettings, messages: Sequence[
     history: list[Message] = [{"role": "system", "content": _LOOP}, *messages]
     result = LoopResult(answer="", messages=history)
     tools = list(tools_openai_format)
-    extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
     turns = max_turns or settings.max_tool_turns
     acted: set[str] = set()  # tools that may have acted without answering, this turn
     for turn in range(turns):
-        resp = await chat(history, **extra)
+        # The tools stay listed on the last call, since the history holds calls of them.
+        choice = "none" if turn == turns - 1 else "auto"
+        resp = await chat(history, **({"tools": tools, "tool_choice": choice} if tools else {}))
         result.turns += 1
         _add_usage(result.usage, getattr(resp, "usage", None))
         msg = resp.choices[0].message
@@ -95,6 +98,7 @@ async def run_tool_loop(chat: ChatFn, settings: LLMSettings, messages: Sequence[
             text = (msg.content or "").strip()
             result.reroute = text.upper().startswith(REROUTE_SENTINEL)
             result.answer = text[len(REROUTE_SENTINEL):].strip() if result.reroute else text
+            result.max_turns_reached = bool(tools) and turn == turns - 1
             return result
         if turn == turns - 1:
             last = f"not sent: the turn's last model call ({turns}, max_turns) asked for it, and no model would read it"

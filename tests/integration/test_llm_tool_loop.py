@@ -82,6 +82,23 @@ async def test_tool_loop_stops_at_max_turns_without_sending_what_no_model_would_
     assert len(fake.chat_requests) == 3 and len(executor.calls) == 2 and len(result.tool_calls) == 3
     assert result.tool_calls[-1].error is not None and "last model call" in result.tool_calls[-1].error
     assert result.answer == "Let me check again."
+    assert [r["tool_choice"] for r in fake.chat_requests] == ["auto", "auto", "none"]
+
+
+async def test_the_last_model_call_answers_in_words_from_what_the_calls_returned(llm: LLMClient,
+                                                                                 fake: FakeOpenAI) -> None:
+    name_map = unique_tool_names([CLOCK])
+    call = (next(iter(name_map)), {"timezone": "UTC"})
+    # A model that would look again for ever, but answers when the tools are withheld.
+    fake.handler = lambda body: (Reply("It is noon in UTC.") if body["tool_choice"] == "none"
+                                 else Reply(tool_calls=[call]))
+    executor = RecordingExecutor()
+    result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT,
+                                     max_turns=3)
+    assert (result.answer, result.turns, result.max_turns_reached) == ("It is noon in UTC.", 3, True)
+    assert len(executor.calls) == 2 and all(c.ok for c in result.tool_calls)
+    last = fake.chat_requests[-1]
+    assert last["tools"] and [m["role"] for m in last["messages"]].count("tool") == 2
 
 
 async def test_tool_loop_default_max_turns_comes_from_settings(server: Served, fake: FakeOpenAI) -> None:
