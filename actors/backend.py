@@ -304,7 +304,7 @@ class BackendSupervisor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
         admission = self.detector.admit(force, caller)
-        if not admission.allowed and self.detector.state == "closed" and (own := self.detector.ejected_for(caller)):
+        if not admission.allowed and self.detector.state != "ejected" and (own := self.detector.ejected_for(caller)):
             return admission, _refused(capability, f"backend {self.spec.name!r} is refused to {caller!r} for "
                                                    f"another {own:.1f} s: its own last "
                                                    f"{self.detector.settings.consecutive_failures} calls failed; "
@@ -394,6 +394,7 @@ class BackendSupervisor:
             last_error=self._last_error, last_error_at=self._last_error_at, last_check_at=self._last_check_at,
             consecutive_failures=self.detector.consecutive_failures,
             ejected_until=(time.time() + self.detector.remaining_s()) if self.detector.ejected else None,
+            ejected_by_one=self.detector.ejected_by_one,
             ejections=self.detector.ejections, inflight=self._inflight, node_id=self._node_id,
             catalog_error=review.error if review else None, sanitized=review.sanitized if review else (),
             held_tools=review.held if review else (), flagged_tools=review.flagged if review else (),

@@ -167,6 +167,7 @@ class BackendStatus:
     last_check_at: float | None = None
     consecutive_failures: int = 0
     ejected_until: float | None = None
+    ejected_by_one: bool = False  # on one caller's failures alone: another caller's call probes it at once
     ejections: int = 0
     inflight: int = 0
     node_id: str | None = None  # the Ray node hosting the backend's actor
@@ -184,7 +185,7 @@ class BackendStatus:
     def available(self) -> bool:
         if self.health == "ejected" and self.ejected_until is not None:
             # A snapshot can outlive the ejection it reports: once it is over, the next call is the probe.
-            return self.ejected_until <= time.time()
+            return self.ejected_by_one or self.ejected_until <= time.time()
         return self.health in ("healthy", "degraded")
 
 

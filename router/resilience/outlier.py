@@ -19,9 +19,12 @@ caller without it failing for anyone else. So the failures that eject (and the f
 again) must come from two callers or more, from callers the router cannot tell apart (`caller` None: no
 authentication, or a trusted caller naming none), or from the only caller that asked for the backend
 within `window_s` (then nobody else is there to protect, and a deployment with one key behaves as one
-without keys). Otherwise the named caller whose own `consecutive_failures` failures in a row would have
-ejected the backend is refused it for `base_ejection_s`, its failures no longer count towards ejecting
-it for the others, and everyone else is still served.
+without keys). Such an ejection rests on that caller's word alone, so it lasts only until another caller
+comes: that caller's first call is the probe at once (`ejected_by_one`: the router still sends to the
+backend), and the rest of the ejection is the first caller's own. Otherwise the named caller whose own
+`consecutive_failures` failures in a row would have ejected the backend is refused it for
+`base_ejection_s`, its failures no longer count towards ejecting it for the others, and everyone else is
+still served.
 """
 
 from __future__ import annotations
@@ -57,11 +60,17 @@ class OutlierDetector:
         self._run: list[str | None] = []  # whose the failures of the current run are (since a success or ejection)
         self._own: dict[str, tuple[int, float]] = {}  # a caller's own failures in a row, and its ejection's end
         self._seen: dict[str | None, float] = {}  # when each caller last asked for the backend
+        self._ejected_by: str | None = None  # the named caller whose failures alone made the current ejection
         self._healthy_since = clock()
 
     @property
     def ejected(self) -> bool:
         return self.state == "ejected" and self.ejected_until is not None and self._clock() < self.ejected_until
+
+    @property
+    def ejected_by_one(self) -> bool:
+        """Ejected on one named caller's failures alone: any other caller's call still goes (as the probe)."""
+        return self.ejected and self._ejected_by is not None
 
     def admit(self, force: bool = False, caller: str | None = None) -> Admission:
         """Whether a call about to be made (for `caller`) may go, and whether it is the probe."""
@@ -73,6 +82,12 @@ class OutlierDetector:
         if caller is not None and not force and self._own.get(caller, (0, 0.0))[1] > now:
             return Admission(False, False)
         if self.state == "ejected" and self.ejected_until is not None and now >= self.ejected_until:
+            self.state = "half_open"
+            self._probe_in_flight = False
+        elif self.ejected and self._ejected_by is not None and self._ejected_by != caller and not force:
+            # Another caller came: the failures that ejected the backend were not its; what is left of the
+            # ejection is theirs who failed, and this call probes.
+            self._own[self._ejected_by] = (0, self.ejected_until or now)
             self.state = "half_open"
             self._probe_in_flight = False
         if self.state == "closed":
@@ -112,11 +127,11 @@ class OutlierDetector:
         self._run.append(caller)
         if self.state == "half_open" and (probe or not self._probe_in_flight):
             if self._everyones(set(self._run), now):
-                self._eject(now)
+                self._eject(now, set(self._run))
                 return True
             self._probe_in_flight = False  # it said nothing for the others: the next call probes
-        elif self.state == "closed" and self._should_eject(now):
-            self._eject(now)
+        elif self.state == "closed" and (callers := self._ejecting(now)):
+            self._eject(now, callers)
             return True
         if caller is not None:
             self._count_own(caller, now)
@@ -129,14 +144,17 @@ class OutlierDetector:
         if probe and self.state == "half_open":
             self._probe_in_flight = False
 
-    def _should_eject(self, now: float) -> bool:
+    def _ejecting(self, now: float) -> set[str | None]:
+        """The callers whose failures eject the backend for everyone now (none: it stays)."""
         s = self.settings
         if self.consecutive_failures >= s.consecutive_failures and self._everyones(set(self._run), now):
-            return True
+            return set(self._run)
         if len(self._window) >= s.min_requests:
-            failed = [caller for _, ok, caller in self._window if not ok]
-            return len(failed) / len(self._window) >= s.failure_rate and self._everyones(set(failed), now)
-        return False
+            failed = {caller for _, ok, caller in self._window if not ok}
+            if sum(not ok for _, ok, _ in self._window) / len(self._window) >= s.failure_rate and \
+                    self._everyones(failed, now):
+                return failed
+        return set()
 
     def _everyones(self, callers: set[str | None], now: float) -> bool:
         """Whether failures of these callers speak for everyone: not one named caller's alone, or that caller
@@ -161,13 +179,14 @@ class OutlierDetector:
         if len(self._own) > _MAX_CALLERS:
             del self._own[next(iter(self._own))]
 
-    def _eject(self, now: float) -> None:
+    def _eject(self, now: float, callers: set[str | None]) -> None:
         self.last_failures = max(self.consecutive_failures, sum(1 for _, ok, _ in self._window if not ok))
         self.ejections += 1
         self.epoch += 1
         duration = min(self.settings.base_ejection_s * 2 ** (self.ejections - 1), self.settings.max_ejection_s)
         self.state = "ejected"
         self.ejected_until = now + duration
+        self._ejected_by = next(iter(callers)) if len(callers) == 1 else None
         self._probe_in_flight = False
         self._window.clear()
         self._run.clear()  # the probe's failure, and those after it, are weighed on their own

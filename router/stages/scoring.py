@@ -66,7 +66,9 @@ def perf_score(snapshot: PerfSnapshot | None) -> float:
 
 
 def health_score(status: BackendStatus | None) -> float:
-    return 0.5 if status is None else _HEALTH.get(status.health, 0.0)
+    if status is None or status.ejected_by_one:  # failing for one caller, not known to fail the others
+        return 0.5
+    return _HEALTH.get(status.health, 0.0)
 
 
 def lookup_perf(perf: Mapping[tuple[str, str], PerfSnapshot], backend: str, intent: str) -> PerfSnapshot | None:

@@ -49,10 +49,10 @@ class ScriptedBackend:
     async def shutdown(self) -> None: ...
 
 
-def supervisor(script: list[str], failures: int = 1, **spec: Any) -> BackendSupervisor:
+def supervisor(script: list[str], failures: int = 1, ejection_s: float = 0.05, **spec: Any) -> BackendSupervisor:
     settings = RouterSettings.model_validate({
         "backends": [{"name": "flaky", "kind": "mcp_stdio", "command": "x", "max_concurrency": 1, **spec}],
-        "resilience": {"ejection": {"consecutive_failures": failures, "base_ejection_s": 0.05}}})
+        "resilience": {"ejection": {"consecutive_failures": failures, "base_ejection_s": ejection_s}}})
     sup = BackendSupervisor(settings.backends[0], settings.resilience)
     sup.backend = ScriptedBackend(script)  # type: ignore[assignment]
     return sup
@@ -125,13 +125,22 @@ async def test_one_named_callers_failures_refuse_the_backend_to_it_alone() -> No
     await sup.shutdown()
 
 
-async def test_the_only_callers_failures_eject_the_backend_as_without_keys() -> None:
-    sup = supervisor(["timeout", "timeout"], failures=2)
+async def test_the_only_callers_failures_eject_the_backend_until_another_caller_comes() -> None:
+    """As without keys while it is the only caller; but the ejection rests on its word alone, so another
+    caller's call still goes, probes, and ends it for everyone but the first."""
+    sup = supervisor(["timeout", "timeout", "ok", "ok"], failures=2, ejection_s=60)
     await sup.start(wait_s=2)
-    service = CallContext(question="q", intent="general", principal="svc")
+    mallory = CallContext(question="q", intent="general", principal="mallory")
+    alice = CallContext(question="q", intent="general", principal="alice")
     for _ in range(2):
-        assert (await sup.call(TOOL, {}, 30.0, service)).error_kind is ErrorKind.BACKEND_TIMEOUT
-    assert sup.status().health == "ejected"
+        assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
+    status = sup.status()
+    assert status.health == "ejected" and status.ejected_by_one and status.available
+    assert (await sup.call(TOOL, {}, 30.0, alice)).ok
+    assert sup.status().health == "healthy" and not sup.status().ejected_by_one
+    refused = await sup.call(TOOL, {}, 30.0, mallory)
+    assert not refused.sent and "refused to 'mallory'" in (refused.error or "")
+    assert (await sup.call(TOOL, {}, 30.0, alice)).ok
     await sup.shutdown()
 
 

@@ -300,3 +300,39 @@ def test_the_failure_rate_of_the_only_caller_ejects_for_everyone() -> None:
     for i in range(10):
         call(d, "svc", i % 2 == 0)
     assert d.state == "ejected"
+
+
+def test_an_ejection_on_the_only_callers_failures_lasts_until_another_caller_comes() -> None:
+    d, clock = detector(consecutive_failures=3)
+    for _ in range(3):
+        call(d, "mallory", False)
+    assert d.state == "ejected" and d.ejected_by_one and d.remaining_s() == 5.0
+    clock.advance(1.0)
+    # Alice has seen no failure: her first call probes at once, and its success closes the backend.
+    assert d.admit(caller="alice")[:2] == (True, True)
+    assert d.admit(caller="bob")[:2] == (False, False)  # one probe at a time
+    assert d.record(True, probe=True, caller="alice") is False and d.state == "closed"
+    # The rest of the ejection is Mallory's own.
+    assert call(d, "mallory", True) == (False, False) and d.ejected_for("mallory") == 4.0
+    assert call(d, "bob", True) == (True, False)
+    clock.advance(4.0)
+    assert call(d, "mallory", True) == (True, False)
+
+
+def test_a_newcomers_failed_probe_leaves_the_backend_to_the_next_probe_and_two_callers_eject_it() -> None:
+    d, _ = detector(consecutive_failures=3)
+    for _ in range(3):
+        call(d, "mallory", False)
+    assert call(d, "alice", False) == (True, False)  # her probe failed: one more caller's word
+    assert d.state == "half_open" and not d.ejected_by_one
+    assert call(d, "bob", False) == (True, True)  # two callers besides Mallory: everyone's
+    assert d.state == "ejected" and not d.ejected_by_one and d.remaining_s() == 10.0
+    assert call(d, "carol", True) == (False, False)
+
+
+def test_failures_of_callers_it_cannot_tell_apart_are_not_one_callers() -> None:
+    d, _ = detector(consecutive_failures=3)
+    for _ in range(3):
+        call(d, None, False)
+    assert d.state == "ejected" and not d.ejected_by_one
+    assert call(d, "alice", True) == (False, False)

@@ -4,6 +4,7 @@ one caller's errors do to the backend's shared state, caches, budgets and bounds
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,7 @@ from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.security.identity import Principal
 from router.security.policy import Access
 from router.settings import AuthSettings, Policy, RouterSettings
+from router.stages.scoring import health_score
 from router.strategies import STRATEGIES
 from router.strategies.base import ChargedExecutor
 from router.values import BackendStatus, CallOutcome, Capability, Catalog
@@ -108,6 +110,16 @@ async def test_each_outcome_reaches_the_performance_history_with_its_caller() ->
     assert [b for b, _, _ in w.stats.recorded].count("time") == 2
     assert [c for (b, _, _), c in zip(w.stats.recorded, w.stats.callers, strict=True) if b == "time"] == [
         "alice", None]
+
+
+def test_a_backend_ejected_on_one_callers_failures_is_still_sent_the_others_calls() -> None:
+    """The backend's actor lets another caller's call probe it (test_backend_supervisor.py); the router must
+    send it there, and rank it as a backend in doubt, not as one that fails everyone."""
+    lone = BackendStatus(name="time", kind="mcp_stdio", transport="stdio", health="ejected",
+                         ejected_until=time.time() + 60, ejected_by_one=True)
+    everyones = dataclasses.replace(lone, ejected_by_one=False)
+    assert lone.available and not everyones.available
+    assert (health_score(lone), health_score(everyones)) == (0.5, 0.0)
 
 
 async def test_a_cached_answer_never_stands_in_for_other_arguments() -> None:
