@@ -232,21 +232,44 @@ def ray_reachable(timeout_s: float = 1.0) -> bool:
 
 
 def shutdown_ray() -> None:
-    """Serve first (its proxies stop their HAProxy), then any HAProxy of ours that a hard stop left behind
-    and its state directory, then the local Ray, which belongs to this process."""
+    """Serve first (its proxies stop their HAProxy), then any HAProxy of ours that a hard stop left behind,
+    then the local Ray, which belongs to this process, then once more any HAProxy of ours, and its state
+    directory."""
     import ray
     from ray import serve
 
+    state = os.path.dirname(os.environ.get("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", ""))
+    ours = state.startswith("/tmp/mrh-")
     try:
         within(_GRACE_S, serve.shutdown)
     finally:
-        state = os.path.dirname(os.environ.get("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", ""))
-        if state.startswith("/tmp/mrh-"):
-            for pid in processes_mentioning(state):
+        try:
+            if ours:
+                end_processes_mentioning(state)
+        finally:
+            ray.shutdown()
+            if ours:
+                # Again once Ray is gone: a proxy still reloading HAProxy as Serve stopped could start one
+                # after the first sweep, and nothing of Ray's is left to stop it.
+                end_processes_mentioning(state, settle_s=2.0)
+                shutil.rmtree(state, ignore_errors=True)  # one per start, else /tmp fills with them
+
+
+def end_processes_mentioning(text: str, grace_s: float = 5.0, settle_s: float = 0.0) -> None:
+    """SIGTERM every process whose command line mentions `text` (SIGKILL once `grace_s` passed) until none has
+    been seen for `settle_s`, so that one starting meanwhile is ended too; for at most `grace_s` + 10 s."""
+    started = last_seen = time.monotonic()
+    while time.monotonic() - started < grace_s + 10:
+        now = time.monotonic()
+        pids = processes_mentioning(text)
+        if pids:
+            last_seen = now
+            for pid in pids:
                 with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGTERM)
-            shutil.rmtree(state, ignore_errors=True)  # one per start, else /tmp fills with them
-        ray.shutdown()
+                    os.kill(pid, signal.SIGKILL if now - started >= grace_s else signal.SIGTERM)
+        elif now - last_seen >= settle_s:
+            return
+        time.sleep(0.1)
 
 
 def processes_mentioning(text: str) -> set[int]:
