@@ -394,7 +394,7 @@ class BackendSupervisor:
             last_error=self._last_error, last_error_at=self._last_error_at, last_check_at=self._last_check_at,
             consecutive_failures=self.detector.consecutive_failures,
             ejected_until=(time.time() + self.detector.remaining_s()) if self.detector.ejected else None,
-            ejected_by_one=self.detector.ejected_by_one,
+            ejected_by=self.detector.ejected_by,
             ejections=self.detector.ejections, inflight=self._inflight, node_id=self._node_id,
             catalog_error=review.error if review else None, sanitized=review.sanitized if review else (),
             held_tools=review.held if review else (), flagged_tools=review.flagged if review else (),

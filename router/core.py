@@ -193,7 +193,7 @@ class Router:
                 self._remember(d, None, request, outcome="refused", error=p.refusal.code, started=started)
             raise p.refusal
         key = ResponseCache.key(request, d, p)
-        cached = self.responses.lookup(key, statuses)
+        cached = self.responses.lookup(key, statuses, request.principal)
         if cached is not None:
             return cached_response(cached, d, started, request)
         stages["plan"], mark = _ms(mark, time.perf_counter()), time.perf_counter()

@@ -167,7 +167,9 @@ class BackendStatus:
     last_check_at: float | None = None
     consecutive_failures: int = 0
     ejected_until: float | None = None
-    ejected_by_one: bool = False  # on one caller's failures alone: another caller's call probes it at once
+    # The principal whose failures alone ejected it: another caller's call still goes, and probes it at once.
+    # Internal to the router (never in `BackendInfo`).
+    ejected_by: str | None = None
     ejections: int = 0
     inflight: int = 0
     node_id: str | None = None  # the Ray node hosting the backend's actor
@@ -185,8 +187,12 @@ class BackendStatus:
     def available(self) -> bool:
         if self.health == "ejected" and self.ejected_until is not None:
             # A snapshot can outlive the ejection it reports: once it is over, the next call is the probe.
-            return self.ejected_by_one or self.ejected_until <= time.time()
+            return self.ejected_until <= time.time()
         return self.health in ("healthy", "degraded")
+
+    def available_to(self, principal: str | None) -> bool:
+        """Whether `principal`'s call may go: also while ejected on another principal's failures alone."""
+        return self.available or (self.health == "ejected" and self.ejected_by not in (None, principal))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,7 +20,7 @@ again) must come from two callers or more, from callers the router cannot tell a
 authentication, or a trusted caller naming none), or from the only caller that asked for the backend
 within `window_s` (then nobody else is there to protect, and a deployment with one key behaves as one
 without keys). Such an ejection rests on that caller's word alone, so it lasts only until another caller
-comes: that caller's first call is the probe at once (`ejected_by_one`: the router still sends to the
+comes: that caller's first call is the probe at once (`ejected_by`: the router still sends to the
 backend), and the rest of the ejection is the first caller's own. Otherwise the named caller whose own
 `consecutive_failures` failures in a row would have ejected the backend is refused it for
 `base_ejection_s`, its failures no longer count towards ejecting it for the others, and everyone else is
@@ -68,9 +68,10 @@ class OutlierDetector:
         return self.state == "ejected" and self.ejected_until is not None and self._clock() < self.ejected_until
 
     @property
-    def ejected_by_one(self) -> bool:
-        """Ejected on one named caller's failures alone: any other caller's call still goes (as the probe)."""
-        return self.ejected and self._ejected_by is not None
+    def ejected_by(self) -> str | None:
+        """The named caller whose failures alone made the current ejection: any other caller's call still
+        goes (as the probe)."""
+        return self._ejected_by if self.ejected else None
 
     def admit(self, force: bool = False, caller: str | None = None) -> Admission:
         """Whether a call about to be made (for `caller`) may go, and whether it is the probe."""

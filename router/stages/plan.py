@@ -264,7 +264,8 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
     eligible = [c for c in decision.candidates if c.relevant and c is not skip]
     if not eligible and request.backend and skip is None:
         eligible = list(decision.candidates[:1])  # the caller chose the backend: its best match, even if weak
-    up = [c for c in eligible if c.capability.backend not in statuses or statuses[c.capability.backend].available]
+    up = [c for c in eligible
+          if c.capability.backend not in statuses or statuses[c.capability.backend].available_to(request.principal)]
     force = not up
     if up and not (request.backend and not request.fallback_on_override):
         eligible = up
@@ -313,7 +314,7 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
         return AmbiguousRoute(d.message, candidates=closest[:2], request_id=request.request_id)
     if request.backend and not request.fallback_on_override:
         status = statuses.get(request.backend)
-        if status is not None and not status.available:
+        if status is not None and not status.available_to(request.principal):
             return BackendUnavailable(
                 f"backend {request.backend!r} is {status.health}"
                 + (f" ({status.last_error})" if status.last_error else "")

@@ -148,9 +148,11 @@ class ResponseCache:
         principal = request.access.principal.name if request.access is not None else ""
         return (principal, " ".join(request.question.lower().split()), d.intent, calls)
 
-    def lookup(self, key: CacheKey, statuses: Mapping[str, BackendStatus]) -> QueryResponse | None:
+    def lookup(self, key: CacheKey, statuses: Mapping[str, BackendStatus],
+               principal: str | None = None) -> QueryResponse | None:
+        """The answer kept for `key`, when none of its backends is available to `principal`."""
         backends = {backend for backend, _, _ in key[3]}
-        if not all(b in statuses and not statuses[b].available for b in backends):
+        if not all(b in statuses and not statuses[b].available_to(principal) for b in backends):
             return None
         return self._answers.get(key)
 

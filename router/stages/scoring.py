@@ -66,7 +66,8 @@ def perf_score(snapshot: PerfSnapshot | None) -> float:
 
 
 def health_score(status: BackendStatus | None) -> float:
-    if status is None or status.ejected_by_one:  # failing for one caller, not known to fail the others
+    if status is None or (status.health == "ejected" and status.ejected_by is not None):
+        # Failing for one caller, not known to fail the others.
         return 0.5
     return _HEALTH.get(status.health, 0.0)
 

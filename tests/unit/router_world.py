@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ class Stats:
     snapshots: dict[tuple[str, str], PerfSnapshot] = field(default_factory=dict)
     recorded: list[tuple[str, str, CallOutcome]] = field(default_factory=list)
     callers: list[str | None] = field(default_factory=list)  # whose each recorded outcome was
+    lone: dict[str, str] = field(default_factory=dict)  # backend -> the principal whose failures alone ejected it
 
     def statuses(self) -> Mapping[str, BackendStatus]:
         return {
@@ -46,8 +48,10 @@ class Stats:
                 name=name,
                 kind="mcp_stdio",
                 transport="stdio",
-                health=h,  # type: ignore[arg-type]
+                health="ejected" if name in self.lone else h,  # type: ignore[arg-type]
                 last_error="connection refused" if h == "down" else None,
+                ejected_until=time.time() + 60 if name in self.lone else None,
+                ejected_by=self.lone.get(name),
             )
             for name, h in self.health.items()
         }

@@ -135,9 +135,9 @@ async def test_the_only_callers_failures_eject_the_backend_until_another_caller_
     for _ in range(2):
         assert (await sup.call(TOOL, {}, 30.0, mallory)).error_kind is ErrorKind.BACKEND_TIMEOUT
     status = sup.status()
-    assert status.health == "ejected" and status.ejected_by_one and status.available
+    assert status.health == "ejected" and status.available_to("alice") and not status.available_to("mallory")
     assert (await sup.call(TOOL, {}, 30.0, alice)).ok
-    assert sup.status().health == "healthy" and not sup.status().ejected_by_one
+    assert sup.status().health == "healthy" and sup.status().ejected_by is None
     refused = await sup.call(TOOL, {}, 30.0, mallory)
     assert not refused.sent and "refused to 'mallory'" in (refused.error or "")
     assert (await sup.call(TOOL, {}, 30.0, alice)).ok

@@ -306,7 +306,7 @@ def test_an_ejection_on_the_only_callers_failures_lasts_until_another_caller_com
     d, clock = detector(consecutive_failures=3)
     for _ in range(3):
         call(d, "mallory", False)
-    assert d.state == "ejected" and d.ejected_by_one and d.remaining_s() == 5.0
+    assert d.state == "ejected" and d.ejected_by == "mallory" and d.remaining_s() == 5.0
     clock.advance(1.0)
     # Alice has seen no failure: her first call probes at once, and its success closes the backend.
     assert d.admit(caller="alice")[:2] == (True, True)
@@ -324,9 +324,9 @@ def test_a_newcomers_failed_probe_leaves_the_backend_to_the_next_probe_and_two_c
     for _ in range(3):
         call(d, "mallory", False)
     assert call(d, "alice", False) == (True, False)  # her probe failed: one more caller's word
-    assert d.state == "half_open" and not d.ejected_by_one
+    assert d.state == "half_open" and d.ejected_by is None
     assert call(d, "bob", False) == (True, True)  # two callers besides Mallory: everyone's
-    assert d.state == "ejected" and not d.ejected_by_one and d.remaining_s() == 10.0
+    assert d.state == "ejected" and d.ejected_by is None and d.remaining_s() == 10.0
     assert call(d, "carol", True) == (False, False)
 
 
@@ -334,5 +334,5 @@ def test_failures_of_callers_it_cannot_tell_apart_are_not_one_callers() -> None:
     d, _ = detector(consecutive_failures=3)
     for _ in range(3):
         call(d, None, False)
-    assert d.state == "ejected" and not d.ejected_by_one
+    assert d.state == "ejected" and d.ejected_by is None
     assert call(d, "alice", True) == (False, False)

@@ -112,14 +112,22 @@ async def test_each_outcome_reaches_the_performance_history_with_its_caller() ->
         "alice", None]
 
 
-def test_a_backend_ejected_on_one_callers_failures_is_still_sent_the_others_calls() -> None:
-    """The backend's actor lets another caller's call probe it (test_backend_supervisor.py); the router must
-    send it there, and rank it as a backend in doubt, not as one that fails everyone."""
+async def test_a_backend_ejected_on_one_callers_failures_is_still_sent_the_others_calls() -> None:
+    """The backend's actor lets another caller's call probe it (test_backend_supervisor.py): the router sends
+    it there, ranked as a backend in doubt, while the one whose failures ejected it is planned around it,
+    and forced onto it only when it has nothing else, as without keys."""
     lone = BackendStatus(name="time", kind="mcp_stdio", transport="stdio", health="ejected",
-                         ejected_until=time.time() + 60, ejected_by_one=True)
-    everyones = dataclasses.replace(lone, ejected_by_one=False)
-    assert lone.available and not everyones.available
+                         ejected_until=time.time() + 60, ejected_by="mallory")
+    everyones = dataclasses.replace(lone, ejected_by=None)
+    assert lone.available_to("alice") and lone.available_to(None) and not lone.available_to("mallory")
+    assert not everyones.available_to("alice")
     assert (health_score(lone), health_score(everyones)) == (0.5, 0.0)
+    w = world()
+    w.stats.lone = {"time": "mallory"}
+    for who, forced in (("alice", False), ("mallory", True)):
+        await query(w.router, QueryRequest(question=ONLY_TIME), access({}, who))
+        call = w.executor.calls[-1]
+        assert (call.backend, call.force) == ("time", forced), who
 
 
 async def test_a_cached_answer_never_stands_in_for_other_arguments() -> None:
