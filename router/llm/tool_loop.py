@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from router.errors import BackendTimeout, LLMBadOutput, RouterError
+from router.errors import BackendTimeout, LLMBadOutput, LLMFailed, RouterError
 from router.models import bounded_arguments
 from router.schemas import schema_errors
 from router.settings import LLMSettings
@@ -85,9 +85,7 @@ async def run_tool_loop(chat: ChatFn, settings: LLMSettings, messages: Sequence[
     turns = max_turns or settings.max_tool_turns
     acted: set[str] = set()  # tools that may have acted without answering, this turn
     for turn in range(turns):
-        # The tools stay listed on the last call, since the history holds calls of them.
-        choice = "none" if turn == turns - 1 else "auto"
-        resp = await chat(history, **({"tools": tools, "tool_choice": choice} if tools else {}))
+        resp = await _model_call(chat, history, tools, last=turn == turns - 1)
         result.turns += 1
         _add_usage(result.usage, getattr(resp, "usage", None))
         msg = resp.choices[0].message
@@ -111,6 +109,21 @@ async def run_tool_loop(chat: ChatFn, settings: LLMSettings, messages: Sequence[
             history.append({"role": "tool", "tool_call_id": call.id, "content": content})
     result.max_turns_reached = True
     return result
+
+
+async def _model_call(chat: ChatFn, history: list[Message], tools: list[dict[str, Any]], last: bool) -> Any:
+    """One model call; the turn's last asks for words (the tools stay listed: the history holds calls of them).
+    A server that refuses `tool_choice: "none"` (an HTTP 400) is asked as before it, and calls it asks for
+    are not sent."""
+    if not tools:
+        return await chat(history)
+    if last:
+        try:
+            return await chat(history, tools=tools, tool_choice="none")
+        except LLMFailed as exc:
+            if exc.details.get("status") not in (400, 422):
+                raise
+    return await chat(history, tools=tools, tool_choice="auto")
 
 
 def _calls_of(msg: Any, model: str) -> list[_Call]:

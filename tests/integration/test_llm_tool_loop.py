@@ -14,7 +14,7 @@ from router.errors import LLMBadOutput
 from router.llm.client import LLMClient
 from router.llm.tool_loop import REROUTE_SENTINEL, openai_tools, unique_tool_names
 from router.values import CallContext, CallOutcome, Capability
-from tests.fakes.openai_server import FakeOpenAI, Raw, Reply
+from tests.fakes.openai_server import ApiError, FakeOpenAI, Raw, Reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,
     CLOCK,
@@ -99,6 +99,20 @@ async def test_the_last_model_call_answers_in_words_from_what_the_calls_returned
     assert len(executor.calls) == 2 and all(c.ok for c in result.tool_calls)
     last = fake.chat_requests[-1]
     assert last["tools"] and [m["role"] for m in last["messages"]].count("tool") == 2
+
+
+async def test_a_server_that_refuses_tool_choice_none_is_asked_as_before(llm: LLMClient, fake: FakeOpenAI) -> None:
+    name_map = unique_tool_names([CLOCK])
+    call = (next(iter(name_map)), {"timezone": "UTC"})
+    fake.handler = lambda body: (
+        ApiError(400, "tool_choice 'none' is not supported", type="invalid_request_error", param="tool_choice")
+        if body["tool_choice"] == "none" else Reply("Checking.", tool_calls=[call]))
+    executor = RecordingExecutor()
+    result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT,
+                                     max_turns=2)
+    assert [r["tool_choice"] for r in fake.chat_requests] == ["auto", "none", "auto"]
+    assert (result.answer, result.turns, result.max_turns_reached) == ("Checking.", 2, True)
+    assert len(executor.calls) == 1 and "last model call" in (result.tool_calls[-1].error or "")
 
 
 async def test_tool_loop_default_max_turns_comes_from_settings(server: Served, fake: FakeOpenAI) -> None:
