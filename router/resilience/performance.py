@@ -41,14 +41,18 @@ class CallRecord:
 def summarize(backend: str, intent: str, records: Iterable[CallRecord]) -> PerfSnapshot:
     """The snapshot of `records` (oldest first): of all of them when one caller made them, else each figure
     the median of the callers' own."""
-    items = list(records)
     by_caller: dict[str | None, list[CallRecord]] = {}
-    for r in items:
+    for r in records:
         by_caller.setdefault(r.caller, []).append(r)
-    if len(by_caller) <= 1:
-        return _summary(backend, intent, items)
-    parts = [_summary(backend, intent, rs) for rs in by_caller.values()]
-    return PerfSnapshot(backend=backend, intent=intent, count=len(items), **{
+    return _of_callers(backend, intent, list(by_caller.values()))
+
+
+def _of_callers(backend: str, intent: str, groups: list[list[CallRecord]]) -> PerfSnapshot:
+    """`summarize` of records already grouped by caller, each group oldest first."""
+    if len(groups) <= 1:
+        return _summary(backend, intent, groups[0] if groups else [])
+    parts = [_summary(backend, intent, rs) for rs in groups]
+    return PerfSnapshot(backend=backend, intent=intent, count=sum(map(len, groups)), **{
         name: float(np.median([getattr(p, name) for p in parts])) for name in _FIGURES})
 
 
@@ -120,7 +124,8 @@ class PerformanceHistory:
 
     def snapshots(self) -> dict[tuple[str, str], PerfSnapshot]:
         for key in self._changed:
-            self._summaries[key] = summarize(key[0], key[1], self._hist[key].records())
+            groups = [list(rs) for rs in self._hist[key].by_caller.values()]  # no merge: grouped already
+            self._summaries[key] = _of_callers(key[0], key[1], groups)
         self._changed.clear()
         return dict(self._summaries)
 
