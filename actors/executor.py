@@ -8,7 +8,8 @@ task inside the actor, which cancels the MCP request (the server receives
 When an actor is restarting (`ActorUnavailableError`) the call is retried with backoff until its
 timeout; when it is gone for good (`ActorDiedError`: replaced by a redeploy, or its owner restarted)
 the executor asks the application's `BackendPool` for the current actors, once for all the calls
-that found it gone, and retries on the new one.
+that found it gone, and retries on the new one. A call that may act is sent again only where it cannot
+have run: refused by an actor restarting, or by one the pool ended after draining it.
 """
 
 from __future__ import annotations
@@ -94,8 +95,11 @@ class RayExecutor:
             except asyncio.CancelledError:
                 ray.cancel(ref)  # reaches the actor's coroutine, which cancels the MCP request
                 raise
-            except ray.exceptions.ActorDiedError as exc:  # gone for good (retired with its pool): the pool
-                if not await self.actors.refresh(handle, capability.backend):  # has its successor
+            except ray.exceptions.ActorDiedError as exc:  # gone for good: the pool has its successor
+                found = await self.actors.refresh(handle, capability.backend)
+                if not capability.repeatable and not _ended_by_the_pool(exc):  # not drained first: it may
+                    return _failed(capability, started, _maybe_acted(exc))   # have run, or still be running
+                if not found:
                     return _failed(capability, started, f"backend actor gone: {type(exc).__name__}")
             except (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError) as exc:
                 unsent = _refused_while_restarting(exc)
@@ -119,6 +123,13 @@ class RayExecutor:
 def _refused_while_restarting(exc: Exception) -> bool:
     """Ray refused the call because the actor was restarting when it was submitted: it never reached it."""
     return isinstance(exc, ray.exceptions.ActorUnavailableError) and "is restarting" in str(exc)
+
+
+def _ended_by_the_pool(exc: ray.exceptions.ActorDiedError) -> bool:
+    """The pool ended the host (`ray.kill`) after draining it: its calls in flight had finished or been
+    cancelled by then, so this call never ran there. Any other end (its owner died, its node was lost) may
+    have come in the middle of the call."""
+    return "killed by `ray.kill`" in str(exc)
 
 
 def _maybe_acted(exc: Exception) -> str:

@@ -136,3 +136,51 @@ def test_an_actor_gone_for_good_is_replaced_by_asking_the_pool_once(ray_local: A
     assert [o.text.rsplit("=", 1)[-1].strip() for o in outcomes] == [str(2 + i) for i in range(5)], [
         o.error for o in outcomes]
     assert table.reacquired == 1
+
+
+@ray.remote(num_cpus=0)
+class _Owner:
+    """Owns a backend's host, as the pool does: when it dies, Ray ends the host with it."""
+
+    def __init__(self, settings: RouterSettings) -> None:
+        self.settings = settings
+
+    async def start(self) -> Any:
+        ref = create_backend_actor(self.settings.backends[0], self.settings.resilience)
+        await ref.start.remote(20.0)
+        return ref
+
+
+def test_calls_in_flight_when_the_host_dies_with_its_owner_are_not_sent_again_if_they_may_act(
+        ray_local: Any) -> None:
+    name = f"slow-{uuid.uuid4().hex[:6]}"
+    settings = RouterSettings.model_validate({
+        "backends": [stdio(name, EXAMPLES / "servers" / "faulty.py", "--latency-ms", "500", "--jitter", "0")]})
+    owner = _Owner.remote(settings)
+    successor = create_backend_actor(settings.backends[0], settings.resilience)
+    reads = replace(tool(name, "answer"), read_only=True)
+    acts = tool(name, "answer")
+
+    async def run() -> tuple[list[Any], ActorTable]:
+        await successor.start.remote(20.0)
+
+        async def acquire() -> dict[str, Any]:
+            return {name: successor}
+
+        table = ActorTable({name: await owner.start.remote()}, acquire)
+        executor = RayExecutor(table)
+        in_flight = [asyncio.create_task(executor.call(reads if i % 2 else acts, {"query": f"o{i}"}, timeout_s=30,
+                                                       context=CTX)) for i in range(6)]
+        await asyncio.sleep(0.2)  # every call is at the server, which answers after 0.5 s
+        ray.kill(owner)  # the host dies with its owner, in the middle of the calls: no drain
+        return await asyncio.gather(*in_flight), table
+
+    try:
+        outcomes, table = asyncio.run(run())
+    finally:
+        ray.get(successor.shutdown.remote())
+        ray.kill(successor.host)
+    assert table.get(name) is successor and table.reacquired == 1
+    assert all(o.ok and o.text == "42" for o in outcomes[1::2]), [o.error for o in outcomes]
+    assert all(not o.ok and o.may_have_acted and "not sent again" in (o.error or "") for o in outcomes[::2]), \
+        [o.error for o in outcomes]
