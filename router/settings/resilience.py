@@ -35,7 +35,9 @@ class ResilienceSettings(Strict):
     hedge_min_delay_ms: float = Field(default=20.0, ge=0, description="Shortest wait before hedging.")
     hedge_max_delay_ms: float = Field(default=2000.0, ge=0, description="Longest wait before hedging.")
     hedge_default_delay_ms: float = Field(default=200.0, ge=0, description=(
-        "Wait before hedging when a backend has under five recorded calls (else its p95, capped at three medians)."))
+        "Wait before hedging when no backend has five recorded calls yet. A backend with five waits its own p95 "
+        "(for the intent, or over all intents while the intent has fewer; at most three medians); one with "
+        "fewer, the longest wait of those that have five."))
     response_cache_ttl_s: float = Field(default=300.0, ge=0, description=(
         "How long an answer stays usable when every candidate backend is unavailable."))
     response_cache_size: int = Field(default=1024, ge=0, description="Answers kept per replica for that case.")

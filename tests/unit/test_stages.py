@@ -1,4 +1,4 @@
-"""Each stage of the router core alone, on frozen values: analyse, decide, plan, respond."""
+"""Each stage of the router core alone, on frozen values: analyse, decide, plan, execute's hedge delay, respond."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from router.errors import AmbiguousRoute, ArgumentsRequired, NoRelevantBackend, 
 from router.models import AttemptInfo, QueryRequest
 from router.request import Request
 from router.retrieval.intent import IntentClassifier
+from router.settings import ResilienceSettings
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider, Live, View
+from router.stages.execute import hedge_delay_ms
 from router.stages.plan import Arguments, plan
 from router.stages.respond import respond
+from router.stages.scoring import ANY_INTENT, PerfSnapshot
 from router.strategies import StrategyResult
 from router.values import Analysis, CallOutcome, Decision
 from tests.unit.helpers import embed_texts, fake_embed
@@ -87,6 +90,29 @@ async def test_plan_turns_verdicts_and_missing_arguments_into_refusals_without_r
     only_time_tool = dataclasses.replace(d, candidates=d.candidates[:1])
     missing = plan(only_time_tool, Arguments(Request(question="what time is it")), statuses, w.router.settings)
     assert isinstance(missing.refusal, ArgumentsRequired) and missing.refusal.details["tool"] == "get_current_time"
+
+
+def test_the_hedge_delay_comes_from_the_intents_history_else_the_backends_else_the_others_else_the_default() -> None:
+    def snap(intent: str, count: int, p50: float, p95: float) -> PerfSnapshot:
+        return PerfSnapshot(backend="b", intent=intent, count=count, success_rate_10=1.0, mean_latency_ms_10=p50,
+                            success_rate=1.0, mean_latency_ms=p50, p95_latency_ms=p95, p95_latency_ms_10=p95,
+                            p50_latency_ms=p50)
+
+    res = ResilienceSettings()  # default 200 ms, at least 20 ms
+    whole = snap(ANY_INTENT, 40, 20.0, 200.0)  # a slow tail: one call in ten takes ten times the median
+    assert hedge_delay_ms({}, "b", "general", res) == 200.0
+    assert hedge_delay_ms({("b", "general"): snap("general", 3, 50.0, 60.0)}, "b", "general", res) == 200.0
+    # No history of its own: the longest delay of the backends that have one.
+    others = {("x", ANY_INTENT): dataclasses.replace(whole, backend="x"),
+              ("y", ANY_INTENT): dataclasses.replace(whole, backend="y", p50_latency_ms=10.0, p95_latency_ms=25.0),
+              ("z", ANY_INTENT): dataclasses.replace(whole, backend="z", count=4, p95_latency_ms=900.0)}
+    assert hedge_delay_ms({**others, ("b", ANY_INTENT): snap(ANY_INTENT, 4, 10.0, 11.0)}, "b", "general", res) == 60.0
+    # Too few calls for this intent: the backend's whole history, whose tail is cut at three medians.
+    assert hedge_delay_ms({("b", "general"): snap("general", 3, 50.0, 60.0), ("b", ANY_INTENT): whole},
+                          "b", "general", res) == 60.0
+    assert hedge_delay_ms({("b", "general"): snap("general", 5, 30.0, 40.0), ("b", ANY_INTENT): whole},
+                          "b", "general", res) == 40.0
+    assert hedge_delay_ms({("b", "general"): snap("general", 9, 5.0, 8.0)}, "b", "general", res) == 20.0
 
 
 async def test_respond_names_a_single_failure_and_carries_the_stage_timings_of_a_success() -> None:
