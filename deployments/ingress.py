@@ -19,6 +19,7 @@ from typing import Any
 
 from ray import serve
 
+from actors.host import freeze_startup_heap
 from deployments.asgi import build_asgi_app
 from deployments.wiring import build_service
 from router.models import (
@@ -62,6 +63,7 @@ class RouterIngress:
         replica_logging()
         self.service = await build_service(settings, pool, embedder, generation)
         self.audit = AuditLog(settings.audit)
+        freeze_startup_heap()
 
     async def __del__(self) -> None:
         """Serve's graceful stop: background work ends (an index being tuned) and buffered outcomes are sent."""
