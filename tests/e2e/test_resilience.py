@@ -29,7 +29,8 @@ def app(ray_local: dict[str, Any]) -> Iterator[str]:
         # (cosine 0.12) sits below the default confidence threshold, so every candidate counts here.
         "routing": {"min_confidence": 0.0},
         "resilience": {"ejection": {"consecutive_failures": 3, "base_ejection_s": 1.5, "min_requests": 50},
-                       "hedge_default_delay_ms": 300},
+                       # Hedges wait at least 300 ms, whatever the fast calls before say of the delay.
+                       "hedge_min_delay_ms": 300, "hedge_default_delay_ms": 300},
         "server": {"namespace": "mcp-router-test", "port": ray_local["port"]},
         "state_dir": fresh_state(),
     })
