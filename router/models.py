@@ -52,7 +52,10 @@ def bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
         return value
     if _depth(value) > MAX_ARGUMENT_DEPTH:
         raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
-    size = len(json.dumps(value, default=str))
+    try:
+        size = len(json.dumps(value, default=str, allow_nan=False))
+    except ValueError:  # Python's JSON reads NaN, Infinity and 1e999; no backend can be sent them as JSON
+        raise ValueError("arguments hold a number JSON cannot carry (NaN or an infinity)") from None
     if size > MAX_ARGUMENT_BYTES:
         raise ValueError(f"arguments are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
     return value

@@ -41,7 +41,10 @@ RELAYED = ("tools/list", "tools/call", "prompts/list", "prompts/get", "resources
            "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete",
            "logging/setLevel")
 FINAL = ("result", "error")
+# In a relayed resources/subscribe or unsubscribe's params: the gateway session asking (removed before sending).
+SUBSCRIBER = "mcp-router/subscriber"
 _WATCH_BACKLOG = 64
+_MAX_SUBSCRIBERS = 10_000  # per resource; past it the earliest are forgotten (sessions that left unsubscribed)
 _CURRENT: ContextVar[Relay | None] = ContextVar("mcp_router_relay", default=None)
 
 
@@ -87,6 +90,8 @@ class RelayHub:
         self.active: dict[str, Relay] = {}
         self._in_flight = in_flight
         self._watchers: set[asyncio.Queue[dict[str, Any]]] = set()
+        # The server's session is every gateway session's: per resource, the sessions subscribed to it.
+        self._subscribers: dict[str, dict[str, None]] = {}
 
     def _current(self) -> Relay | None:
         relay = _CURRENT.get()
@@ -158,6 +163,11 @@ class RelayHub:
         during it (a 2026-07-28 server sends none unless asked). The server's JSON-RPC error is its answer
         (the last event); a lost connection or the timeout propagates (`TimeoutError`, `MCPError`
         CONNECTION_CLOSED or REQUEST_TIMEOUT, a transport error) for the caller to translate."""
+        session = params.get(SUBSCRIBER) if method in ("resources/subscribe", "resources/unsubscribe") else None
+        params = {k: v for k, v in params.items() if k != SUBSCRIBER}
+        if session is not None and not self._server_hears(method, str(params.get("uri")), str(session)):
+            yield {"event": "result", "result": {}}  # another session holds it still, or this one never did
+            return
         relay = Relay()
         self.active[relay.id] = relay
 
@@ -178,6 +188,7 @@ class RelayHub:
             return {"event": "result", "result": result}
 
         task = asyncio.create_task(work(), name=f"relay-{self.backend}-{method}")
+        answered = False
         try:
             yield {"event": "relay", "id": relay.id}
             while True:
@@ -189,11 +200,33 @@ class RelayHub:
                 getter.cancel()
                 while not relay.events.empty():  # what the server sent before its answer goes first
                     yield relay.events.get_nowait()
+                answered = task.result()["event"] == "result"  # not the server's error
                 yield task.result()
                 return
         finally:
             task.cancel()
             self.active.pop(relay.id, None)
+            if session is not None and method == "resources/subscribe" and not answered:
+                self._subscribers.get(str(params.get("uri")), {}).pop(str(session), None)  # the server refused it
+
+    def _server_hears(self, method: str, uri: str, session: str) -> bool:
+        """Whether a gateway session's subscribe or unsubscribe goes to the server. Its session is every gateway
+        session's, so the first session subscribing to a resource subscribes it, and only the last one leaving
+        unsubscribes it: one session's unsubscribe never ends another's subscription."""
+        holders = self._subscribers.setdefault(uri, {})
+        if method == "resources/subscribe":
+            first = not holders
+            holders[session] = None
+            while len(holders) > _MAX_SUBSCRIBERS:
+                del holders[next(iter(holders))]
+            return first
+        if session not in holders:
+            return False
+        del holders[session]
+        if holders:
+            return False
+        del self._subscribers[uri]
+        return True
 
 
 def identity(client: Client) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 
+from actors.backends.relay import SUBSCRIBER
 from deployments.gateway.forward import outgoing, versioned
 from deployments.gateway.gate import Gate
 from router.values import Catalog
@@ -55,7 +56,11 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
         catalog = gate.backend(caller, name)
         uri = str(params.uri)
         _check_uri(gate, caller, catalog, uri)
-        result = await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
+        params = _plain(ctx)
+        session = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
+        if session and ctx.method != "resources/read":  # the backend's session is shared: it counts subscribers
+            params[SUBSCRIBER] = session
+        result = await gate.relay(ctx, caller, name, ctx.method, params)
         subscribed = gate.seen(ctx, name)
         if ctx.method == "resources/subscribe":
             subscribed.add(uri)

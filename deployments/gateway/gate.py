@@ -23,7 +23,8 @@ from pydantic import TypeAdapter
 from deployments.caller import CURRENT, Caller
 from deployments.gateway.forward import FAILOVER_KINDS, error_kind, forward, log_level, router_error
 from deployments.service import RouterService
-from router.errors import ErrorKind, RouterError, UnknownBackend, UnknownCapability, error_of_kind
+from router.errors import ErrorKind, InvalidRequest, RouterError, UnknownBackend, UnknownCapability, error_of_kind
+from router.models import bounded_arguments
 from router.values import Capability, Catalog
 
 log = logging.getLogger("mcp_router.gateway")
@@ -71,6 +72,14 @@ class Gate:
             raise self.refuse(caller, UnknownCapability(f"unknown {kind} {name!r}", backend=catalog.backend,
                                                         tool=name), code=types.INVALID_PARAMS)
         return cap
+
+    def _bounded(self, caller: Caller, arguments: Any) -> None:
+        """A tool call's arguments within the bounds a routed call's are held to; NaN and infinities, which the
+        MCP SDK reads but would send on as null, are refused rather than changed."""
+        try:
+            bounded_arguments(arguments if isinstance(arguments, dict) else None)
+        except ValueError as exc:
+            raise self.refuse(caller, InvalidRequest(f"arguments: {exc}"), code=types.INVALID_PARAMS) from None
 
     def wholly_allowed(self, caller: Caller, backend: str) -> bool:
         """Whether the policy allows all of the backend (what no listed capability names: resource templates)."""
@@ -140,6 +149,8 @@ class Gate:
         """The request on `backend` within the caller's deadline, charged to the caller (every request sent
         to a backend, listings and reads too, each costs the backend work) and noted for the audit; a
         read-only tool's copies on other backends answer when `backend` cannot."""
+        if method == "tools/call":
+            self._bounded(caller, params.get("arguments"))
         service = self.service
         access = caller.access
         timeout_s = access.deadline(None, service.settings.resilience.deadline_s)

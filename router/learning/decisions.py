@@ -93,7 +93,8 @@ def example(catalogs: Mapping[str, Catalog], cap: CapabilityId, label: int, ques
     return Example(backend=backend, kind=kind, name=name, label=label, question=question, vector=vector,
                    source=source, principal=principal, document=document_of(catalogs, cap),
                    confidence=decision.confidence_of(cap) if decision else None,
-                   top_confidence=decision.retrieval_confidence if decision else None)
+                   top_confidence=decision.retrieval_confidence if decision else None,
+                   request_id=decision.request_id if decision else None)
 
 
 def document_of(catalogs: Mapping[str, Catalog], cap: CapabilityId) -> str:

@@ -55,6 +55,7 @@ class Example:
     # capability (0 when it was not a candidate), and in its own first candidate.
     confidence: float | None = None
     top_confidence: float | None = None
+    request_id: str | None = None  # the routed request it was given on: feedback on it again replaces it
     id: int | None = None
 
     @property
@@ -75,19 +76,23 @@ CREATE TABLE IF NOT EXISTS examples (
     label INTEGER NOT NULL CHECK (label IN (-1, 1)),
     question TEXT NOT NULL, vector BLOB NOT NULL, source TEXT NOT NULL,
     principal TEXT, created REAL NOT NULL, document TEXT NOT NULL DEFAULT '',
-    confidence REAL, top_confidence REAL
+    confidence REAL, top_confidence REAL, request_id TEXT
 );
 CREATE INDEX IF NOT EXISTS examples_capability ON examples (backend, kind, name, id);
 """
 # Columns added since the first version of the file; a file without them gets them (as NULL) on opening.
-_ADDED = {"confidence": "REAL", "top_confidence": "REAL"}
+_ADDED = {"confidence": "REAL", "top_confidence": "REAL", "request_id": "TEXT"}
 _COLUMNS = ("id, backend, kind, name, label, question, vector, source, principal, created, document, confidence, "
-            "top_confidence")
+            "top_confidence, request_id")
 
 
 class ExampleStore:
-    """Examples in one SQLite file, capped per capability (the oldest go first). Every write bumps
-    `version`, so a reader can tell whether its copy is current."""
+    """Examples in one SQLite file, capped per capability. Every write bumps `version`, so a reader can tell
+    whether its copy is current.
+
+    What one principal gives cannot crowd out another's: feedback given again on the same request replaces
+    what it gave before (a caller replaying it adds nothing), and a capability over its cap gives up the
+    oldest example of the principal holding the most of its examples (with one principal, its oldest)."""
 
     def __init__(self, path: str | Path, cap: int) -> None:
         self.path = Path(path)
@@ -101,27 +106,39 @@ class ExampleStore:
         for column, kind in _ADDED.items():
             if column not in have:
                 self._db.execute(f"ALTER TABLE examples ADD COLUMN {column} {kind}")
+        self._db.execute("CREATE INDEX IF NOT EXISTS examples_request ON examples (request_id)")
         self.version = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM examples").fetchone()[0]
 
     def add(self, examples: Iterable[Example]) -> list[Example]:
         """Store examples; returns them with their ids."""
         stored = []
+        examples = list(examples)
         with self._lock:
             self._db.execute("BEGIN")
+            for request_id in {e.request_id for e in examples if e.source == "feedback" and e.request_id}:
+                self._db.execute("DELETE FROM examples WHERE request_id = ?", (request_id,))
             for e in examples:
                 vector = np.asarray(e.vector, dtype=np.float32).ravel()
                 cur = self._db.execute(
-                    f"INSERT INTO examples ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO examples ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (e.backend, e.kind, e.name, int(e.label), e.question, vector.tobytes(), e.source, e.principal,
-                     e.created, e.document, e.confidence, e.top_confidence))
-                self._db.execute(
-                    "DELETE FROM examples WHERE backend = ? AND kind = ? AND name = ? AND id NOT IN ("
-                    "SELECT id FROM examples WHERE backend = ? AND kind = ? AND name = ? ORDER BY id DESC LIMIT ?)",
-                    (e.backend, e.kind, e.name, e.backend, e.kind, e.name, self.cap))
+                     e.created, e.document, e.confidence, e.top_confidence, e.request_id))
+                self._evict(e.backend, e.kind, e.name)
                 stored.append(_with_id(e, vector, cur.lastrowid))
             self._db.execute("COMMIT")
             self.version += 1
         return stored
+
+    def _evict(self, backend: str, kind: str, name: str) -> None:
+        """The capability back to its cap: the principal holding the most of its examples gives up its oldest."""
+        cap = (backend, kind, name)
+        (held,) = self._db.execute("SELECT COUNT(*) FROM examples WHERE backend = ? AND kind = ? AND name = ?",
+                                   cap).fetchone()
+        for _ in range(held - self.cap):
+            self._db.execute(
+                "DELETE FROM examples WHERE id = (SELECT id FROM examples WHERE backend = ? AND kind = ? AND name = ? "
+                "AND principal IS (SELECT principal FROM examples WHERE backend = ? AND kind = ? AND name = ? "
+                "GROUP BY principal ORDER BY COUNT(*) DESC, MIN(id) LIMIT 1) ORDER BY id LIMIT 1)", cap + cap)
 
     def all(self) -> list[Example]:
         return self._select("", ())
@@ -148,7 +165,7 @@ class ExampleStore:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM examples {where} ORDER BY id", params).fetchall()
         return [Example(id=r[0], backend=r[1], kind=r[2], name=r[3], label=r[4], question=r[5],
                         vector=np.frombuffer(r[6], dtype=np.float32), source=r[7], principal=r[8], created=r[9],
-                        document=r[10], confidence=r[11], top_confidence=r[12]) for r in rows]
+                        document=r[10], confidence=r[11], top_confidence=r[12], request_id=r[13]) for r in rows]
 
 
 def _with_id(e: Example, vector: np.ndarray, row_id: int | None) -> Example:

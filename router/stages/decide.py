@@ -168,11 +168,12 @@ class Decider:
         named = [r for r in ranked if r.capability.name == tool]
         if named:
             return named
-        catalog = catalogs.get(backend or "")
-        if not any(c.name == tool for c in ((*catalog.capabilities, *catalog.held) if catalog else ())):
-            raise UnknownCapability(f"backend {backend!r} has no tool, prompt, resource or flow named {tool!r}",
+        where = list(catalogs.values()) if backend is None else [catalogs[backend]] if backend in catalogs else []
+        if not any(c.name == tool for cat in where for c in (*cat.capabilities, *cat.held)):
+            whose = "no backend has a" if backend is None else f"backend {backend!r} has no"
+            raise UnknownCapability(f"{whose} tool, prompt, resource or flow named {tool!r}",
                                     backend=backend, tool=tool)
-        # The named tool ranks below the cut: score the backend's whole catalog to find it.
+        # The named tool ranks below the cut: score the backend's (or every) whole catalog to find it.
         everything = index.search(analysis.question, analysis.vector, len(index),
                                   backends={backend} if backend else None)
         return [r for r in everything if r.capability.name == tool]

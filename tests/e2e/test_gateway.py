@@ -219,6 +219,8 @@ async def test_the_servers_notifications_outside_requests_reach_the_clients_that
             connect(url, "2025-11-25", message_handler=listener("other")) as other:
         await other.list_tools()
         await subscriber.subscribe_resource("test://watched-resource")
+        # The server's session is shared: a session that never subscribed ends nothing of another's.
+        await other.unsubscribe_resource("test://watched-resource")
         await subscriber.call_tool("test_notify_changes", {})
         for _ in range(50):
             if len(heard["subscriber"]) == 2 and heard["other"]:

@@ -81,6 +81,16 @@ def test_a_message_the_model_would_refuse_is_the_callers_400(client: TestClient,
         assert named in error(client.post(path, json={"messages": messages}), 400, "invalid_request")
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_arguments_holding_a_number_json_cannot_carry_are_a_400_naming_them(client: TestClient, number: str) -> None:
+    # Python's JSON reader takes these; sent on to a flow they failed the backend's call (a 502 counted against it)
+    body = '{"question": "hi", "backend": "flow", "tool": "f", "arguments": {"history": [{"n": NUMBER}]}}'
+    body = body.replace("NUMBER", number)
+    resp = client.post("/v1/query", content=body.encode(), headers={"content-type": "application/json"})
+    message = error(resp, 400, "invalid_request")
+    assert "arguments" in message and "NaN or an infinity" in message
+
+
 def test_an_unknown_route_and_a_wrong_method_answer_in_the_apis_error_format(client: TestClient,
                                                                            audit: Path) -> None:
     assert "GET /v1/nothing-here" in error(client.get("/v1/nothing-here"), 404, "not_found")

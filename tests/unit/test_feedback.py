@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,48 @@ def test_store_keeps_examples_across_reopening_and_drops_the_oldest_beyond_the_c
     assert kept[0].vector.dtype == np.float32
     np.testing.assert_allclose(kept[1].vector, unit(1, 2, 0))
     assert [(e.backend, e.label) for e in reopened.all()] == [("b", 1), ("b", 1), ("c", -1)]
+
+
+def test_feedback_given_again_on_a_request_replaces_what_it_gave_before(tmp_path: Path) -> None:
+    store = ExampleStore(tmp_path / "f.sqlite", cap=200)
+    routed = replace(ex("t", 1, unit(1, 0)), source="routed", request_id="r1")
+    store.add([routed, replace(ex("t", 1, unit(0, 1), question="other"), request_id="r2")])
+
+    def wrong(request_id: str) -> list[Example]:
+        return [replace(ex("t", -1, unit(1, 0)), request_id=request_id),
+                replace(ex("u", 1, unit(1, 0)), request_id=request_id)]
+
+    for _ in range(50):  # a caller replaying its feedback on one request
+        store.add(wrong("r1"))
+    kept = store.all()
+    assert sorted((e.name, e.label, e.request_id, e.source) for e in kept) == [
+        ("t", -1, "r1", "feedback"), ("t", 1, "r2", "feedback"), ("u", 1, "r1", "feedback")]
+
+
+def test_a_capability_over_its_cap_loses_the_oldest_example_of_whoever_holds_the_most(tmp_path: Path) -> None:
+    store = ExampleStore(tmp_path / "f.sqlite", cap=4)
+    store.add([replace(ex("t", 1, unit(1, 0), question=f"alice {i}"), principal="alice") for i in range(2)])
+    for i in range(20):  # one principal's flood of examples for the same capability
+        store.add([replace(ex("t", -1, unit(0, 1), question=f"mallory {i}"), principal="mallory")])
+    assert [e.question for e in store.all()] == ["alice 0", "alice 1", "mallory 18", "mallory 19"]
+    alone = ExampleStore(tmp_path / "g.sqlite", cap=2)  # one principal (or none): the oldest go first
+    for i in range(3):
+        alone.add([ex("t", 1, unit(1, 0), question=f"q{i}")])
+    assert [e.question for e in alone.all()] == ["q1", "q2"]
+
+
+def test_a_file_written_before_request_ids_opens_and_takes_them(tmp_path: Path) -> None:
+    path = tmp_path / "f.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript("""CREATE TABLE examples (id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL,
+            kind TEXT NOT NULL, name TEXT NOT NULL, label INTEGER NOT NULL, question TEXT NOT NULL,
+            vector BLOB NOT NULL, source TEXT NOT NULL, principal TEXT, created REAL NOT NULL,
+            document TEXT NOT NULL DEFAULT '');""")
+        db.execute("INSERT INTO examples VALUES (NULL, 'b', 'tool', 't', 1, 'old', ?, 'feedback', NULL, 1.0, '')",
+                   (unit(1, 0).tobytes(),))
+    store = ExampleStore(path, cap=10)
+    store.add([replace(ex("t", -1, unit(0, 1), question="new"), request_id="r1")])
+    assert [(e.question, e.request_id) for e in store.all()] == [("old", None), ("new", "r1")]
 
 
 def test_store_deletes_per_backend_and_bumps_its_version(tmp_path: Path) -> None:

@@ -116,3 +116,14 @@ async def test_a_relayed_request_is_charged_whatever_its_method(method: str) -> 
     result = await gate({"b": Actor([{"event": "result", "result": {}}])}, Metrics(), charged=charged).relay(
         CTX, caller([]), "b", method, {})
     assert result == {} and charged == [1]
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+async def test_a_tool_call_whose_arguments_json_cannot_carry_is_refused_not_sent(number: float) -> None:
+    # The MCP SDK reads NaN and Infinity; passed on, the server would have been sent null in their place.
+    actor, failed = Actor([{"event": "result", "result": {"content": []}}]), []
+    with pytest.raises(MCPError) as raised:
+        await gate({"b": actor}, Metrics()).relay(CTX, caller(failed), "b", "tools/call",
+                                                  {"name": "t", "arguments": {"n": [number]}})
+    assert raised.value.error.code == -32602 and "NaN or an infinity" in raised.value.error.message
+    assert actor.sent == 0 and [f.kind for f in failed] == [ErrorKind.INVALID_REQUEST]

@@ -69,6 +69,7 @@ async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_
                                                              backend="clock"), w.router.catalogs, None)
     learning.learn(examples)
     assert [(e.backend, e.label, e.source) for e in examples] == [("time", -1, "feedback"), ("clock", 1, "feedback")]
+    assert {e.request_id for e in examples} == {first.routing.request_id}  # given again, it replaces these
     assert "world clock" in examples[1].document.lower()
     again = await query(w.router, QueryRequest(question="What time is it in Tokyo now?"))
     assert again.backend == "clock"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from router.errors import AmbiguousRoute, NoRelevantBackend
+from router.errors import AmbiguousRoute, NoRelevantBackend, UnknownCapability
 from router.llm.client import Choice, ServerCandidate
 from router.models import QueryRequest, RouteRequest
 from router.request import Request
@@ -19,7 +19,7 @@ from router.stages.plan import FOR_READING
 from router.values import Capability
 from tests.unit.fake_executor import ok
 from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
-from tests.unit.router_world import World, answers, query, route, world
+from tests.unit.router_world import ONLY_TIME, World, answers, query, route, world
 from tests.unit.test_abstention import SURE, UNSURE, with_model
 from tests.unit.test_confidence import S
 
@@ -132,6 +132,16 @@ async def test_a_named_tool_is_not_in_doubt() -> None:
     w = notes_world(TOOL_UNSURE)
     resp = await query(w.router, QueryRequest(question=QUESTION, tool="count_notes"))
     assert (resp.backend, resp.capability) == ("notes", "count_notes")
+
+
+async def test_a_named_tool_below_the_cut_is_found_on_whichever_backend_has_it() -> None:
+    one = {"max_attempts": 1, "parallel_k": 1, "consensus_k": 1}
+    w = with_model(world(settings={"routing": {"candidates": 1}, "resilience": one}), SURE)
+    resp = await query(w.router, QueryRequest(question=ONLY_TIME, tool="multiply",  # below the 2 kept
+                                                 arguments={"a": 2, "b": 3}))
+    assert (resp.backend, resp.capability) == ("calc", "multiply")
+    with pytest.raises(UnknownCapability, match="no backend has a tool, prompt, resource or flow named 'divide'"):
+        await query(w.router, QueryRequest(question=ONLY_TIME, tool="divide"))
 
 
 async def test_a_backend_with_one_capability_leaves_no_doubt_which() -> None:

@@ -1,0 +1,67 @@
+"""The backend's one MCP session carries every gateway session's resource subscriptions: the server hears the
+first subscribe and the last unsubscribe, and one session's unsubscribe never ends another's subscription."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from actors.backends.relay import SUBSCRIBER, RelayHub
+
+URI = "notes://x"
+
+
+class Server:
+    """The part of an MCP client session the relay uses for subscriptions, recording what the server is sent."""
+
+    protocol_version = "2025-11-25"
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.refuse = refuse
+
+    async def subscribe_resource(self, uri: str) -> types.EmptyResult:
+        self.sent.append(("subscribe", uri))
+        if self.refuse:
+            raise MCPError(code=types.INVALID_PARAMS, message="no such resource")
+        return types.EmptyResult()
+
+    async def unsubscribe_resource(self, uri: str) -> types.EmptyResult:
+        self.sent.append(("unsubscribe", uri))
+        return types.EmptyResult()
+
+
+async def ask(hub: RelayHub, server: Server, method: str, session: str) -> dict[str, Any]:
+    events = [e async for e in hub.run(server, method, {"uri": URI, SUBSCRIBER: session}, 5.0)]  # type: ignore[arg-type]
+    return events[-1]
+
+
+async def test_an_unsubscribe_from_a_session_that_never_subscribed_leaves_the_subscription_in_place() -> None:
+    hub, server = RelayHub("notes", lambda: 0), Server()
+    assert await ask(hub, server, "resources/subscribe", "alice") == {"event": "result", "result": {}}
+    assert await ask(hub, server, "resources/unsubscribe", "bob") == {"event": "result", "result": {}}
+    assert server.sent == [("subscribe", URI)]
+
+
+async def test_the_server_hears_the_first_subscribe_and_the_last_unsubscribe() -> None:
+    hub, server = RelayHub("notes", lambda: 0), Server()
+    for session in ("alice", "bob", "alice"):
+        await ask(hub, server, "resources/subscribe", session)
+    await ask(hub, server, "resources/unsubscribe", "alice")
+    assert server.sent == [("subscribe", URI)]  # bob still wants it
+    await ask(hub, server, "resources/unsubscribe", "bob")
+    await ask(hub, server, "resources/unsubscribe", "bob")
+    assert server.sent == [("subscribe", URI), ("unsubscribe", URI)]
+    await ask(hub, server, "resources/subscribe", "carol")
+    assert server.sent[-1] == ("subscribe", URI)
+
+
+async def test_a_subscribe_the_server_refused_holds_nothing() -> None:
+    hub, server = RelayHub("notes", lambda: 0), Server(refuse=True)
+    refused = await ask(hub, server, "resources/subscribe", "alice")
+    assert refused["event"] == "error" and refused["message"] == "no such resource"
+    server.refuse = False
+    assert (await ask(hub, server, "resources/subscribe", "bob"))["event"] == "result"
+    assert server.sent == [("subscribe", URI), ("subscribe", URI)]  # bob's went to the server: alice held none
