@@ -115,7 +115,9 @@ def _check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raise ValueError(f"messages[{i}] is a tool result without a string tool_call_id")
         # Text parts are joined into the text retrieval embeds; anything but a string there is a caller's error.
         for j, part in enumerate(content if isinstance(content, list) else ()):
-            if isinstance(part, dict) and "text" in part and not isinstance(part["text"], str):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):  # a model's API refuses it
+                raise ValueError(f"messages[{i}].content[{j}] must be an object with a string type")
+            if "text" in part and not isinstance(part["text"], str):
                 raise ValueError(f"messages[{i}].content[{j}].text must be a string")
     return messages
 

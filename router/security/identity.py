@@ -163,7 +163,7 @@ class _JwtVerifier:
             # The reason (expired, wrong audience...) helps the caller; it holds nothing secret.
             raise Unauthenticated(f"the bearer token is not valid: {exc}", reason="invalid") from None
         # Its own namespace: a token's subject never names an API key's principal, nor `anonymous`.
-        name = f"jwt:{claims[s.principal_claim]}"[:128]
+        name = _principal_of(str(claims[s.principal_claim]))
         raw = claims.get(s.scopes_claim) or ()
         if not isinstance(raw, str | list | tuple):
             # Signed, but not scopes: RFC 8693 says a space-separated string, and some issuers send a list.
@@ -173,3 +173,17 @@ class _JwtVerifier:
         # Only scopes configured for JWTs select a policy; otherwise the configured default applies.
         policy = next((s.scope_policies[sc] for sc in scopes if sc in s.scope_policies), s.default_policy)
         return Principal(name, policy, "jwt", scopes)
+
+
+_MAX_PRINCIPAL = 128
+
+
+def _principal_of(subject: str) -> str:
+    """A token's principal: its subject in a namespace of its own, so it never names an API key's principal
+    nor `anonymous`. A subject too long to keep whole keeps its start and a digest of all of it: cut short
+    alone, two subjects that share their start would be one principal, each seeing the other's data."""
+    name = f"jwt:{subject}"
+    if len(name) <= _MAX_PRINCIPAL:
+        return name
+    digest = hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return f"{name[:_MAX_PRINCIPAL - 33]}~{digest}"

@@ -74,6 +74,8 @@ def test_a_content_part_whose_text_is_not_a_string_is_a_400_naming_it(client: Te
     ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}], "without a string tool_call_id"),
     ([{"role": "user", "content": {"text": "hi"}}], "messages[0].content must be a string or a list of parts"),
     ([{"role": "user"}], "(null only for an assistant's tool calls)"),
+    ([{"role": "user", "content": ["hi"]}], "messages[0].content[0] must be an object with a string type"),
+    ([{"role": "user", "content": [{"text": "hi"}]}], "messages[0].content[0] must be an object with a string type"),
 ])
 def test_a_message_the_model_would_refuse_is_the_callers_400(client: TestClient, messages: list[dict[str, Any]],
                                                               named: str) -> None:

@@ -138,7 +138,8 @@ async def test_a_content_part_whose_text_is_not_a_string_is_refused_by_the_selec
     token = CURRENT.set(caller)
     try:
         with pytest.raises(ToolError, match=r"messages\[0\]\.content\[0\]\.text must be a string"):
-            await server.call_tool("select_tools", {"messages": [{"role": "user", "content": [{"text": 5}]}]})
+            part = {"type": "text", "text": 5}
+            await server.call_tool("select_tools", {"messages": [{"role": "user", "content": [part]}]})
     finally:
         CURRENT.reset(token)
     assert caller.error is not None and caller.error.status_code == 400

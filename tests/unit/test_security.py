@@ -141,6 +141,14 @@ async def test_a_tokens_subject_never_names_a_key_or_the_anonymous_caller(jwt_au
         AuthSettings.model_validate({"api_keys": [{"name": "anonymous", "sha256": "0" * 64}]})
 
 
+async def test_two_long_subjects_that_share_their_start_are_two_principals(jwt_auth: Authenticator,
+                                                                             signing_key: rsa.RSAPrivateKey) -> None:
+    names = [(await jwt_auth.authenticate({"authorization": f"Bearer {token(signing_key, sub='u' * 200 + end)}"})).name
+             for end in ("a", "b", "a")]
+    assert names[0] != names[1] and names[0] == names[2] and all(len(n) == 128 for n in names)
+    assert names[0].startswith("jwt:uuuu")
+
+
 @pytest.mark.parametrize(("claims", "needle"), [
     ({"exp": int(time.time()) - 3600}, "expired"),
     ({"aud": "someone-else"}, "(?i)audience"),
