@@ -142,9 +142,12 @@ class CallOutcome:
     @property
     def may_have_acted(self) -> bool:
         """A failed call whose effect is unknown: it was sent and timed out, lost its connection or was
-        cancelled, rather than being answered with an error."""
+        cancelled; or the backend failed in it (a server's error can come after its action) or answered
+        what the router would not pass on (too large, or structured content its schema refuses: it ran).
+        Not an error the request itself provoked (a tool error, arguments rejected)."""
         return (not self.ok and self.sent and self.error_kind is not None
-                and self.error_kind.outcome in ("timeout", "unavailable", "cancelled"))
+                and (self.error_kind.outcome in ("timeout", "unavailable", "cancelled")
+                     or self.error_kind in (ErrorKind.BACKEND_FAILED, ErrorKind.ANSWER_TOO_LARGE)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

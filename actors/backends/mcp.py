@@ -275,7 +275,14 @@ class McpBackend:
                     blocks = [types.TextContent(type="text", text=text)]
                     structured, is_error = None, False
                 else:
-                    result = await client.call_tool(capability.name, arguments)
+                    try:
+                        result = await client.call_tool(capability.name, arguments)
+                    except RuntimeError as exc:  # the SDK's check of the answer against the tool's output schema
+                        if "schema" not in str(exc) and "structured content" not in str(exc):
+                            raise
+                        raise BackendFailed(f"backend {self.name!r}, tool {capability.name!r} answered what its "
+                                            f"output schema refuses: {exc}", backend=self.name,
+                                            tool=capability.name) from None
                     blocks, structured, is_error = list(result.content), result.structured_content, result.is_error
         except TimeoutError:
             raise BackendTimeout(f"backend {self.name!r}, tool {capability.name!r}: no answer within "

@@ -162,8 +162,8 @@ async def _run_calls(calls: Sequence[_Call], name_map: Mapping[str, Capability],
         capability = name_map.get(call.name)
         if capability is not None and capability.key in acted:
             done[i] = _refusal(call, name_map, f"not sent: an earlier call of {capability.backend}/"
-                                               f"{capability.name} got no answer and may have acted, and the tool "
-                                               "is not declared read-only or idempotent")
+                                               f"{capability.name} failed after it was sent and may have acted, "
+                                               "and the tool is not declared read-only or idempotent")
             return
         done[i], outcome = await _run_call(call, name_map, executor, context, timeout_of,
                                            settings.max_tool_result_chars)

@@ -216,7 +216,8 @@ async def test_consensus_asks_one_backend_when_the_best_capability_may_act() -> 
 
 
 async def test_fallback_stops_after_a_call_that_may_have_acted() -> None:
-    for failure in (timeout(), unavailable()):
+    # A backend that failed in the call, or answered what the router would not pass on, may have acted too.
+    for failure in (timeout(), unavailable(), fail("backend_failed"), fail("answer_too_large")):
         h = harness(ScriptedExecutor({"a": failure, "b": ok("B")}))
         result = await STRATEGIES["fallback"](plan("a!", "b"), h.ctx)
         assert result.outcome is None and h.executor.called == ["a"]
