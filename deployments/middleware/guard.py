@@ -36,6 +36,12 @@ log = logging.getLogger("mcp_router.guard")
 PUBLIC_PATHS = frozenset({"/health", "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
 
 
+def standing_stream(scope: Scope) -> bool:
+    """An MCP client's standing stream: the GET a session opens to hear the server outside its requests,
+    open as long as the session is, and idle most of it."""
+    return scope.get("method") == "GET" and str(scope.get("path", "")).startswith("/mcp")
+
+
 def public(path: str) -> bool:
     return path in PUBLIC_PATHS or path == "/ui" or path.startswith("/ui/")
 
@@ -57,6 +63,8 @@ class Guard:
         self.auth = Authenticator(settings)
         self.limiter = limiter
         self.in_flight = InFlight(max_in_flight)
+        # MCP sessions' standing streams stay open while idle: apart, they never fill the requests' slots.
+        self.streams = InFlight(max_in_flight, "standing streams open")
         self.max_header_bytes = max_header_bytes
         self.audit = audit
 
@@ -80,6 +88,8 @@ class Guard:
         request: Caller | None = None
         refusal: RouterError | None = None
         admitted = counted = False
+        standing = standing_stream(scope)
+        slots = self.streams if standing else self.in_flight
         try:
             if sum(len(k) + len(v) for k, v in raw) > self.max_header_bytes:
                 raise HeadersTooLarge(f"request headers exceed {self.max_header_bytes} bytes")
@@ -88,10 +98,10 @@ class Guard:
             else:
                 principal = await self.auth.authenticate(headers)
             access = Access.of(principal, self.settings)
-            self.in_flight.enter()
+            slots.enter()
             counted = True
             if not public(path):
-                await self.limiter.admit(principal.name, access.policy.rate_limit)
+                await self.limiter.admit(principal.name, access.policy.rate_limit, standing)
                 admitted = True
             request = Caller(access, rid)
         except RouterError as err:
@@ -117,9 +127,9 @@ class Guard:
                 CURRENT.reset(token)
         finally:
             if counted:
-                self.in_flight.exit()
+                slots.exit()
             if admitted and principal is not None:
-                self.limiter.release(principal.name)
+                self.limiter.release(principal.name, standing)
             if not public(path) or status["code"] >= 400:
                 self.audit.record(principal=principal.name if principal else "-", method=scope.get("method", ""),
                                   path=path, status=status["code"], request_id=rid, client_request_id=client_rid,

@@ -80,6 +80,7 @@ class SharedBuckets:
 class _State:
     max_in_flight: int | None
     in_flight: int = 0
+    streams: int = 0  # standing streams open (MCP sessions' listening GETs)
     leases: dict[str, int] = field(default_factory=dict)
     local: dict[str, TokenBucket] = field(default_factory=dict)  # this replica's share, when unshared
 
@@ -101,27 +102,37 @@ class Limiter:
             state = self._states[principal] = _State(cap)
         return state
 
-    async def admit(self, principal: str, limit: RateLimit) -> None:
-        """Count one request in (raises `RateLimited`); `release` when it ends."""
+    async def admit(self, principal: str, limit: RateLimit, standing: bool = False) -> None:
+        """Count one request in (raises `RateLimited`); `release` when it ends. A standing stream (an MCP
+        session's listening GET, open for the session's life) is counted apart from requests, under the same
+        bound: a client's open streams never refuse its own requests, nor its requests its streams."""
         state = self._state(principal, limit)
-        if state.max_in_flight is not None and state.in_flight >= state.max_in_flight:
-            raise RateLimited(f"{principal!r} has {state.in_flight} requests in flight, its limit here",
-                              retry_after_s=1)
+        held = state.streams if standing else state.in_flight
+        if state.max_in_flight is not None and held >= state.max_in_flight:
+            what = "standing streams open" if standing else "requests in flight"
+            raise RateLimited(f"{principal!r} has {held} {what}, its limit here", retry_after_s=1)
         # Counted in before the rate limit's await: requests arriving together all see each other.
-        state.in_flight += 1
+        self._count(state, standing, 1)
         if limit.requests_per_s is not None:
             burst = float(limit.burst) if limit.burst is not None else max(1.0, limit.requests_per_s)
             try:
                 await self._take(principal, state, "requests", limit.requests_per_s, burst, 1,
                                  f"its rate of {limit.requests_per_s} requests/s")
             except BaseException:  # refused, or the request cancelled while it waited: it never got in
-                self.release(principal)
+                self.release(principal, standing)
                 raise
 
-    def release(self, principal: str) -> None:
+    def release(self, principal: str, standing: bool = False) -> None:
         state = self._states.get(principal)
-        if state is not None and state.in_flight > 0:
-            state.in_flight -= 1
+        if state is not None:
+            self._count(state, standing, -1)
+
+    @staticmethod
+    def _count(state: _State, standing: bool, n: int) -> None:
+        if standing:
+            state.streams = max(0, state.streams + n)
+        else:
+            state.in_flight = max(0, state.in_flight + n)
 
     async def charge_calls(self, principal: str, limit: RateLimit, calls: int) -> None:
         """Backend calls a request is about to make (parallel and consensus make several)."""
@@ -161,14 +172,14 @@ class Limiter:
 class InFlight:
     """The replica's bound on requests running at once: over it, 503 at once instead of a queue."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, what: str = "requests in flight") -> None:
         self.limit = limit
+        self.what = what
         self.count = 0
 
     def enter(self) -> None:
         if self.count >= self.limit:
-            raise Overloaded(f"the router has {self.count} requests in flight on this replica, its limit",
-                             retry_after_s=1)
+            raise Overloaded(f"the router has {self.count} {self.what} on this replica, its limit", retry_after_s=1)
         self.count += 1
 
     def exit(self) -> None:

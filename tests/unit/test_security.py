@@ -13,6 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from deployments.middleware import Guard
 from router.errors import ConfigError, Forbidden, Overloaded, RateLimited, Unauthenticated, UnknownBackend
 from router.models import QueryRequest, RouteRequest
 from router.security.audit import AuditLog
@@ -339,6 +340,52 @@ async def test_in_flight_caps_per_principal_and_per_replica() -> None:
     with pytest.raises(Overloaded) as err:
         bound.enter()
     assert err.value.status_code == 503 and err.value.headers()["Retry-After"] == "1"
+
+
+async def test_open_mcp_streams_hold_no_request_slot_and_are_bounded_apart(tmp_path: Path) -> None:
+    """An MCP session's standing GET stays open while the session lives: counted with requests, a client's
+    own stream (or a few idle sessions) would refuse every request of its key, or of everyone."""
+    listening = asyncio.Event()
+    released = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] == "GET":
+            listening.set()
+            await released.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    settings = AuthSettings.model_validate({"api_keys": [{"name": "alice", "sha256": key_hash(KEY),
+                                                          "policy": "one"}],
+                                            "policies": {"one": {"rate_limit": {"max_in_flight": 1}}}})
+    guard = Guard(app, settings, max_header_bytes=16384, max_in_flight=1,
+                  audit=AuditLog(AuditSettings(path=str(tmp_path / "audit.jsonl"))), limiter=Limiter(1))
+
+    async def ask(method: str) -> int:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        scope = {"type": "http", "method": method, "path": "/mcp/backends/b/", "headers": [
+            (b"authorization", f"Bearer {KEY}".encode())]}
+        await guard(scope, receive, send)
+        return int(sent[0]["status"])
+
+    stream = asyncio.create_task(ask("GET"))
+    await listening.wait()
+    assert await ask("POST") == 200  # the replica's one slot and alice's one are the requests'
+    assert await ask("GET") == 503  # the replica's streams are bounded apart
+    released.set()
+    assert await stream == 200
+    limiter, one = Limiter(1), RateLimit(max_in_flight=1)
+    await limiter.admit("alice", one, standing=True)
+    await limiter.admit("alice", one)
+    with pytest.raises(RateLimited, match="1 standing streams open"):  # and a principal's as its requests are
+        await limiter.admit("alice", one, standing=True)
 
 
 async def test_requests_arriving_together_while_a_rate_lease_is_fetched_still_meet_the_in_flight_cap() -> None:
