@@ -43,7 +43,7 @@ def failure_error(result: StrategyResult) -> RouterError:
 
 # The failures of a lone attempt that keep their own kind rather than becoming `backend_failed`.
 _OWN_KINDS = frozenset({ErrorKind.BACKEND_REJECTED_ARGUMENTS, ErrorKind.BACKEND_UNAUTHORIZED, ErrorKind.FLOW_NOT_FOUND,
-                        ErrorKind.ANSWER_TOO_LARGE, ErrorKind.BACKEND_NOT_CALLABLE})
+                        ErrorKind.ANSWER_TOO_LARGE, ErrorKind.BACKEND_NOT_CALLABLE, ErrorKind.INVALID_REQUEST})
 
 
 def _chain_error(result: StrategyResult) -> RouterError:

@@ -154,6 +154,12 @@ def _record(ctx: StrategyContext, call: PlannedCall, outcome: CallOutcome, start
         ctx.on_outcome(call, dataclasses.replace(outcome, latency_ms=max(outcome.latency_ms, waited)))
 
 
+def refused_as_invalid(outcome: CallOutcome) -> bool:
+    """The backend's adapter refused the request itself as invalid (a Langflow tweak naming a session): the
+    caller's 400, which no other backend would make right."""
+    return outcome.error_kind is ErrorKind.INVALID_REQUEST
+
+
 def unknown_effect(call: PlannedCall, outcome: CallOutcome) -> str | None:
     """Why no other candidate may be tried after this failed call: it may have acted (it was sent and
     timed out or lost its connection) and is neither read-only nor idempotent; None otherwise."""

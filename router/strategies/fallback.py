@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router.strategies.base import StrategyContext, StrategyResult, attempt, unknown_effect
+from router.strategies.base import StrategyContext, StrategyResult, attempt, refused_as_invalid, unknown_effect
 from router.values import PlannedCall
 
 
@@ -29,6 +29,8 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
             return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
         if (reason := unknown_effect(call, outcome)) is not None:
             return StrategyResult(outcome=None, call=None, attempts=ctx.attempts, not_retried=reason)
+        if refused_as_invalid(outcome):
+            break
         if outcome.error_kind is not None and outcome.error_kind.backend_level:
             dead.add(call.backend)
     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)

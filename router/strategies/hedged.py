@@ -13,7 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from router.strategies.base import StrategyContext, StrategyResult, attempt, cancel_all, unknown_effect
+from router.strategies.base import (
+    StrategyContext,
+    StrategyResult,
+    attempt,
+    cancel_all,
+    refused_as_invalid,
+    unknown_effect,
+)
 from router.values import CallOutcome, PlannedCall
 
 
@@ -46,6 +53,8 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
                     return StrategyResult(outcome=outcome, call=call, attempts=ctx.attempts)
                 if (reason := unknown_effect(call, outcome)) is not None:
                     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts, not_retried=reason)
+                if refused_as_invalid(outcome):
+                    return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)
             if ctx.remaining() <= 0:
                 break
     finally:

@@ -226,6 +226,16 @@ async def test_fallback_stops_after_a_call_that_may_have_acted() -> None:
         assert result.not_retried in error.message and error.details["backend"] == "a"
 
 
+@pytest.mark.parametrize("mode", ["fallback", "hedged"])
+async def test_a_request_a_backend_refuses_as_invalid_is_the_callers_400_and_no_other_backend_runs_it(
+        mode: str) -> None:
+    h = harness(ScriptedExecutor({"a": fail("invalid_request", "tweaks may not set a session_id"), "b": ok("B")}))
+    result = await STRATEGIES[mode](plan("a", "b"), h.ctx)
+    assert result.outcome is None and h.executor.called == ["a"]
+    error = failure_error(result)
+    assert error.status_code == 400 and "tweaks may not set a session_id" in error.message
+
+
 @pytest.mark.parametrize(("kind", "status"), [("backend_rejected_arguments", 422), ("answer_too_large", 502),
                                               ("flow_not_found", 502), ("backend_unauthorized", 502)])
 def test_a_lone_failed_attempt_keeps_its_own_kind_and_status(kind: str, status: int) -> None:
