@@ -30,7 +30,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import extract
 
 from actors.backends.base import make_catalog
-from actors.backends.relay import ClientDidNotAnswer, RelayHub, identity
+from actors.backends.relay import ClientDidNotAnswer, RelayHub, identity, session_gone
 from router.errors import (
     BackendFailed,
     BackendRejectedArguments,
@@ -348,6 +348,8 @@ class McpBackend:
             raise BackendTimeout(f"backend {self.name!r} did not answer a health check within {timeout_s:.1f} s",
                                  backend=self.name) from None
         except (MCPError, *_CONNECTION_ERRORS) as exc:
+            if isinstance(exc, MCPError) and exc.code == types.METHOD_NOT_FOUND and self._modern(client):
+                return  # a server with no tools (prompts or resources only) answered the listing: it is alive
             raise self._translate(exc, "health check") from None
 
     def _translate(self, exc: BaseException, what: str) -> RouterError:
@@ -358,6 +360,12 @@ class McpBackend:
                 return BackendUnavailable(f"backend {self.name!r} ({what}): connection closed", backend=self.name)
             if exc.code == types.REQUEST_TIMEOUT:
                 return BackendTimeout(f"backend {self.name!r} ({what}): {exc}", backend=self.name)
+            if session_gone(exc):
+                # An HTTP server that restarted no longer knows the router's session (a 404): the session is
+                # over, as when the connection is lost; the supervisor connects again at once.
+                self._error = f"the server no longer knows the session ({exc.error.message})"
+                self._stop.set()
+                return BackendUnavailable(f"backend {self.name!r} ({what}): {self._error}", backend=self.name)
             if exc.code == types.INVALID_PARAMS:
                 # The server refused the caller's arguments: an answer about this request, not a fault.
                 return BackendRejectedArguments(f"backend {self.name!r} ({what}) rejected the arguments: "

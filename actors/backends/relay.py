@@ -182,7 +182,7 @@ class RelayHub:
                     raise ClientDidNotAnswer(asked) from None
                 raise
             except MCPError as exc:
-                if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
+                if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT) or session_gone(exc):
                     raise
                 return {"event": "error", **exc.error.model_dump(mode="json", exclude_none=True)}
             return {"event": "result", "result": result}
@@ -227,6 +227,14 @@ class RelayHub:
             return False
         del self._subscribers[uri]
         return True
+
+
+def session_gone(exc: MCPError) -> bool:
+    """The error an HTTP server's 404 for the router's session becomes: the server restarted and forgot it
+    (the SDK's client says "Session terminated"; a server's own body may say "session not found")."""
+    message = exc.error.message.lower()
+    return exc.code == types.INVALID_REQUEST and "session" in message and ("terminated" in message
+                                                                          or "not found" in message)
 
 
 def identity(client: Client) -> dict[str, Any]:

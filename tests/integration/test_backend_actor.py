@@ -240,3 +240,29 @@ def test_an_answer_over_the_limit_is_refused_and_does_not_count_against_the_back
     assert relayed[-1]["event"] == "error" and relayed[-1]["data"]["kind"] == "answer_too_large"
     assert ray.get(actor.get_status.remote()).health == "healthy"
     assert call(actor, "big", "shout", {"text": "a" * 100}).text == "A" * 100
+
+
+def test_an_http_server_that_restarted_and_forgot_the_session_is_reconnected_to_at_once(cleanup: list[Any]) -> None:
+    # A 2025 server answers a session it no longer knows with a 404: the session is over, as after a lost
+    # connection, not a failing server to count calls against until a health check notices.
+    port = free_port()
+    server = [sys.executable, str(Path(__file__).parents[1] / "conformance" / "everything_server.py"), "--port",
+              str(port)]
+    proc = subprocess.Popen(server)
+    try:
+        wait_listening(port)
+        settings = make_settings({"name": "web", "kind": "mcp_http", "url": f"http://127.0.0.1:{port}/mcp",
+                                  "protocol": "legacy"})
+        actor = actor_for(settings, "web")
+        cleanup.append(actor)
+        assert call(actor, "web", "test_simple_text", {}).ok
+        stop_process(proc)
+        proc = subprocess.Popen(server)  # a redeploy: the same address, none of the old sessions
+        wait_listening(port)
+        lost = call(actor, "web", "test_simple_text", {})
+        assert lost.error_kind == "backend_unavailable" and "no longer knows the session" in (lost.error or ""), \
+            lost.error
+        # Reconnected well before the next health check (15 s): calls answer again.
+        wait_for(lambda: call(actor, "web", "test_simple_text", {}).ok, timeout=8)
+    finally:
+        stop_process(proc)
