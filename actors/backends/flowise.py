@@ -169,6 +169,10 @@ class FlowiseBackend(HttpFlowBackend):
         latency = (time.perf_counter() - started) * 1000
         structured = data.get("json") if isinstance(data.get("json"), dict) else None
         text = data.get("text")
+        if text is None and structured is None:  # a 200 that is not a prediction (an error from a proxy, a plugin)
+            raise BackendFailed(f"backend {self.name!r} (flow {capability.name!r}): the prediction holds no `text` "
+                                f"or `json` (keys: {', '.join(sorted(map(str, data))[:10]) or 'none'})",
+                                backend=self.name, tool=capability.name)
         if not isinstance(text, str):
             text = json.dumps(structured, ensure_ascii=False) if structured else str(text or "")
         extra = {k: data[k] for k in _EXTRA if data.get(k)}

@@ -59,6 +59,7 @@ class Chatflow:
     streamable: bool = True  # ignored for AGENTFLOW, which Flowise always streams
     delay_s: float = 0.0
     malformed: bool = False
+    body: dict[str, Any] | None = None  # answered (200) instead of a prediction: a proxy's or a plugin's body
     error: str | None = None  # the run fails with this message
     stream_error: str | None = None  # stream one token, then an `error` event
     streams_tokens: bool = True  # agentflow: the last node streams its answer as a token
@@ -155,7 +156,7 @@ class FakeFlowise(RecordingFake):
             return await self._fail(request, streaming, 500, _BUILD + problem)
         if flow.malformed:
             return Response(b'{"text": "half an answ', media_type="application/json")
-        return JSONResponse(self._result(flow, body))
+        return JSONResponse(flow.body if flow.body is not None else self._result(flow, body))
 
     async def _fail(self, request: Request, streaming: bool, status: int, message: str) -> Response:
         """Flowise's error handler: JSON, unless the request asked for streaming; then nothing."""

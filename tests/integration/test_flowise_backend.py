@@ -41,6 +41,7 @@ SLOW = "510e0000-0000-4000-8000-000000000005"
 BROKEN = "b20e0000-0000-4000-8000-000000000006"
 FAILING = "fa110000-0000-4000-8000-000000000007"
 STREAMFAIL = "5f0a0000-0000-4000-8000-000000000008"
+NO_ANSWER = "0a0a0000-0000-4000-8000-000000000009"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,6 +61,7 @@ def flowise_server() -> Iterator[tuple[FakeFlowise, str]]:
         Chatflow(id=BROKEN, name="Broken Flow", malformed=True),
         Chatflow(id=FAILING, name="Failing Flow", error="model provider returned 429"),
         Chatflow(id=STREAMFAIL, name="Stream Fail", stream_error="the tool crashed"),
+        Chatflow(id=NO_ANSWER, name="No Answer", body={"error": "quota exceeded"}),
     ], api_key=FLOWISE_KEY)
     with serve_app(fake.app) as url:
         yield fake, url
@@ -90,7 +92,7 @@ async def test_flowise_lists_chatflows_as_capabilities(flowise: FlowiseBackend, 
     fake, _ = flowise_server
     catalog = await flowise.list_capabilities()
     caps = {c.name: c for c in catalog.capabilities}
-    assert len(caps) == 8 and all(c.kind == "flow" and c.backend == "flowise" for c in caps.values())
+    assert len(caps) == 9 and all(c.kind == "flow" and c.backend == "flowise" for c in caps.values())
     docs = caps["Docs QA"]
     assert docs.target == DOCS_ID and docs.intents == ("document-qa",) and docs.tags == ("docs",)
     assert docs.description == "Answers questions from the product manual"
@@ -248,6 +250,11 @@ async def test_flowise_timeout(flowise: FlowiseBackend) -> None:
         await flowise.call(flow_cap("flowise", "Slow Flow", SLOW), {}, timeout_s=0.3, context=ctx())
 
 
+async def test_flowise_prediction_without_an_answer_is_a_failure_not_an_empty_answer(flowise: FlowiseBackend) -> None:
+    with pytest.raises(BackendFailed, match=r"no `text` or `json` \(keys: error\)"):
+        await flowise.call(flow_cap("flowise", "No Answer", NO_ANSWER), {}, timeout_s=5, context=ctx())
+
+
 async def test_flowise_malformed_body(flowise: FlowiseBackend) -> None:
     with pytest.raises(BackendFailed, match="malformed response"):
         await flowise.call(flow_cap("flowise", "Broken Flow", BROKEN), {}, timeout_s=5, context=ctx())
@@ -271,6 +278,6 @@ async def test_flowise_key_from_the_environment(flowise_server: Any, monkeypatch
     monkeypatch.setenv("TEST_FLOWISE_KEY", FLOWISE_KEY)
     backend = FlowiseBackend(flowise_spec(url, api_key=None, api_key_env="TEST_FLOWISE_KEY"))
     await backend.connect()
-    assert len((await backend.list_capabilities()).capabilities) == 8
+    assert len((await backend.list_capabilities()).capabilities) == 9
     assert fake.last("/chatflows").headers["authorization"] == f"Bearer {FLOWISE_KEY}"
     await backend.shutdown()
