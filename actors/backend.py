@@ -33,7 +33,7 @@ import ray
 
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
-from actors.slots import FairSlots
+from actors.slots import FairSlots, NoSlot
 from router.errors import ErrorKind, RouterError
 from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
@@ -213,8 +213,9 @@ class BackendSupervisor:
         started = time.perf_counter()
         self._inflight += 1
         try:
-            async with self._slots.held(context.principal):
-                outcome = await self.backend.call(capability, arguments, timeout_s=timeout_s, context=context)
+            async with self._slots.held(context.principal, timeout_s):  # the wait for a slot is the call's time too
+                left = timeout_s - (time.perf_counter() - started)
+                outcome = await self.backend.call(capability, arguments, timeout_s=left, context=context)
         except asyncio.CancelledError:
             self.detector.abandon(admission.probe)
             raise
@@ -253,8 +254,9 @@ class BackendSupervisor:
         self._inflight += 1
         outcome = CallOutcome(backend=self.spec.name, capability=method, ok=True, latency_ms=0.0)
         try:
-            async with self._slots.held(principal):
-                async for event in self.backend.relay(method, params, timeout_s=timeout_s, log_level=log_level):
+            async with self._slots.held(principal, timeout_s):
+                left = timeout_s - (time.perf_counter() - started)
+                async for event in self.backend.relay(method, params, timeout_s=left, log_level=log_level):
                     if event["event"] == "result" and json_bytes(event["result"]) > self._max_answer:
                         event = _relay_error(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
                     yield event
@@ -345,7 +347,7 @@ class BackendSupervisor:
         if kind is ErrorKind.BACKEND_UNAVAILABLE:
             self._fail(_call_fault(capability, kind))
             self._wake.set()  # reconnect now rather than at the next health check
-        return CallOutcome.failed(capability, kind, exc.message, _since(started))
+        return CallOutcome.failed(capability, kind, exc.message, _since(started), sent=not isinstance(exc, NoSlot))
 
     def _judge(self, capability: Capability, outcome: CallOutcome, admission: Admission, caller: str | None) -> None:
         """Only the backend's own faults count against it (and eject it), for every caller alike: an

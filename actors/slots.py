@@ -18,6 +18,13 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from router.errors import DeadlineExceeded
+
+
+class NoSlot(DeadlineExceeded):
+    """Every slot stayed taken for the whole of the call's time: it was never sent. Neither the caller's
+    fault nor the backend's, and no answer to count against either."""
+
 
 class FairSlots:
     def __init__(self, limit: int) -> None:
@@ -30,18 +37,23 @@ class FairSlots:
         return sum(self._held.values())
 
     @asynccontextmanager
-    async def held(self, principal: str | None) -> AsyncIterator[None]:
+    async def held(self, principal: str | None, wait_s: float | None = None) -> AsyncIterator[None]:
+        """A slot for the block; waiting for one at most `wait_s` (then `NoSlot`)."""
         key = principal or ""
         if self._waiting or self.in_use >= self.limit:
             turn = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(key, deque()).append(turn)
             try:
-                await turn
-            except asyncio.CancelledError:
+                async with asyncio.timeout(wait_s):
+                    await turn
+            except (asyncio.CancelledError, TimeoutError) as exc:
                 if turn.done() and not turn.cancelled():
                     self._release(key)  # given a slot just as the wait was cancelled: hand it on
                 else:
                     self._forget(key, turn)
+                if isinstance(exc, TimeoutError):
+                    raise NoSlot(f"all {self.limit} of the backend's call slots stayed taken for {wait_s:.1f} s; "
+                                 "the call was not sent") from None
                 raise
         else:
             self._held[key] += 1

@@ -40,7 +40,10 @@ class ScriptedBackend:
             raise BackendRejectedArguments(f"invalid params: {said}")
         if step == "timeout":
             raise BackendTimeout(f"no answer within {timeout_s} s to {said}")
-        return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0, text="done")
+        if step == "slow":
+            await asyncio.sleep(0.5)
+        text = f"{timeout_s}" if step == "time-left" else "done"
+        return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0, text=text)
 
     async def health(self, timeout_s: float) -> None: ...
 
@@ -85,6 +88,24 @@ async def test_a_call_cut_short_by_the_callers_own_deadline_says_nothing_of_the_
     assert late.error_kind is ErrorKind.DEADLINE_EXCEEDED and late.backend_answered is None
     assert sup.status().health == "healthy" and sup.status().last_error is None
     assert (await call(sup)).ok
+    await sup.shutdown()
+
+
+async def test_the_wait_for_a_call_slot_is_part_of_the_calls_time_and_one_never_sent_counts_for_no_one() -> None:
+    sup = supervisor(["slow", "time-left"])  # one slot (max_concurrency 1)
+    await sup.start(wait_s=2)
+    flood = asyncio.create_task(sup.call(TOOL, {}, 30.0, CallContext(question="q", intent="general",
+                                                                        principal="mallory")))
+    await asyncio.sleep(0.05)
+    bob = CallContext(question="q", intent="general", principal="bob")
+    starved = await sup.call(TOOL, {}, 0.2, bob)
+    assert starved.error_kind is ErrorKind.DEADLINE_EXCEEDED and not starved.sent and not starved.may_have_acted
+    assert "call slots stayed taken" in (starved.error or "") and starved.backend_answered is None
+    waited = asyncio.create_task(sup.call(TOOL, {}, 5.0, bob))  # gets the slot when mallory's call ends
+    assert (await flood).ok
+    answer = await waited
+    assert answer.ok and float(answer.text or "") < 4.9  # what its wait left of its five seconds
+    assert sup.status().health == "healthy" and sup.status().inflight == 0
     await sup.shutdown()
 
 
