@@ -1,9 +1,11 @@
 """The MCP server at /mcp/backends/: every backend the caller may reach, as one server.
 
 Tools (and flows, as tools taking a `question`) and prompts are named `<backend>__<name>`; resources keep
-their URIs. `search_tools` ranks them for a task with the router's own retrieval, so a client with
-hundreds of tools can load the few it needs. A call goes to its backend like one on that backend's own
-endpoint (`deployments.gateway.backend`); a flow is called through the router's query path.
+their URIs. A tool's name is made what function-calling APIs accept (letters, digits, `_` and `-`, at most
+64 characters; a flow's name has spaces) and unique, as `/v1/chat` names them. `search_tools` ranks them for
+a task with the router's own retrieval, so a client with hundreds of tools can load the few it needs. A call
+goes to its backend like one on that backend's own endpoint (`deployments.gateway.backend`); a flow is called
+through the router's query path.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from deployments.gateway.backend import CACHE_HINTS
 from deployments.gateway.forward import outgoing, versioned
 from deployments.gateway.gate import Gate
 from router.errors import InvalidRequest, RouterError, UnknownCapability
+from router.llm.tool_loop import unique_tool_names
 from router.models import QueryRequest, RouteRequest, describe_validation
 from router.values import Capability
 
@@ -57,15 +60,21 @@ def build_aggregate_server(gate: Gate) -> Server[Any]:
                               code=types.INVALID_PARAMS)
         return found
 
+    def tools(caller: Caller) -> dict[str, Capability]:
+        return unique_tool_names(list(served(caller, ("tool", "flow"))))
+
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
         caller = gate.caller()
-        return {"tools": [_SEARCH_TOOL, *(_tool(c) for c in served(caller, ("tool", "flow")))]}
+        return {"tools": [_SEARCH_TOOL, *(_tool(name, c) for name, c in tools(caller).items())]}
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         caller = gate.caller()
         if params.name == SEARCH:
-            return await _search(gate, caller, params.arguments or {})
-        capability = find(caller, ("tool", "flow"), params.name)
+            return await _search(gate, caller, params.arguments or {}, tools(caller))
+        capability = tools(caller).get(params.name)
+        if capability is None:
+            raise gate.refuse(caller, UnknownCapability(f"unknown tool {params.name!r}", tool=params.name),
+                              code=types.INVALID_PARAMS)
         if capability.kind == "flow":
             return await _call_flow(gate, caller, capability, params.arguments or {})
         return await gate.relay(ctx, caller, capability.backend, "tools/call", outgoing(ctx.params), capability)
@@ -113,8 +122,8 @@ def build_aggregate_server(gate: Gate) -> Server[Any]:
     return server
 
 
-def _tool(c: Capability) -> dict[str, Any]:
-    return _present({"name": namespaced(c), "title": c.title, "description": c.description,
+def _tool(name: str, c: Capability) -> dict[str, Any]:
+    return _present({"name": name, "title": c.title, "description": c.description,
                      "inputSchema": c.input_schema or {"type": "object"},
                      "annotations": {"readOnlyHint": c.read_only, "idempotentHint": c.idempotent}})
 
@@ -130,7 +139,8 @@ def _prompt_arguments(c: Capability) -> list[dict[str, Any]]:
             for n, p in props.items()]
 
 
-async def _search(gate: Gate, caller: Caller, arguments: Mapping[str, Any]) -> dict[str, Any]:
+async def _search(gate: Gate, caller: Caller, arguments: Mapping[str, Any],
+                  tools: Mapping[str, Capability]) -> dict[str, Any]:
     query, limit = arguments.get("query"), arguments.get("limit", 10)
     if not isinstance(query, str) or not query.strip() or not isinstance(limit, int) or not 1 <= limit <= 50:
         return _text_error("search_tools needs `query` (a non-empty string) and an optional `limit` from 1 to 50")
@@ -140,14 +150,13 @@ async def _search(gate: Gate, caller: Caller, arguments: Mapping[str, Any]) -> d
         return _text_error(describe_validation(list(exc.errors())))
     except RouterError as exc:
         return _text_error(exc.message)
-    catalogs = gate.catalogs(caller)
+    named = {(c.backend, c.kind, c.name): name for name, c in tools.items()}
     found = []
     for c in route.candidates:
-        capability = next((x for x in catalogs[c.backend].capabilities if x.name == c.capability and x.kind == c.kind),
-                           None) if c.backend in catalogs else None
-        if capability is None or capability.kind not in ("tool", "flow"):
+        name = named.get((c.backend, c.kind, c.capability))
+        if name is None:  # not a tool or flow the caller may call here
             continue
-        found.append({**_tool(capability), "score": c.scores.composite, "confidence": c.scores.confidence})
+        found.append({**_tool(name, tools[name]), "score": c.scores.composite, "confidence": c.scores.confidence})
         if len(found) == limit:
             break
     text = "\n".join(f"{t['name']}: {t['description'][:200]}" for t in found) or "no tool fits this task"

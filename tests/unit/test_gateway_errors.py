@@ -4,6 +4,7 @@ error is passed on as the server's, whatever its data claims; only the actor's o
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from types import SimpleNamespace as NS
@@ -13,6 +14,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from actors.backend import _relay_error
+from deployments.caller import CURRENT
+from deployments.gateway.aggregate import build_aggregate_server
 from deployments.gateway.gate import Gate
 from deployments.metrics import RouterMetrics
 from router.errors import ErrorKind, RouterError
@@ -127,3 +130,32 @@ async def test_a_tool_call_whose_arguments_json_cannot_carry_is_refused_not_sent
                                                   {"name": "t", "arguments": {"n": [number]}})
     assert raised.value.error.code == -32602 and "NaN or an infinity" in raised.value.error.message
     assert actor.sent == 0 and [f.kind for f in failed] == [ErrorKind.INVALID_REQUEST]
+
+
+async def test_the_aggregate_servers_tool_names_are_ones_function_calling_apis_accept_and_each_is_callable() -> None:
+    flow = Capability(backend="flowise", name="Customer Support (1a2b)", kind="flow")
+    long_tool = Capability(backend="tools", name="t" * 80)
+    catalogs = {c.backend: Catalog(backend=c.backend, version="1", description="", capabilities=(c,))
+                for c in (flow, long_tool)}
+    g = gate({}, Metrics(), catalogs)
+    token = CURRENT.set(caller([]))  # type: ignore[arg-type]
+    try:
+        server = build_aggregate_server(g)
+        listed = await server.get_request_handler("tools/list").handler(CTX, None)  # type: ignore[union-attr]
+        names = [t["name"] for t in listed["tools"]]
+        assert names[1:] == ["flowise__Customer_Support_1a2b_", "tools__" + "t" * 57]
+        assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in names)
+        asked: list[Any] = []
+
+        async def query(request: Any, who: Any) -> Any:
+            asked.append((request.backend, request.tool))
+            return NS(answer="flow answer")
+
+        g.service.query = query  # type: ignore[attr-defined]
+        call = server.get_request_handler("tools/call").handler  # type: ignore[union-attr]
+        answered = await call(CTX, NS(name="flowise__Customer_Support_1a2b_", arguments={"question": "hi"}))
+        assert answered["content"][0]["text"] == "flow answer" and asked == [("flowise", "Customer Support (1a2b)")]
+        with pytest.raises(MCPError, match="unknown tool"):
+            await call(CTX, NS(name="flowise__Customer Support (1a2b)", arguments={}))
+    finally:
+        CURRENT.reset(token)
