@@ -150,6 +150,7 @@ class McpBackend:
                                 list_roots_callback=hub.roots, logging_callback=hub.log)
                 await stack.enter_async_context(client)
                 self._client = client
+                hub.new_session()
                 info = client.server_info
                 if not self.server_description:
                     self.server_description = (client.instructions or (info.description if info else None)

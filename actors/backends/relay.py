@@ -209,6 +209,11 @@ class RelayHub:
             if session is not None and method == "resources/subscribe" and not answered:
                 self._subscribers.get(str(params.get("uri")), {}).pop(str(session), None)  # the server refused it
 
+    def new_session(self) -> None:
+        """The router's session with the server is new: it holds no subscription, so the next session to
+        subscribe to a resource subscribes it again."""
+        self._subscribers.clear()
+
     def _server_hears(self, method: str, uri: str, session: str) -> bool:
         """Whether a gateway session's subscribe or unsubscribe goes to the server. Its session is every gateway
         session's, so the first session subscribing to a resource subscribes it, and only the last one leaving

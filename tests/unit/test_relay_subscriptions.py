@@ -56,6 +56,9 @@ async def test_the_server_hears_the_first_subscribe_and_the_last_unsubscribe() -
     assert server.sent == [("subscribe", URI), ("unsubscribe", URI)]
     await ask(hub, server, "resources/subscribe", "carol")
     assert server.sent[-1] == ("subscribe", URI)
+    hub.new_session()  # connected again: the server's new session holds no subscription
+    await ask(hub, server, "resources/subscribe", "carol")
+    assert server.sent[-2:] == [("subscribe", URI), ("subscribe", URI)]
 
 
 async def test_a_subscribe_the_server_refused_holds_nothing() -> None:
