@@ -161,8 +161,9 @@ def refused_as_invalid(outcome: CallOutcome) -> bool:
 
 
 def unknown_effect(call: PlannedCall, outcome: CallOutcome) -> str | None:
-    """Why no other candidate may be tried after this failed call: it may have acted (it was sent and
-    timed out or lost its connection) and is neither read-only nor idempotent; None otherwise."""
+    """Why no other candidate may be tried after this failed call: it may have acted (`may_have_acted`: it
+    was sent, and timed out, lost its connection, failed in the server or answered what the router would not
+    pass on) and is neither read-only nor idempotent; None otherwise."""
     if call.capability.repeatable or not outcome.may_have_acted:
         return None
     return (f"{call.backend}/{call.capability.name} may have acted before it failed and is not declared "

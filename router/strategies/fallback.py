@@ -1,8 +1,9 @@
 """fallback (default): try candidates in composite-score order; the first success wins.
 
 A backend that failed as a whole (down, timed out) is not tried again for another of its tools. A call
-that may have acted (it timed out or lost its connection) to a capability not safe to repeat ends the
-request: trying another backend could do the same thing twice.
+that may have acted (it was sent and timed out, lost its connection or failed in the server) to a
+capability not safe to repeat ends the request: trying another backend could do the same thing twice. So
+does a request the backend refused as invalid: it is the caller's to fix.
 """
 
 from __future__ import annotations
