@@ -61,6 +61,25 @@ def bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
+def json_nests_deeper(text: str, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than `limit`, found by one pass over it, before any
+    parser sees it: parsing thousands of levels takes the interpreter to its recursion limit, where even a
+    garbage collection's finalizer that runs meanwhile fails."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def _depth(value: Any, level: int = 0) -> int:
     if level > MAX_ARGUMENT_DEPTH:
         return level

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from router.errors import BackendTimeout, LLMBadOutput, LLMFailed, RouterError
-from router.models import bounded_arguments
+from router.models import MAX_ARGUMENT_DEPTH, bounded_arguments, json_nests_deeper
 from router.schemas import schema_errors
 from router.settings import LLMSettings
 from router.strategies.base import Executor
@@ -187,9 +187,11 @@ async def _run_call(call: _Call, name_map: Mapping[str, Capability], executor: E
     cap = name_map.get(call.name)
     if cap is None:
         return _refusal(call, name_map, f"unknown tool {call.name!r}"), None
+    if json_nests_deeper(call.arguments):
+        return _refusal(call, name_map, f"not sent: arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels"), None
     try:
         args = json.loads(call.arguments)
-    except (ValueError, RecursionError):
+    except ValueError:
         args = None
     if not isinstance(args, dict):
         return _refusal(call, name_map, "the arguments are not a JSON object"), None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import pickle
 
 import pytest
@@ -16,7 +17,7 @@ from router.errors import (
     ToolFailed,
     UnknownIntent,
 )
-from router.models import QueryRequest, RouteRequest
+from router.models import QueryRequest, RouteRequest, json_nests_deeper
 from router.values import BackendStatus, Capability
 
 
@@ -110,3 +111,9 @@ def test_an_ejection_that_is_over_makes_the_backend_available_for_its_probe() ->
     running = BackendStatus(name="a", kind="mcp_stdio", transport="stdio", health="ejected",
                             ejected_until=time.time() + 60)
     assert over.available and not running.available
+
+
+def test_json_nesting_is_measured_without_parsing_and_brackets_in_strings_do_not_count() -> None:
+    assert json_nests_deeper("[" * 5000 + "]" * 5000) and json_nests_deeper('{"a":' * 13 + "1" + "}" * 13)
+    assert not json_nests_deeper('{"a":' * 12 + "1" + "}" * 12)
+    assert not json_nests_deeper(json.dumps({"q": '[[[[[[[[[[[[[[{{{{{{ " [[[[[[['}))
