@@ -27,6 +27,20 @@ def _not_blank(value: str) -> str:
     return value
 
 
+# JSON may escape half of a UTF-16 pair alone ("\ud800"), which Python's reader keeps (pydantic refuses it in a
+# `str` field, not inside `Any`): such a string has no UTF-8 form, so no tokenizer, MCP session or HTTP body can
+# carry it (a stdio backend's session failed as a whole on one).
+_LONE_SURROGATE = "a lone UTF-16 surrogate in {} (an escape such as \\ud800 without its pair) is not text"
+
+
+def is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 Question = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 
 # Session ids are the caller's names for a conversation; a plain token keeps them safe to log and scope.
@@ -53,7 +67,9 @@ def bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if _depth(value) > MAX_ARGUMENT_DEPTH:
         raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
-        size = len(json.dumps(value, default=str, allow_nan=False))
+        size = len(json.dumps(value, default=str, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(_LONE_SURROGATE.format("arguments")) from None
     except ValueError:  # Python's JSON reads NaN, Infinity and 1e999; no backend can be sent them as JSON
         raise ValueError("arguments hold a number JSON cannot carry (NaN or an infinity)") from None
     if size > MAX_ARGUMENT_BYTES:
@@ -127,6 +143,8 @@ def _check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
             raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
         content = m.get("content")
+        if not is_unicode(json.dumps(content, ensure_ascii=False, default=str)):
+            raise ValueError(_LONE_SURROGATE.format(f"messages[{i}].content"))
         if not isinstance(content, str | list) and (content is not None or m["role"] != "assistant"):
             raise ValueError(f"messages[{i}].content must be a string or a list of parts"
                              + (" (null only for an assistant's tool calls)" if content is None else ""))

@@ -242,14 +242,21 @@ class MicroBatcher:
             self.batch_sizes = [*self.batch_sizes[-99:], len(batch)]
             try:
                 vectors = await self._inner.embed([t for t, _ in batch])
-            except Exception as exc:  # every waiting question sees the model's failure
-                for _, f in batch:
-                    if not f.done():
-                        f.set_exception(exc)
+            except Exception as exc:
+                if len(batch) > 1:  # the batch holds several callers' questions: one's text fails only its own
+                    await self._one_by_one(batch)
+                    continue
+                _settle(batch[0][1], exc=exc)
                 continue
             for (_, f), v in zip(batch, vectors, strict=True):
-                if not f.done():
-                    f.set_result(v)
+                _settle(f, v)
+
+    async def _one_by_one(self, batch: list[tuple[str, asyncio.Future[np.ndarray]]]) -> None:
+        for text, future in batch:
+            try:
+                _settle(future, (await self._inner.embed([text]))[0])
+            except Exception as exc:  # this question sees the model's failure on its own text
+                _settle(future, exc=exc)
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:
@@ -258,6 +265,17 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
     return LocalMiniLM(threads=settings.threads, model=settings.model, parallel=settings.parallel,
                        compute=settings.compute)
 
+
+
+def _settle(future: asyncio.Future[np.ndarray], vector: np.ndarray | None = None, *,
+            exc: Exception | None = None) -> None:
+    """A waiting question's vector, or the failure it sees (nothing for a question whose caller left)."""
+    if future.done():
+        return
+    if exc is not None or vector is None:
+        future.set_exception(exc or RuntimeError("no vector"))
+    else:
+        future.set_result(vector)
 
 class EmbeddingCache:
     """Vectors on disk keyed by model id and text hash (SQLite: safe across processes)."""

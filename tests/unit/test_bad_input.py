@@ -93,6 +93,20 @@ def test_arguments_holding_a_number_json_cannot_carry_are_a_400_naming_them(clie
     assert "arguments" in message and "NaN or an infinity" in message
 
 
+@pytest.mark.parametrize(("path", "body", "named"), [
+    ("/v1/query", '{"question": "time?", "arguments": {"timezone": "\\ud800"}}', "in arguments"),
+    ("/v1/tools/select", '{"messages": [{"role": "user", "content": "\\udc00 time in Tokyo"}]}',
+     "in messages[0].content"),
+    ("/v1/chat", '{"messages": [{"role": "user", "content": [{"type": "text", "text": "\\ud800"}]}]}',
+     "in messages[0].content"),
+])
+def test_a_lone_surrogate_is_a_400_naming_the_field(client: TestClient, path: str, body: str, named: str) -> None:
+    # Valid JSON with no UTF-8 form: sent on, it failed a stdio backend's session for every caller, and the
+    # tokenizer on it failed other callers' questions embedded in the same batch.
+    resp = client.post(path, content=body.encode(), headers={"content-type": "application/json"})
+    assert f"lone UTF-16 surrogate {named}" in error(resp, 400, "invalid_request")
+
+
 def test_an_unknown_route_and_a_wrong_method_answer_in_the_apis_error_format(client: TestClient,
                                                                            audit: Path) -> None:
     assert "GET /v1/nothing-here" in error(client.get("/v1/nothing-here"), 404, "not_found")

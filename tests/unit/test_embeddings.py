@@ -141,6 +141,23 @@ async def test_a_failing_model_fails_every_question_of_its_batch_and_the_next_ba
     assert (await batcher.embed(["fine"])).shape == (1, 2)
 
 
+async def test_a_text_the_model_refuses_fails_only_its_own_question_of_a_shared_batch() -> None:
+    class Picky(SlowModel):
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            if any(t.startswith("bad") for t in texts):
+                raise TypeError("the tokenizer cannot read it")
+            return await super().embed(texts)
+
+    model = Picky()
+    batcher = MicroBatcher(model)
+    running = asyncio.create_task(batcher.embed(["first"]))
+    await asyncio.sleep(0.005)  # the model is busy: the next three wait, then go together
+    results = await asyncio.gather(*(batcher.embed([t]) for t in ("alice's", "bad one", "bob's")),
+                                   return_exceptions=True)
+    assert (await running).shape == (1, 2) and isinstance(results[1], TypeError)
+    assert results[0].shape == (1, 2) and results[2].shape == (1, 2)  # type: ignore[union-attr]
+
+
 async def test_lists_of_texts_bypass_the_queue() -> None:
     model = SlowModel()
     out = await MicroBatcher(model).embed(["a", "bb", "ccc"])
