@@ -68,8 +68,8 @@ class FeedbackOwner:
     async def examples(self, backend: str) -> list[dict[str, Any]]:
         return [e.info() for e in await asyncio.to_thread(self.store.for_backend, backend)]
 
-    async def delete(self, backend: str) -> int:
-        return await asyncio.to_thread(self.store.delete_backend, backend)
+    async def delete(self, backend: str, names: list[str] | None = None) -> int:
+        return await asyncio.to_thread(self.store.delete_backend, backend, names)
 
 
 FeedbackActor = ray.remote(FeedbackOwner)
@@ -129,8 +129,8 @@ class FeedbackView:
         await self.flush()  # this replica's own decisions first
         return await asyncio.wait_for(self.actor.latest.remote(limit), 10)
 
-    async def delete(self, backend: str) -> int:
-        deleted: int = await asyncio.wait_for(self.actor.delete.remote(backend), 10)
+    async def delete(self, backend: str, names: list[str] | None = None) -> int:
+        deleted: int = await asyncio.wait_for(self.actor.delete.remote(backend, names), 10)
         await self.refresh()
         return deleted
 

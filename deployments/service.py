@@ -191,7 +191,12 @@ class RouterService:
         access.check("stats", "deleting examples")
         if name not in self.router.visible_backends(access):
             raise UnknownBackend(f"unknown backend {name!r}", backend=name)
-        return {"backend": name, "deleted": await _from_actor(FEEDBACK_STORE, self.learning.delete(name))}
+        # A policy allowing part of the backend deletes the examples of that part: the others are not its own.
+        names = None
+        if not access.allows_all(name):
+            catalog = self.router.catalogs.get(name)
+            names = [c.name for c in (catalog.capabilities if catalog else ()) if access.allows(name, c.name)]
+        return {"backend": name, "deleted": await _from_actor(FEEDBACK_STORE, self.learning.delete(name, names))}
 
     # -- operators ------------------------------------------------------------------------------------
 
@@ -220,7 +225,11 @@ class RouterService:
             return report
         found: dict[str, Any] | None = await _from_actor(PERFORMANCE_TRACKER, self.perf_actor.get_loadtest.remote(),
                                                           timeout_s=10)
-        return found
+        if found is None:
+            return None
+        # Whoever ran it may see backends this operator's policy hides: their counts are left out.
+        visible = set(self.router.visible_backends(caller.access))
+        return {**found, "backends": {b: n for b, n in (found.get("backends") or {}).items() if b in visible}}
 
     # -- the backends --------------------------------------------------------------------------------
 

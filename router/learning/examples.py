@@ -146,9 +146,12 @@ class ExampleStore:
     def for_backend(self, backend: str) -> list[Example]:
         return self._select("WHERE backend = ?", (backend,))
 
-    def delete_backend(self, backend: str) -> int:
+    def delete_backend(self, backend: str, names: list[str] | None = None) -> int:
+        """The backend's examples, or only those of the capabilities `names` (what a narrower policy covers)."""
+        only = f" AND name IN ({', '.join('?' * len(names))})" if names is not None else ""
         with self._lock:
-            deleted = self._db.execute("DELETE FROM examples WHERE backend = ?", (backend,)).rowcount
+            deleted = self._db.execute(f"DELETE FROM examples WHERE backend = ?{only}",
+                                       (backend, *(names or ()))).rowcount
             self.version += 1
         return int(deleted)
 

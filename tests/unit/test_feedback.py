@@ -92,6 +92,10 @@ def test_store_deletes_per_backend_and_bumps_its_version(tmp_path: Path) -> None
     assert store.version > before
     assert [e.backend for e in store.all()] == ["c"]
     assert store.delete_backend("nobody") == 0
+    store.add([ex("t", 1, unit(1, 0), backend="c"), ex("denied", 1, unit(1, 0), backend="c")])
+    # An operator whose policy covers part of a backend deletes the examples of that part only.
+    assert store.delete_backend("c", ["t", "u"]) == 2 and [e.name for e in store.all()] == ["denied"]
+    assert store.delete_backend("c", []) == 0
 
 
 def test_a_close_positive_example_pulls_up_and_a_close_negative_pushes_down() -> None:

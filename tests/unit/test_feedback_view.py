@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from actors.feedback import FeedbackOwner, FeedbackView
+from deployments.caller import Caller
+from deployments.service import RouterService
 from router.learning.decisions import RecentDecision
 from router.learning.examples import Example
-from router.settings import LearningSettings
+from router.security.identity import Principal
+from router.security.policy import Access
+from router.settings import LearningSettings, Policy, RouterSettings
+from router.values import Capability, Catalog
 from tests.unit.helpers import embed_texts
 
 
@@ -61,3 +67,25 @@ async def test_feedback_on_one_replica_reaches_a_decision_made_on_another_and_bo
         await asyncio.sleep(0.01)
     assert len(await a.examples("time")) == 2 and await b.delete("time") == 2
     assert b.index().evidence(vector) == {}
+
+
+async def test_an_operator_whose_policy_covers_part_of_a_backend_deletes_and_reads_only_that_part(
+        tmp_path: Path) -> None:
+    settings = LearningSettings()
+    handle = InProcessHandle(FeedbackOwner(str(tmp_path / "feedback.sqlite"), settings))
+    view = FeedbackView(settings, handle)
+    vector = embed_texts(["q"])[0]
+    await view.add([Example(backend="time", kind="tool", name=n, label=1, question="q", vector=vector)
+                    for n in ("now", "convert")])
+    report = {"backends": {"time": 3, "secret": 2}}
+    tools = tuple(Capability(backend="time", name=n) for n in ("now", "convert"))
+    catalog = Catalog(backend="time", version="1", description="", capabilities=tools)
+    router = SimpleNamespace(catalogs={"time": catalog}, visible_backends=lambda access: ["time"])
+    perf = SimpleNamespace(get_loadtest=SimpleNamespace(remote=lambda: asyncio.sleep(0, report)))
+    service = RouterService(settings=RouterSettings(), router=router, learning=view,  # type: ignore[arg-type]
+                            perf_actor=perf, directory=None, selector=None, chat_service=None,  # type: ignore[arg-type]
+                            limiter=None, metrics=None, query_embed=None)  # type: ignore[arg-type]
+    ops = Caller(Access(Principal("ops", "ops", "api_key"), Policy(stats=True, allow=["time/now"])))
+    assert (await service.delete_examples("time", ops))["deleted"] == 1
+    assert [e["name"] for e in await view.examples("time")] == ["convert"]  # not the operator's to delete
+    assert (await service.loadtest(ops)) == {"backends": {"time": 3}}  # whoever ran it saw more
