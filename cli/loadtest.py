@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 import time
@@ -33,7 +32,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+from mcp_router.cli.main import DEFAULT_URL, CommandError, api_key, positive
+
 DEFAULT_QUESTIONS = (
     "What time is it in Tokyo?",
     "What is 12 times (3 + 4)?",
@@ -298,30 +298,20 @@ def load_questions(path: Path | None) -> list[str]:
     return questions
 
 
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
-
-
 def add_loadtest_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("loadtest", help="drive a running router with concurrent requests",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default=DEFAULT_URL, help=f"the router (default {DEFAULT_URL})")
-    p.add_argument("--concurrency", type=_positive(int), default=8, metavar="N", help="concurrent workers")
+    p.add_argument("--concurrency", type=positive(int), default=8, metavar="N", help="concurrent workers")
     bound = p.add_mutually_exclusive_group(required=True)
-    bound.add_argument("--duration", type=_positive(float), metavar="S", help="run for S seconds")
-    bound.add_argument("--requests", type=_positive(int), metavar="N", help="send N requests in all")
+    bound.add_argument("--duration", type=positive(float), metavar="S", help="run for S seconds")
+    bound.add_argument("--requests", type=positive(int), metavar="N", help="send N requests in all")
     p.add_argument("--mode", choices=MODES, help="the resilience mode sent with every query")
     p.add_argument("--questions", type=Path, metavar="FILE", help="one question per line (default: built-in)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the summary and every sample as JSON")
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="write latency over time and its histogram")
     p.add_argument("--protocol", choices=("http", "mcp"), default="http")
-    p.add_argument("--timeout", type=_positive(float), default=60.0, metavar="S", help="per request")
+    p.add_argument("--timeout", type=positive(float), default=60.0, metavar="S", help="per request")
     p.add_argument("--api-key", help="authenticate as this key's principal (default: $MCP_ROUTER_API_KEY)")
     p.add_argument("--no-report", action="store_true",
                    help="do not send the summary to the router (its console shows the last one it was sent)")
@@ -343,16 +333,19 @@ def send_report(url: str, summary: dict[str, Any], api_key: str | None) -> str:
 def cmd_loadtest(args: argparse.Namespace) -> int:
     try:
         questions = load_questions(args.questions)
-    except (OSError, ValueError) as exc:
+        key = api_key(args)
+        for out, flag in ((args.json, "--json"), (args.plot, "--plot")):  # known before the run, not after it
+            if out is not None and not out.resolve().parent.is_dir():
+                raise CommandError(f"{flag} {out}: the folder {out.resolve().parent} does not exist")
+    except (OSError, ValueError, CommandError) as exc:
         print(f"mcp-router loadtest: {exc}", file=sys.stderr)
         return 2
     summary, samples = asyncio.run(run_loadtest(
         args.url, questions, concurrency=args.concurrency, duration=args.duration, requests=args.requests,
-        mode=args.mode, protocol=args.protocol, request_timeout=args.timeout,
-        api_key=args.api_key or os.environ.get("MCP_ROUTER_API_KEY")))
+        mode=args.mode, protocol=args.protocol, request_timeout=args.timeout, api_key=key))
     print_summary(summary)
     if not args.no_report:
-        print(send_report(args.url, summary, args.api_key or os.environ.get("MCP_ROUTER_API_KEY")))
+        print(send_report(args.url, summary, key))
     if args.json:
         write_json(args.json, summary, samples)
         print(f"wrote {args.json}")

@@ -271,8 +271,29 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def _auth(args: argparse.Namespace) -> dict[str, str]:
-    key = args.api_key or os.environ.get("MCP_ROUTER_API_KEY")
+    key = api_key(args)
     return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """`--api-key`, else $MCP_ROUTER_API_KEY. A key with a character HTTP headers cannot carry (a pasted
+    ellipsis, an accent) is the caller's mistake, said as such rather than as an encoding traceback."""
+    key = args.api_key or os.environ.get("MCP_ROUTER_API_KEY")
+    if key and not key.isascii():
+        raise CommandError("the API key (--api-key or $MCP_ROUTER_API_KEY) holds a character that is not ASCII; "
+                           "keys are what `mcp-router keys create` printed", exit_code=2)
+    return key
+
+
+def positive(kind: type) -> Any:
+    """An argparse type: a number of `kind` above zero."""
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -296,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     def client_opts(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--url", default=DEFAULT_URL)
         sp.add_argument("--json", action="store_true")
-        sp.add_argument("--timeout", type=float, default=60)
+        sp.add_argument("--timeout", type=positive(float), default=60)
         sp.add_argument("--api-key", help="the key to authenticate with (default: $MCP_ROUTER_API_KEY)")
 
     q = sub.add_parser("query", help="ask a running router")

@@ -89,7 +89,8 @@ def _clause(node: Any, params: list[Any], at: str, depth: int = 0) -> str:
 
 
 def _field(name: str, cond: Any, params: list[Any], at: str) -> str:
-    if not isinstance(name, str) or not name or '"' in name or "\\" in name:
+    # Quotes and backslashes would end the JSON path's quoting; SQLite ends the path at a control character.
+    if not isinstance(name, str) or not name or '"' in name or "\\" in name or not name.isprintable():
         raise FilterError(f"{at}: invalid field name {name!r}")
     path = f'$."{name}"'
     if not isinstance(cond, dict):

@@ -30,6 +30,7 @@ def nested(depth: int) -> dict[str, object]:
     ({"priority": {"$gt": 10 ** 30}}, "beyond a 64-bit integer"),
     (nested(120), "nested deeper than 20 levels"),  # SQLite's parser stack overflowed at 100
     (nested(900), "nested deeper than 20 levels"),  # Python's recursion limit, before
+    ({"a\u0000b": "x"}, "invalid field name"),  # SQLite ended the JSON path at the NUL ("JSON path error")
 ])
 async def test_a_filter_sqlite_could_not_run_is_a_filter_error_naming_it(
         tmp_path: Path, docs: Path, model: LocalMiniLM, filters: dict[str, object], needle: str) -> None:

@@ -192,6 +192,7 @@ HTML = httpx.Response(200, text="<html>502 Bad Gateway</html>", headers={"conten
      "--url 'localhost:8000' is not a router URL"),
     (["keys", "create", "ci bot"], None, 1, "not a key name: 'ci bot'"),  # no key shown that the config refuses
     (["keys", "create", "anonymous"], None, 1, "'anonymous' is reserved"),
+    (["query", "q", "--api-key", "mcpr_abc\u2026"], None, 2, "holds a character that is not ASCII"),
 ])
 def test_a_client_command_that_cannot_go_on_says_why_on_stderr_and_exits_non_zero(
         router_answers: list[httpx.Response | Exception], capsys: pytest.CaptureFixture[str], argv: list[str],
@@ -201,6 +202,26 @@ def test_a_client_command_that_cannot_go_on_says_why_on_stderr_and_exits_non_zer
     assert cli_main.main(argv) == code
     out, err = capsys.readouterr()
     assert needle in err and "Traceback" not in err + out and "mcpr_" not in out
+
+
+@pytest.mark.parametrize("argv", [["query", "q", "--timeout", "-1"], ["backends", "--timeout", "0"]])
+def test_a_timeout_not_above_zero_is_refused_by_the_parser(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli_main.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--timeout: must be > 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--json", "missing-folder/out.json"], "--json missing-folder/out.json: the folder"),
+    (["--api-key", "caf\u00e9"], "holds a character that is not ASCII"),
+])
+def test_a_load_test_that_could_not_keep_its_results_or_authenticate_stops_before_it_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], extra: list[str],
+        needle: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli_main.main(["loadtest", "--requests", "1", "--url", "http://127.0.0.1:9", *extra]) == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_backends_exits_non_zero_when_the_router_refuses(router_answers: list[httpx.Response | Exception],
