@@ -41,11 +41,23 @@ def pin_key(cap: Capability) -> str:
     return f"{cap.kind}/{cap.name}"
 
 
-def fingerprint(cap: Capability) -> dict[str, str]:
-    """One hash per field (to say which changed) and one of the whole definition."""
+def fingerprint(cap: Capability) -> dict[str, Any]:
+    """One hash per field (to say which changed) and one of the whole definition; beside them, what the tool
+    claims of itself (its read-only and idempotent hints)."""
     parts = {"name": _digest(cap.name), "description": _digest(f"{cap.title or ''}\n{cap.description}"),
              "schema": _digest(cap.input_schema)}
-    return {**parts, "hash": _digest([parts[f] for f in FIELDS])}
+    return {**parts, "hash": _digest([parts[f] for f in FIELDS]), "claims": _claims(cap)}
+
+
+def _claims(cap: Capability) -> dict[str, bool]:
+    return {"read_only": cap.read_only, "idempotent": cap.idempotent}
+
+
+def _widened(before: Any, now: dict[str, bool]) -> bool:
+    """Whether the tool now claims what it did not when approved: read-only or idempotent, which let the router
+    call it more freely (beside others, again after a failure, from the response cache, on a weaker match).
+    A pin from before claims were kept has none to compare."""
+    return isinstance(before, dict) and any(now[k] and not before.get(k) for k in now)
 
 
 def definition(cap: Capability) -> dict[str, Any]:
@@ -59,8 +71,11 @@ def as_approved(cap: Capability, before: Any, reason: str) -> Capability | None:
     kept = before.get("definition") if isinstance(before, dict) else None
     if not isinstance(kept, dict):
         return None
+    claims = before.get("claims") if isinstance(before.get("claims"), dict) else {}
     return replace(cap, title=kept.get("title"), description=str(kept.get("description") or ""),
-                   input_schema=kept.get("input_schema") or {}, held=reason)
+                   input_schema=kept.get("input_schema") or {}, held=reason,
+                   read_only=bool(claims.get("read_only", cap.read_only)),
+                   idempotent=bool(claims.get("idempotent", cap.idempotent)))
 
 
 def read_json(path: Path | None) -> dict[str, Any]:
@@ -142,10 +157,12 @@ class PinStore:
         for cap in capabilities:
             key, now = pin_key(cap), fingerprint(cap)
             before = reference.get(key)
-            if isinstance(before, dict) and before.get("hash") == now["hash"]:
+            widened = isinstance(before, dict) and _widened(before.get("claims"), now["claims"])
+            if isinstance(before, dict) and before.get("hash") == now["hash"] and not widened:
                 kept.append(cap)
-                if locked is None and "definition" not in before:  # pinned before definitions were kept
-                    before["definition"] = definition(cap)
+                if locked is None and ("definition" not in before or "claims" not in before):
+                    # Pinned before definitions and claims were kept: what it is now is what was approved.
+                    before.update(definition=definition(cap), claims=now["claims"])
                     dirty = True
                 continue
             if (before is None or trust_changes) and locked is None:
@@ -154,6 +171,7 @@ class PinStore:
                 kept.append(cap)
                 continue
             changed = [f for f in FIELDS if not isinstance(before, dict) or before.get(f) != now[f]]
+            changed += ["claims"] if widened else []
             reason = "not in the lock file" if before is None else "definition changed since it was pinned"
             held.append({"tool": cap.name, "kind": cap.kind, "reason": reason, "changed": changed})
             pending[key] = {**now, "changed": changed, "description_now": cap.description[:500],
@@ -183,7 +201,7 @@ def approve(pin_dir: Path, lock_file: Path | None, backend: str, tool: str | Non
     pinned = data.setdefault("pinned", {})
     for key in chosen:
         entry = pending.pop(key)
-        pinned[key] = {f: entry[f] for f in (*FIELDS, "hash", "definition") if f in entry}
+        pinned[key] = {f: entry[f] for f in (*FIELDS, "hash", "definition", "claims") if f in entry}
     write_json(path, data)
     lock = read_json(lock_file)
     if lock_file is not None and isinstance(lock.get(backend), dict):

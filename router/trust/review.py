@@ -62,7 +62,8 @@ class CatalogGuard:
         flagged = []
         for raw, cap in zip(capabilities, clean, strict=True):
             # The text as received: invisible characters are themselves a sign.
-            rules = suspicious_phrases(f"{raw.title or ''}\n{raw.description}\n{_schema_text(raw.input_schema)}")
+            rules = suspicious_phrases(f"{raw.name}\n{raw.title or ''}\n{raw.description}\n"
+                                       f"{_schema_text(raw.input_schema)}")
             if rules:
                 flagged.append({"tool": cap.name, "kind": cap.kind, "rules": list(rules)})
         held: list[dict[str, Any]] = []
@@ -80,10 +81,10 @@ class CatalogGuard:
 
 
 def _schema_text(schema: Any) -> str:
-    """The descriptions inside a schema: parameter descriptions reach the model too."""
+    """Every string of a schema, its keys too: titles, enums, defaults, examples and property names reach the
+    model as parameter descriptions do."""
     if isinstance(schema, dict):
-        own = schema.get("description")
-        return " ".join([own if isinstance(own, str) else "", *(_schema_text(v) for v in schema.values())]).strip()
+        return " ".join([*map(str, schema), *(_schema_text(v) for v in schema.values())]).strip()
     if isinstance(schema, list):
-        return " ".join(_schema_text(v) for v in schema)
-    return ""
+        return " ".join(_schema_text(v) for v in schema).strip()
+    return schema if isinstance(schema, str) else ""

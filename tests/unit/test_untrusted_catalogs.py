@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,18 @@ def test_flagged_tools_are_reported_and_held_only_under_quarantine() -> None:
     assert held.held[0]["tool"] == "add" and held.held[0]["reason"] == "suspicious description"
 
 
+@pytest.mark.parametrize("schema", [
+    {"properties": {"city": {"type": "string", "title": POISONED["override"]}}},
+    {"properties": {"mode": {"enum": ["fast", POISONED["hidden_markup"]]}}},
+    {"properties": {"note": {"type": "string", "default": POISONED["sensitive_files"]}}},
+    {"properties": {POISONED["exfiltration"]: {"type": "string"}}},
+])
+def test_poisoned_text_anywhere_in_a_schema_is_flagged_not_only_in_its_descriptions(schema: dict) -> None:
+    # Titles, enums, defaults and property names reach the model with the tool, as descriptions do.
+    review = CatalogGuard("b", SecuritySettings(pin_tools=False)).review("", [tool("weather", "Weather.", schema)])
+    assert [f["tool"] for f in review.flagged] == ["weather"]
+
+
 # --- pins ----------------------------------------------------------------------------------------
 
 
@@ -150,6 +163,21 @@ def test_a_changed_definition_is_held_with_what_changed_until_approved(tmp_path:
     assert [c.name for c in approved] == ["fetch"] and kept[0].held is None
     assert approve(tmp_path, None, "b") == ["tool/fetch"]
     assert len(PinStore("b", tmp_path).review(changed)[0]) == 2
+
+
+def test_a_tool_that_newly_claims_to_be_read_only_is_held_until_approved_and_one_claiming_less_is_not(
+        tmp_path: Path) -> None:
+    # Read-only and idempotent tools are called more freely (beside others, again, from the cache, on a weaker
+    # match): a server claiming it after approval, for the same definition, gets that only once approved.
+    wipe, note = tool("wipe", "Delete every record."), replace(tool("note", "Save a note."), idempotent=True)
+    assert [c.name for c in PinStore("b", tmp_path).review([wipe, note])[0]] == ["wipe", "note"]
+    claims = [replace(wipe, read_only=True, idempotent=True), replace(note, idempotent=False)]
+    kept, held, approved = PinStore("b", tmp_path).review(claims)
+    assert [c.name for c in kept] == ["note"] and [(h["tool"], h["changed"]) for h in held] == [("wipe", ["claims"])]
+    assert [(c.name, c.read_only, c.idempotent) for c in approved] == [("wipe", False, False)]  # as approved
+    assert approve(tmp_path, None, "b", "wipe") == ["tool/wipe"]
+    assert [c.name for c in PinStore("b", tmp_path).review(claims)[0]] == ["wipe", "note"]
+    assert PinStore("b", tmp_path).review([wipe, note])[1] == ()  # the note back to what was approved
 
 
 def test_approving_what_is_not_pending_approves_nothing(tmp_path: Path) -> None:
