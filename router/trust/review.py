@@ -60,13 +60,22 @@ class CatalogGuard:
                                  error=f"catalog of backend {self.backend!r} rejected: {problem}")
         clean_description, clean, notes = sanitise(description, capabilities)
         flagged = []
-        for raw, cap in zip(capabilities, clean, strict=True):
+        held: list[dict[str, Any]] = []
+        renamed: set[int] = set()
+        for i, (raw, cap) in enumerate(zip(capabilities, clean, strict=True)):
             # The text as received: invisible characters are themselves a sign.
             rules = suspicious_phrases(f"{raw.name}\n{raw.title or ''}\n{raw.description}\n"
                                        f"{_schema_text(raw.input_schema)}")
+            if _renamed(raw, cap):
+                # Called by its cleaned name (or with cleaned parameter names), the server would not know it;
+                # kept, it would take the name of a tool that has it. Shown by its name as listed, escaped.
+                renamed.add(i)
+                held.append({"tool": _escaped(raw.name), "kind": cap.kind, "reason": "its name or a parameter's "
+                             "holds invisible characters: it cannot be called by the name the server gave it"})
             if rules:
-                flagged.append({"tool": cap.name, "kind": cap.kind, "rules": list(rules)})
-        held: list[dict[str, Any]] = []
+                flagged.append({"tool": _escaped(raw.name) if i in renamed else cap.name, "kind": cap.kind,
+                                "rules": list(rules)})
+        clean = tuple(c for i, c in enumerate(clean) if i not in renamed)
         approved: tuple[Capability, ...] = ()
         if self.pins is not None:
             clean, pinned_out, approved = self.pins.review(clean, trust_changes=self.trust_changes)
@@ -78,6 +87,23 @@ class CatalogGuard:
             clean = tuple(c for c in clean if c.name not in names)
         return CatalogReview(description=clean_description, capabilities=tuple(clean), sanitized=notes,
                              held=tuple(held), flagged=tuple(flagged), approved=approved)
+
+
+def _renamed(raw: Capability, clean: Capability) -> bool:
+    return raw.name != clean.name or _keys(raw.input_schema) != _keys(clean.input_schema)
+
+
+def _keys(schema: Any) -> Any:
+    """The schema's shape with its keys (parameter names among them), without its values."""
+    if isinstance(schema, dict):
+        return [(k, _keys(v)) for k, v in schema.items()]
+    if isinstance(schema, list):
+        return [_keys(v) for v in schema]
+    return None
+
+
+def _escaped(name: str) -> str:
+    return name.encode("unicode_escape").decode("ascii")
 
 
 def _schema_text(schema: Any) -> str:

@@ -141,6 +141,20 @@ def test_poisoned_text_anywhere_in_a_schema_is_flagged_not_only_in_its_descripti
     assert [f["tool"] for f in review.flagged] == ["weather"]
 
 
+def test_a_name_that_needed_cleaning_is_held_by_its_own_name_and_never_takes_anothers() -> None:
+    # Cleaned, "search\u200b" would be "search": called so, the server would not know it, and held or
+    # flagged so, it would refuse or flag the real "search" too.
+    caps = [tool("search", "Search the web."), tool("search\u200b", POISONED["override"]),
+            tool("fetch", "Fetch a page.", {"properties": {"ur\u200bl": {"type": "string"}}})]
+    review = CatalogGuard("b", SecuritySettings(pin_tools=False, quarantine_suspicious=True)).review("", caps)
+    assert [c.name for c in review.capabilities] == ["search"] and review.capabilities[0].description == \
+        "Search the web."
+    # Each is held for its name and, hiding text, flagged (and so held) as suspicious too.
+    assert sorted(h["tool"] for h in review.held) == ["fetch", "fetch", "search\\u200b", "search\\u200b"]
+    assert [f["tool"] for f in review.flagged] == ["search\\u200b", "fetch"]
+    assert not any(h["tool"] == "search" for h in review.held)  # the real one is not refused by name
+
+
 # --- pins ----------------------------------------------------------------------------------------
 
 
