@@ -149,6 +149,8 @@ class BackendDirectory:
             await self.sync_catalogs()  # every catalog that changed by now, not only those the poll saw
         except (ray.exceptions.RayError, TimeoutError) as exc:  # the next poll sees the changes and tries again
             log.warning("indexing the changed catalogs failed: %s", exc)
+        except Exception:  # a fault of ours building the index: said with its traceback, and tried again too
+            log.exception("indexing the changed catalogs failed")
 
     async def sync_catalogs(self, names: list[str] | None = None) -> bool:
         """Fetch changed catalogs and rebuild the index; True when the index changed."""
