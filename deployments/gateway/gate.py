@@ -23,8 +23,8 @@ from pydantic import TypeAdapter
 from deployments.caller import CURRENT, Caller
 from deployments.gateway.forward import FAILOVER_KINDS, error_kind, forward, log_level, router_error
 from deployments.service import RouterService
+from router.bounds import bounded_arguments
 from router.errors import ErrorKind, InvalidRequest, RouterError, UnknownBackend, UnknownCapability, error_of_kind
-from router.models import bounded_arguments
 from router.values import Capability, Catalog
 
 log = logging.getLogger("mcp_router.gateway")

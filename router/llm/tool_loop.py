@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from router.bounds import MAX_ARGUMENT_DEPTH, bounded_arguments, json_nests_deeper
 from router.errors import BackendTimeout, LLMBadOutput, LLMFailed, RouterError
-from router.models import MAX_ARGUMENT_DEPTH, bounded_arguments, json_nests_deeper
 from router.schemas import schema_errors
 from router.settings import LLMSettings
 from router.strategies.base import Executor

@@ -6,6 +6,7 @@ import pickle
 import pytest
 from pydantic import ValidationError
 
+from router.bounds import json_nests_deeper
 from router.errors import (
     AllBackendsFailed,
     ArgumentsRequired,
@@ -17,7 +18,7 @@ from router.errors import (
     ToolFailed,
     UnknownIntent,
 )
-from router.models import QueryRequest, RouteRequest, json_nests_deeper
+from router.models import QueryRequest, RouteRequest
 from router.values import BackendStatus, Capability
 
 
