@@ -246,7 +246,7 @@ class MicroBatcher:
                 if len(batch) > 1:  # the batch holds several callers' questions: one's text fails only its own
                     await self._one_by_one(batch)
                     continue
-                _settle(batch[0][1], exc=exc)
+                _settle(batch[0][1], exc)
                 continue
             for (_, f), v in zip(batch, vectors, strict=True):
                 _settle(f, v)
@@ -256,7 +256,17 @@ class MicroBatcher:
             try:
                 _settle(future, (await self._inner.embed([text]))[0])
             except Exception as exc:  # this question sees the model's failure on its own text
-                _settle(future, exc=exc)
+                _settle(future, exc)
+
+
+def _settle(future: asyncio.Future[np.ndarray], outcome: np.ndarray | Exception) -> None:
+    """A waiting question's vector, or the failure it sees (nothing for a question whose caller left)."""
+    if future.done():
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:
@@ -265,17 +275,6 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
     return LocalMiniLM(threads=settings.threads, model=settings.model, parallel=settings.parallel,
                        compute=settings.compute)
 
-
-
-def _settle(future: asyncio.Future[np.ndarray], vector: np.ndarray | None = None, *,
-            exc: Exception | None = None) -> None:
-    """A waiting question's vector, or the failure it sees (nothing for a question whose caller left)."""
-    if future.done():
-        return
-    if exc is not None or vector is None:
-        future.set_exception(exc or RuntimeError("no vector"))
-    else:
-        future.set_result(vector)
 
 class EmbeddingCache:
     """Vectors on disk keyed by model id and text hash (SQLite: safe across processes)."""
