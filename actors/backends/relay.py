@@ -164,10 +164,11 @@ class RelayHub:
         (the last event); a lost connection or the timeout propagates (`TimeoutError`, `MCPError`
         CONNECTION_CLOSED or REQUEST_TIMEOUT, a transport error) for the caller to translate."""
         session = params.get(SUBSCRIBER) if method in ("resources/subscribe", "resources/unsubscribe") else None
-        params = {k: v for k, v in params.items() if k != SUBSCRIBER}
-        if session is not None and not self._server_hears(method, str(params.get("uri")), str(session)):
-            yield {"event": "result", "result": {}}  # another session holds it still, or this one never did
-            return
+        if session is not None:
+            params = {k: v for k, v in params.items() if k != SUBSCRIBER}
+            if not self._server_hears(method, str(params.get("uri")), str(session)):
+                yield {"event": "result", "result": {}}  # another session holds it still, or this one never did
+                return
         relay = Relay()
         self.active[relay.id] = relay
 
