@@ -84,8 +84,11 @@ class Router:
         """What a caller routes within: everything, or its policy's allowed part (built once per policy and
         index, from the same vectors), with the backends it may name."""
         index = self.index
-        if access is None or access.unrestricted or index is None:
+        if access is None or access.unrestricted:
             return View(index, self.catalogs)
+        if index is None:  # nothing indexed yet: nothing to route to, and only the backends it may see named
+            return View(None, {}, [n for n in sorted(b.name for b in self.settings.backends)
+                                   if access.sees_backend(n)])
         policy = access.principal.policy
         hit = self._views.get(policy)
         if hit is not None and hit[0] is index and hit[1] is access.policy:

@@ -59,11 +59,12 @@ class Access:
         could reach into it."""
         if any(_may_reach(p, backend) for p in self._deny):
             return False
-        return any(p == "*" or (p.endswith("/*") and fnmatch.fnmatchcase(backend, p[:-2])) for p in self._allow)
+        return any(_covers(p, backend) for p in self._allow)
 
     def sees_backend(self, backend: str) -> bool:
-        """Whether anything of the backend could be allowed (its capabilities are checked one by one)."""
-        if any(p == f"{backend}/*" for p in self._deny):
+        """Whether anything of the backend could be allowed (its capabilities are checked one by one): some
+        allow pattern reaches it and no deny pattern covers all of it (`internal-*` as well as `internal`)."""
+        if any(_covers(p, backend) for p in self._deny):
             return False
         return any(fnmatch.fnmatchcase(backend, p.split("/", 1)[0]) for p in self._allow)
 
@@ -113,6 +114,11 @@ class Access:
     def check(self, flag: str, what: str) -> None:
         if not getattr(self.policy, flag):
             raise self.refuse(what)
+
+
+def _covers(pattern: str, backend: str) -> bool:
+    """Whether a glob matches every capability of `backend`: `*`, or a glob of backends followed by `/*`."""
+    return pattern == "*" or (pattern.endswith("/*") and fnmatch.fnmatchcase(backend, pattern[:-2]))
 
 
 def _may_reach(pattern: str, backend: str) -> bool:

@@ -186,7 +186,23 @@ def test_globs_allow_and_deny_capabilities_and_deny_wins() -> None:
     assert a.allows("calc", "add") and not a.allows("calc", "divide")
     assert a.sees_backend("filesystem") and not a.sees_backend("echo")
     assert not access({"deny": ["echo"]}).sees_backend("echo")
+    # A glob of backends hides each backend it covers; one that reaches only some capabilities hides none.
+    assert not access({"deny": ["ec*"]}).sees_backend("echo") and not access({"deny": ["*"]}).sees_backend("echo")
+    assert access({"deny": ["ec*/x"]}).sees_backend("echo") and access({"deny": ["ec*"]}).sees_backend("time")
     assert access({}).unrestricted and not a.unrestricted
+
+
+async def test_a_backend_with_no_catalog_yet_stays_hidden_from_a_caller_whose_policy_denies_it() -> None:
+    w = world()
+    hidden = access({"allow": ["*"], "deny": ["ec*"]})
+    w.router.set_catalogs([c for c in w.router.catalogs.values() if c.backend != "echo"], w.router.index)
+    assert "echo" not in w.router.visible_backends(hidden)  # not listed yet, so its catalog cannot hide it
+    with pytest.raises(UnknownBackend) as err:
+        await route(w.router, RouteRequest(question=ONLY_TIME, backend="nonexistent"), hidden)
+    assert "echo" not in err.value.message
+    w.router.set_catalogs([], None)  # type: ignore[arg-type]  # nothing indexed at all
+    assert w.router.visible_backends(hidden) == ["calc", "clock", "time"]
+    assert w.router.visible_backends(access({"allow": ["time"]})) == ["time"]
 
 
 def test_a_backend_is_wholly_allowed_only_when_no_deny_pattern_reaches_into_it() -> None:
