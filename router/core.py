@@ -204,7 +204,8 @@ class Router:
         stages["execute"] = _ms(mark, time.perf_counter())
         answer = respond(result, d, started, request, stages)
         if isinstance(answer, RouterError):
-            self._remember(d, None, request, outcome="failed", error=answer.code, started=started)
+            self._remember(d, None, request, outcome="failed", error=answer.code, started=started,
+                           attempted=p.calls[0].capability.id)
             raise answer
         if result.call is not None and result.call.capability.read_only:  # an action's answer is not replayed
             self.responses.store(key, answer)
@@ -214,14 +215,15 @@ class Router:
         return answer
 
     def _remember(self, d: Decision, chosen: CapabilityId | None, request: Request, *, outcome: str = "ok",
-                  error: str | None = None, started: float | None = None) -> RecentDecision | None:
+                  error: str | None = None, started: float | None = None,
+                  attempted: CapabilityId | None = None) -> RecentDecision | None:
         """Remember a decision under its request id, for feedback on it (None: nothing learns here), with how
-        it went (`started`: time.monotonic() when the request began)."""
+        it went (`started`: time.monotonic() when the request began; `attempted`: a failed request's call)."""
         if self.learning is None:
             return None
         latency = round((time.monotonic() - started) * 1000, 1) if started is not None else None
         decision = RecentDecision.of(d, request.request_id, chosen, request.principal, outcome=outcome, error=error,
-                                     latency_ms=latency)
+                                     latency_ms=latency, attempted=attempted)
         self.learning.remember(decision)
         return decision
 

@@ -36,7 +36,7 @@ class RecentDecision:
     request_id: str
     question: str
     vector: Any = field(repr=False)  # np.ndarray or None
-    chosen: CapabilityId | None  # None: nothing was called (the router declined, or asked which tool)
+    chosen: CapabilityId | None  # None: nothing answered (the router declined or asked, or the call failed)
     candidates: tuple[CapabilityId, ...] = ()  # the ranked candidates, best first
     confidences: tuple[float, ...] = ()  # retrieval's confidence in each candidate
     retrieval_confidence: float | None = None  # retrieval's confidence in its own first candidate
@@ -48,21 +48,24 @@ class RecentDecision:
     outcome: str = "ok"  # ok, refused (the router declined or asked) or failed (the backends did)
     error: str | None = None
     latency_ms: float | None = None
+    attempted: CapabilityId | None = None  # a failed request's first call: whose decision the row is
 
     @classmethod
     def of(cls, d: Decision, request_id: str, chosen: CapabilityId | None, principal: str | None = None, *,
-           outcome: str = "ok", error: str | None = None, latency_ms: float | None = None) -> RecentDecision:
+           outcome: str = "ok", error: str | None = None, latency_ms: float | None = None,
+           attempted: CapabilityId | None = None) -> RecentDecision:
         """What the router remembers of decision `d` for feedback on it."""
         return cls(request_id=request_id, question=d.analysis.question[:MAX_REMEMBERED_CHARS],
                    vector=d.analysis.vector, chosen=chosen,
                    candidates=tuple(c.capability.id for c in d.candidates),
                    confidences=tuple(c.scores.confidence for c in d.candidates),
                    retrieval_confidence=d.retrieval_confidence, principal=principal, time=time.time(),
-                   intent=d.intent, verdict=d.verdict, outcome=outcome, error=error, latency_ms=latency_ms)
+                   intent=d.intent, verdict=d.verdict, outcome=outcome, error=error, latency_ms=latency_ms,
+                   attempted=attempted)
 
     def row(self) -> dict[str, Any]:
-        """The decision as the operators' list shows it."""
-        chosen = self.chosen
+        """The decision as the operators' list shows it: what answered, or what was called and failed."""
+        chosen = self.chosen or self.attempted
         return {"request_id": self.request_id, "time": self.time, "principal": self.principal or "anonymous",
                 "question": self.question, "intent": self.intent, "verdict": self.verdict,
                 "backend": chosen.backend if chosen else None, "capability": chosen.name if chosen else None,

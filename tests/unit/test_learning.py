@@ -10,6 +10,7 @@ import pytest
 
 from router.errors import (
     FeedbackRefused,
+    ToolFailed,
     InvalidRequest,
     NoRelevantBackend,
     UnknownBackend,
@@ -22,8 +23,9 @@ from router.learning.examples import Example, ExampleStore
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
 from router.settings import LearningSettings, RouterSettings
 from router.values import CapabilityId
+from tests.unit.fake_executor import fail
 from tests.unit.helpers import embed_texts, small_catalogs
-from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, query, route, world
+from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, answers, query, route, world
 
 
 class LocalLearning:
@@ -77,6 +79,20 @@ async def test_feedback_on_a_request_id_changes_the_next_decision_for_a_similar_
     assert again.routing.chosen.scores.examples == 1 and again.routing.chosen.scores.learned > 0
     unrelated = await query(w.router, QueryRequest(question="add 2 and 40"))
     assert unrelated.backend == "calc"
+
+
+async def test_a_failed_request_is_remembered_with_the_call_that_failed(tmp_path: Path) -> None:
+    """The operators' list shows what was called (and an operator whose policy denies that tool does not see
+    the row); feedback still treats it as a request nothing answered."""
+    w = world(answers(calc=fail("tool_failed", "division by zero")))
+    learning = LocalLearning(tmp_path / "f.sqlite", LearningSettings())
+    w.router.learning = learning
+    with pytest.raises(ToolFailed):
+        await query(w.router, QueryRequest(question="add 3 and 4"))
+    (remembered,) = learning.decisions.values()
+    assert remembered.chosen is None and remembered.outcome == "failed"
+    row = remembered.row()
+    assert (row["backend"], row["capability"], row["error"]) == ("calc", "add", "tool_failed")
 
 
 async def test_a_long_question_is_remembered_by_its_vector_and_its_first_characters(tmp_path: Path) -> None:
