@@ -92,7 +92,8 @@ def build_mcp_server(service: RouterService, settings: RouterSettings) -> MCPSer
         session_id: Annotated[str | None, Field(description="Keeps a conversation on one backend.")] = None,
         parameters: Parameters | None = None,
         include_routing_metadata: bool = True,
-        mode: Mode = "fallback",
+        mode: Annotated[Mode | None, Field(description="How backends are tried; default resilience.default_mode.")]
+        = None,
     ) -> types.CallToolResult:
         """Answer any question by routing it to the best backend (MCP tools, prompts, resources, flows)."""
         request = _parse(QueryRequest, question=question, intent=intent, backend=backend, session_id=session_id,

@@ -132,6 +132,26 @@ async def test_an_unexpected_error_in_a_tool_call_is_a_tool_error_audited_as_a_f
     assert logged.exc_info is not None and "hunter2" in str(logged.exc_info[1])
 
 
+async def test_universal_query_without_a_mode_leaves_it_to_the_configured_default() -> None:
+    """As `/v1/query` does: a policy that allows only hedged requests must not see a mode nobody asked for."""
+    asked: list[Any] = []
+
+    class Recording(Broken):
+        async def query(self, request: Any, caller: Caller) -> Any:
+            asked.append(request.mode)
+            raise ComponentUnavailable("stop here")
+
+    server = build_mcp_server(Recording(), RouterSettings())  # type: ignore[arg-type]
+    token = CURRENT.set(Caller(Access(Principal("p", "default", "api_key"), Policy())))
+    try:
+        for arguments in ({"question": "hi"}, {"question": "hi", "mode": "hedged"}):
+            with pytest.raises(ToolError):
+                await server.call_tool("universal_query", arguments)
+    finally:
+        CURRENT.reset(token)
+    assert asked == [None, "hedged"]
+
+
 async def test_a_content_part_whose_text_is_not_a_string_is_refused_by_the_select_tools_tool() -> None:
     server = build_mcp_server(Broken(), RouterSettings())  # type: ignore[arg-type]
     caller = Caller(Access(Principal("p", "default", "api_key"), Policy()))

@@ -10,9 +10,9 @@ import pytest
 
 from router.errors import (
     FeedbackRefused,
-    ToolFailed,
     InvalidRequest,
     NoRelevantBackend,
+    ToolFailed,
     UnknownBackend,
     UnknownCapability,
     UnknownRequest,
