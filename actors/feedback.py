@@ -45,7 +45,7 @@ class FeedbackOwner:
 
     async def remember(self, decisions: list[RecentDecision]) -> None:
         for d in decisions:
-            self._decisions.put(d.request_id, d)
+            self._decisions.put(d.request_id, d, owner=d.principal or "")  # a flood pushes out its own
             self._latest.append(d)
 
     async def latest(self, limit: int) -> list[dict[str, Any]]:
@@ -103,7 +103,7 @@ class FeedbackView:
         return self._index
 
     def remember(self, decision: RecentDecision) -> None:
-        self._recent.put(decision.request_id, decision)
+        self._recent.put(decision.request_id, decision, owner=decision.principal or "")
         self._decisions.append(decision)
 
     def learn(self, examples: Sequence[Example]) -> None:

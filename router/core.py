@@ -210,7 +210,7 @@ class Router:
         if result.call is not None and result.call.capability.read_only:  # an action's answer is not replayed
             self.responses.store(key, answer)
         if request.session:
-            self._sessions.put(request.session, answer.backend)
+            self._sessions.put(request.session, answer.backend, owner=request.principal or "")
         self._learn_from(answer, d, request, started)
         return answer
 

@@ -157,4 +157,4 @@ class ResponseCache:
         return self._answers.get(key)
 
     def store(self, key: CacheKey, response: QueryResponse) -> None:
-        self._answers.put(key, response)
+        self._answers.put(key, response, owner=key[0])  # one caller's many answers push out only its own

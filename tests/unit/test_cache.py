@@ -75,3 +75,31 @@ def test_pop_and_clear() -> None:
     assert c.pop("a") is None
     c.clear()
     assert c.get("b") is None
+
+
+def test_a_full_map_gives_up_an_entry_of_the_owner_holding_the_most() -> None:
+    c: LRU[str, int] = LRU(4)
+    c.put("alice-1", 1, owner="alice")
+    for i in range(10):  # bob floods it
+        c.put(f"bob-{i}", i, owner="bob")
+    assert c.get("alice-1") == 1 and len(c) == 4
+    assert [k for k in ("bob-6", "bob-7", "bob-8", "bob-9") if c.get(k) is not None] == ["bob-7", "bob-8", "bob-9"]
+    c.put("alice-2", 2, owner="alice")  # bob holds the most: his least recently used goes
+    assert c.get("bob-7") is None and c.get("alice-1") == 1
+    c.put("alice-3", 3, owner="alice")  # alice holds the most now: her least recently used (alice-2) goes
+    assert c.get("alice-2") is None and c.get("alice-1") == 1
+    assert (c.get("bob-8"), c.get("bob-9")) == (8, 9)
+
+
+def test_an_entry_moves_to_its_new_owner_and_popped_entries_are_forgotten() -> None:
+    c: LRU[str, int] = LRU(2)
+    c.put("k", 1, owner="alice")
+    c.put("k", 2, owner="bob")
+    c.put("b", 3, owner="bob")
+    c.put("a", 4, owner="alice")  # bob holds both others: his least recently used ("k") goes
+    assert c.get("k") is None and (c.get("b"), c.get("a")) == (3, 4)
+    assert c.pop("a") == 4 and c.pop("b") == 3 and len(c) == 0
+    c.put("x", 5)
+    c.put("y", 6)
+    c.put("z", 7)  # no owners: least recently used first, as before
+    assert c.get("x") is None

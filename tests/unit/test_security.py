@@ -261,6 +261,17 @@ async def test_cached_answers_never_cross_principals() -> None:
     assert len(w.executor.called) > calls
 
 
+async def test_one_callers_many_cached_answers_push_out_only_its_own() -> None:
+    w = world(settings={"resilience": {"response_cache_size": 3}})
+    alice, bob = (Access(Principal(n, "default", "api_key"), Policy()) for n in ("alice", "bob"))
+    first = await query(w.router, QueryRequest(question=ONLY_TIME), alice)
+    for zone in ("Europe/Paris", "America/Lima", "Europe/Oslo", "Africa/Cairo", "America/Bogota"):
+        await query(w.router, QueryRequest(question=ONLY_TIME, arguments={"timezone": zone}), bob)
+    w.stats.health["time"] = "down"
+    again = await query(w.router, QueryRequest(question=ONLY_TIME), alice)
+    assert again.routing is not None and again.routing.cached and again.answer == first.answer
+
+
 # -- audit ---------------------------------------------------------------------------------------
 
 
