@@ -141,7 +141,12 @@ class Gateway:
         """Sessions kept to the principal that opened them."""
         caller = CURRENT.get()
         principal = caller.access.principal.name if caller is not None else "-"
-        session = dict(scope.get("headers") or []).get(_SESSION)
+        sessions = [value for key, value in scope.get("headers") or [] if key == _SESSION]
+        if len(sessions) > 1:  # the SDK serves the first, a dict would check the last: one id or none
+            await reply(send, {"jsonrpc": "2.0", "id": None,
+                               "error": {"code": -32600, "message": "more than one Mcp-Session-Id header"}}, 400)
+            return
+        session = sessions[0] if sessions else None
         if session is not None:
             key = session.decode("latin-1")
             owner = self._owners.pop(key, None)

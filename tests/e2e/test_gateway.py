@@ -283,6 +283,18 @@ def test_a_session_belongs_to_the_caller_that_opened_it(app: dict[str, Any]) -> 
     assert stolen.status_code == 404 and "test_simple_text" not in stolen.text
     assert httpx.get(url, headers={**bearer("bob"), "mcp-session-id": session,
                                    "Accept": "text/event-stream"}).status_code == 404
+    # Bob's own session id after alice's: the check and the SDK must not read different ones.
+    own = httpx.post(url, headers={**accept, **bearer("bob")}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    both = [*accept.items(), *bearer("bob").items(), ("mcp-protocol-version", "2025-11-25"),
+            ("mcp-session-id", session), ("mcp-session-id", own.headers["mcp-session-id"])]
+    smuggled = httpx.post(url, headers=both, json=listing)
+    assert smuggled.status_code == 400 and "test_simple_text" not in smuggled.text
+    assert httpx.request("DELETE", url, headers=[*bearer("bob").items(), ("mcp-session-id", session),
+                                                 ("mcp-session-id", own.headers["mcp-session-id"])]).status_code == 400
+    assert httpx.post(url, headers={**accept, **bearer("alice"), "mcp-session-id": session,
+                                    "mcp-protocol-version": "2025-11-25"}, json=listing).status_code == 200
     assert httpx.get(f"{app['url']}/mcp/backends/nowhere/", headers=bearer("alice")).status_code == 404
 
 
