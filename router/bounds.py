@@ -25,19 +25,20 @@ MAX_ARGUMENT_BYTES = 64 * 1024
 MAX_ARGUMENT_DEPTH = 12
 
 
-def bounded_arguments(value: dict[str, Any] | None) -> dict[str, Any] | None:
+def bounded_arguments(value: dict[str, Any] | None, what: str = "arguments") -> dict[str, Any] | None:
+    """`value` if a backend can be sent it: JSON within the size and depth bounds (`what` names it in errors)."""
     if value is None:
         return value
     if _depth(value) > MAX_ARGUMENT_DEPTH:
-        raise ValueError(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        raise ValueError(f"{what} are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
         size = len(json.dumps(value, default=str, allow_nan=False, ensure_ascii=False).encode("utf-8"))
     except UnicodeEncodeError:
-        raise ValueError(LONE_SURROGATE.format("arguments")) from None
+        raise ValueError(LONE_SURROGATE.format(what)) from None
     except ValueError:  # Python's JSON reads NaN, Infinity and 1e999; no backend can be sent them as JSON
-        raise ValueError("arguments hold a number JSON cannot carry (NaN or an infinity)") from None
+        raise ValueError(f"{what} hold a number JSON cannot carry (NaN or an infinity)") from None
     if size > MAX_ARGUMENT_BYTES:
-        raise ValueError(f"arguments are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
+        raise ValueError(f"{what} are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
     return value
 
 

@@ -73,13 +73,16 @@ class Gate:
                                                         tool=name), code=types.INVALID_PARAMS)
         return cap
 
-    def _bounded(self, caller: Caller, arguments: Any) -> None:
-        """A tool call's arguments within the bounds a routed call's are held to; NaN and infinities, which the
-        MCP SDK reads but would send on as null, are refused rather than changed."""
+    def _bounded(self, caller: Caller, method: str, params: Mapping[str, Any]) -> None:
+        """A tool call's arguments within the bounds a routed call's are held to, and any other request's params
+        too (a prompt's arguments, a completion's value, a URI). NaN and infinities, which the MCP SDK reads but
+        would send on as null, are refused rather than changed; so is a lone surrogate, which the SDK's newer
+        wire path reads but its stdio client cannot write, ending the backend's session for every caller."""
+        what, value = ("arguments", params.get("arguments")) if method == "tools/call" else ("params", dict(params))
         try:
-            bounded_arguments(arguments if isinstance(arguments, dict) else None)
+            bounded_arguments(value if isinstance(value, dict) else None, what)
         except ValueError as exc:
-            raise self.refuse(caller, InvalidRequest(f"arguments: {exc}"), code=types.INVALID_PARAMS) from None
+            raise self.refuse(caller, InvalidRequest(f"{what}: {exc}"), code=types.INVALID_PARAMS) from None
 
     def wholly_allowed(self, caller: Caller, backend: str) -> bool:
         """Whether the policy allows all of the backend (what no listed capability names: resource templates)."""
@@ -149,8 +152,7 @@ class Gate:
         """The request on `backend` within the caller's deadline, charged to the caller (every request sent
         to a backend, listings and reads too, each costs the backend work) and noted for the audit; a
         read-only tool's copies on other backends answer when `backend` cannot."""
-        if method == "tools/call":
-            self._bounded(caller, params.get("arguments"))
+        self._bounded(caller, method, params)
         service = self.service
         access = caller.access
         timeout_s = access.deadline(None, service.settings.resilience.deadline_s)

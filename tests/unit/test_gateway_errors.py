@@ -132,6 +132,21 @@ async def test_a_tool_call_whose_arguments_json_cannot_carry_is_refused_not_sent
     assert actor.sent == 0 and [f.kind for f in failed] == [ErrorKind.INVALID_REQUEST]
 
 
+@pytest.mark.parametrize(("method", "params"), [
+    ("prompts/get", {"name": "p", "arguments": {"a": "\ud800"}}),
+    ("completion/complete", {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "\udfff"}}),
+    ("resources/read", {"uri": "file:///\ud800"}),
+])
+async def test_any_relayed_request_with_a_lone_surrogate_is_refused_not_sent(
+        method: str, params: dict[str, Any]) -> None:
+    # The SDK's newer wire path reads "\ud800" into a str; its stdio client, writing it, ends the backend's session.
+    actor, failed = Actor([{"event": "result", "result": {}}]), []
+    with pytest.raises(MCPError) as raised:
+        await gate({"b": actor}, Metrics()).relay(CTX, caller(failed), "b", method, params)
+    assert raised.value.error.code == -32602 and "lone UTF-16 surrogate in params" in raised.value.error.message
+    assert actor.sent == 0 and [f.kind for f in failed] == [ErrorKind.INVALID_REQUEST]
+
+
 async def test_the_aggregate_servers_tool_names_are_ones_function_calling_apis_accept_and_each_is_callable() -> None:
     flow = Capability(backend="flowise", name="Customer Support (1a2b)", kind="flow")
     long_tool = Capability(backend="tools", name="t" * 80)
