@@ -4,8 +4,8 @@ Tools, prompts, resources (read, templates, subscriptions), completion and the l
 to the backend's held session (`deployments.gateway.forward`), with progress, log messages, cancellation
 and the server's own requests (sampling, elicitation, roots) carried both ways. What the backend lists is
 what its reviewed catalog serves to this caller: a tool the policy denies, or the catalog review holds,
-is neither listed nor callable, and listed descriptions are the reviewed ones. The handshake answers
-with the backend's own capabilities, server info and instructions.
+is neither listed nor callable, and a listed item is what the review serves (`reviewed`). The handshake
+answers with the backend's own capabilities, server info and instructions, without invisible characters.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from mcp.server.lowlevel import Server
 from actors.backends.relay import SUBSCRIBER
 from deployments.gateway.forward import outgoing, versioned
 from deployments.gateway.gate import Gate
-from router.values import Catalog
+from router.trust.untrusted import clean_strings, strip_invisible
+from router.values import Capability, Catalog
 
 # 2026-07-28 list and read results need cache hints, which a 2025 server does not send.
 CACHE_HINTS: dict[Any, CacheHint] = {m: CacheHint(ttl_ms=0, scope="private")
@@ -38,11 +39,8 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
         key, kind = _LISTS[ctx.method]
         result = await gate.relay(ctx, caller, name, ctx.method, _plain(ctx))
         served = {c.name: c for c in catalog.capabilities if c.kind == kind}
-        items = [item for item in result.get(key) or [] if item.get("name") in served]
-        for item in items:  # the reviewed description (a poisoned one is cleaned or held)
-            if served[item["name"]].description or item.get("description"):
-                item["description"] = served[item["name"]].description
-        return {**result, key: items}
+        return {**result, key: [reviewed(item, served[item["name"]]) for item in result.get(key) or []
+                                if isinstance(item, dict) and item.get("name") in served]}
 
     async def called(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
         caller = gate.caller()
@@ -133,12 +131,29 @@ def _mirror(gate: Gate, name: str) -> Any:
         answer = dict(result)
         answer["capabilities"] = found["capabilities"]
         if found.get("serverInfo"):
-            answer["serverInfo"] = found["serverInfo"]
-        if found.get("instructions"):
-            answer["instructions"] = found["instructions"]
+            answer["serverInfo"] = clean_strings(found["serverInfo"])
+        if isinstance(found.get("instructions"), str) and found["instructions"]:
+            answer["instructions"] = strip_invisible(found["instructions"])
         return answer
 
     return mirror
+
+
+def reviewed(item: dict[str, Any], capability: Capability) -> dict[str, Any]:
+    """A listed tool, prompt or resource as the catalog review serves it: its reviewed description, title and
+    input schema (a poisoned one is cleaned, or held and not listed), the router's own verdict on whether a tool
+    only reads (the backend's `read_only` setting, a claim held for approval), and no invisible characters in
+    what the review does not read (an output schema, a prompt's arguments, icons)."""
+    out: dict[str, Any] = clean_strings(item)
+    for field, value in (("description", capability.description), ("title", capability.title)):
+        if value or out.get(field):
+            out[field] = value
+    if capability.kind == "tool":
+        out["inputSchema"] = capability.input_schema or {"type": "object"}
+        declared = out.get("annotations")
+        out["annotations"] = {**(declared if isinstance(declared, dict) else {}),
+                              "readOnlyHint": capability.read_only, "idempotentHint": capability.idempotent}
+    return out
 
 
 def _plain(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:

@@ -60,13 +60,14 @@ def strip_invisible(text: str) -> str:
     return "".join(ch for ch in text if not _removed(ch))
 
 
-def _clean_schema(value: Any) -> Any:
+def clean_strings(value: Any) -> Any:
+    """A JSON value with every string and key stripped of invisible characters."""
     if isinstance(value, str):
         return strip_invisible(value)
     if isinstance(value, dict):
-        return {strip_invisible(str(k)): _clean_schema(v) for k, v in value.items()}
+        return {strip_invisible(str(k)): clean_strings(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean_schema(v) for v in value]
+        return [clean_strings(v) for v in value]
     return value
 
 
@@ -115,7 +116,7 @@ def sanitise(description: str, capabilities: Sequence[Capability]
             value = getattr(cap, field)
             if value and (clean := strip_invisible(value)) != value:
                 changes[field] = clean
-        schema = _clean_schema(cap.input_schema)
+        schema = clean_strings(cap.input_schema)
         if schema != cap.input_schema:
             changes["input_schema"] = schema
         if changes:

@@ -231,3 +231,24 @@ def test_what_the_review_found_is_shown_on_the_backends_listing() -> None:
     info = status.info().model_dump()
     assert info["catalog_error"].endswith("too long") and info["sanitized"] == ["x: name"]
     assert info["held_tools"][0]["changed"] == ["description"] and info["flagged_tools"][0]["rules"] == ["override"]
+
+
+def test_the_gateway_lists_a_tool_as_the_review_serves_it_not_as_the_server_sent_it() -> None:
+    from deployments.gateway.backend import reviewed
+
+    hidden = "\U000e0049\U000e0047\U000e004e\U000e004f\U000e0052\U000e0045"  # "IGNORE" in tag characters
+    sent = {"name": "lookup", "title": f"Lookup{hidden}", "description": f"Find a record.{hidden}",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string", "description": f"q{hidden}"}}},
+            "outputSchema": {"type": "object", "description": f"out{hidden}"},
+            "annotations": {"readOnlyHint": True, "destructiveHint": False}}
+    _, (capability,), _ = sanitise("", [Capability(backend="b", name="lookup", title=sent["title"],
+                                                   description=sent["description"], input_schema=sent["inputSchema"],
+                                                   read_only=False)])  # the backend's `read_only: false`
+    listed = reviewed(sent, capability)
+    assert invisible_characters(json.dumps(listed, ensure_ascii=False)) == 0
+    assert listed["description"] == "Find a record." and listed["title"] == "Lookup"
+    assert listed["inputSchema"]["properties"]["q"]["description"] == "q"
+    assert listed["annotations"] == {"readOnlyHint": False, "idempotentHint": False, "destructiveHint": False}
+    prompt = reviewed({"name": "p", "arguments": [{"name": "a", "description": f"a{hidden}"}]},
+                      Capability(backend="b", name="p", kind="prompt"))
+    assert prompt == {"name": "p", "arguments": [{"name": "a", "description": "a"}]}
