@@ -212,15 +212,16 @@ class BackendSupervisor:
         self._called_at = time.monotonic()
         started = time.perf_counter()
         self._inflight += 1
+        given = timeout_s  # what the backend had, once a call slot was free
         try:
             async with self._slots.held(context.principal, timeout_s):  # the wait for a slot is the call's time too
-                left = timeout_s - (time.perf_counter() - started)
-                outcome = await self.backend.call(capability, arguments, timeout_s=left, context=context)
+                given = timeout_s - (time.perf_counter() - started)
+                outcome = await self.backend.call(capability, arguments, timeout_s=given, context=context)
         except asyncio.CancelledError:
             self.detector.abandon(admission.probe)
             raise
         except Exception as exc:
-            outcome = self._failure(capability, exc, timeout_s, started)
+            outcome = self._failure(capability, exc, given, started)
         finally:
             self._inflight -= 1
         self._judge(capability, outcome, admission, context.principal)
@@ -253,10 +254,11 @@ class BackendSupervisor:
         started = time.perf_counter()
         self._inflight += 1
         outcome = CallOutcome(backend=self.spec.name, capability=method, ok=True, latency_ms=0.0)
+        given = timeout_s
         try:
             async with self._slots.held(principal, timeout_s):
-                left = timeout_s - (time.perf_counter() - started)
-                async for event in self.backend.relay(method, params, timeout_s=left, log_level=log_level):
+                given = timeout_s - (time.perf_counter() - started)
+                async for event in self.backend.relay(method, params, timeout_s=given, log_level=log_level):
                     if event["event"] == "result" and json_bytes(event["result"]) > self._max_answer:
                         event = _relay_error(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
                     yield event
@@ -264,7 +266,7 @@ class BackendSupervisor:
             self.detector.abandon(admission.probe)
             raise
         except Exception as exc:
-            outcome = self._failure(what, exc, timeout_s, started)
+            outcome = self._failure(what, exc, given, started)
             assert outcome.error_kind is not None
             yield _relay_error(outcome.error_kind, outcome.error or "")
         finally:
@@ -333,7 +335,8 @@ class BackendSupervisor:
 
     def _failure(self, capability: Capability, exc: Exception, timeout_s: float, started: float) -> CallOutcome:
         """What an exception out of the backend says: a router error as its kind, anything else a fault in
-        the backend's code (a failed call, never a stuck backend)."""
+        the backend's code (a failed call, never a stuck backend). `timeout_s`: what the backend was given,
+        after any wait for a call slot (time other callers' calls took is not the backend's slowness)."""
         if not isinstance(exc, RouterError):
             log.exception("backend %s: unexpected error in a call to %s", self.spec.name, capability.name)
             return CallOutcome.failed(capability, ErrorKind.BACKEND_FAILED,

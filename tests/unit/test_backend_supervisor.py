@@ -109,6 +109,21 @@ async def test_the_wait_for_a_call_slot_is_part_of_the_calls_time_and_one_never_
     await sup.shutdown()
 
 
+async def test_a_timeout_after_waiting_for_a_call_slot_is_the_callers_deadline_not_the_backends_fault() -> None:
+    sup = supervisor(["slow", "timeout", "ok"], timeout_s=1.0)  # one slot; the backend's own timeout is 1 s
+    await sup.start(wait_s=2)
+    flood = asyncio.create_task(sup.call(TOOL, {}, 1.0, CallContext(question="q", intent="general",
+                                                                       principal="mallory")))
+    await asyncio.sleep(0.05)
+    waited = await sup.call(TOOL, {}, 1.0, CallContext(question="q", intent="general", principal="bob"))
+    assert (await flood).ok
+    # Half of bob's second went to mallory's call: the rest running out says nothing of the backend.
+    assert waited.error_kind is ErrorKind.DEADLINE_EXCEEDED and waited.backend_answered is None
+    assert sup.status().health == "healthy" and sup.status().consecutive_failures == 0
+    assert (await call(sup)).ok
+    await sup.shutdown()
+
+
 async def test_a_backend_fault_ejects_it_and_its_state_names_neither_the_call_nor_the_tool() -> None:
     sup = supervisor(["timeout"])
     await sup.start(wait_s=2)
