@@ -34,7 +34,7 @@ import ray
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
 from actors.slots import FairSlots, NoSlot
-from router.errors import ErrorKind, RouterError
+from router.errors import BackendUnreachable, ErrorKind, RouterError
 from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
 from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
@@ -350,7 +350,8 @@ class BackendSupervisor:
         if kind is ErrorKind.BACKEND_UNAVAILABLE:
             self._fail(_call_fault(capability, kind))
             self._wake.set()  # reconnect now rather than at the next health check
-        return CallOutcome.failed(capability, kind, exc.message, _since(started), sent=not isinstance(exc, NoSlot))
+        return CallOutcome.failed(capability, kind, exc.message, _since(started),
+                                  sent=not isinstance(exc, NoSlot | BackendUnreachable))
 
     def _judge(self, capability: Capability, outcome: CallOutcome, admission: Admission, caller: str | None) -> None:
         """Only the backend's own faults count against it (and eject it), for every caller alike: an

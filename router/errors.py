@@ -281,6 +281,11 @@ class BackendUnavailable(NoHealthyBackend):
     kind = ErrorKind.BACKEND_UNAVAILABLE
 
 
+class BackendUnreachable(BackendUnavailable):
+    """The request never left: the backend is not connected, or refused the connection. Nothing can have
+    acted, so a call that may act can still go to another backend."""
+
+
 class LLMNotConfigured(RouterError):
     status_code = 503
     kind = ErrorKind.LLM_NOT_CONFIGURED

@@ -24,6 +24,7 @@ from router.errors import (
     BackendRejectedArguments,
     BackendTimeout,
     BackendUnavailable,
+    BackendUnreachable,
     FlowNotFound,
     FlowUnauthorized,
     RouterError,
@@ -157,7 +158,7 @@ class HttpFlowBackend:
 
     def _require(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
-            raise BackendUnavailable(f"backend {self.name!r} is not connected", backend=self.name)
+            raise BackendUnreachable(f"backend {self.name!r} is not connected", backend=self.name)
         return self._client
 
     def _key(self, flow_id: str | None = None) -> str | None:
@@ -237,6 +238,9 @@ class HttpFlowBackend:
             return BackendTimeout(f"backend {self.name!r} ({what}): no answer within {timeout_s:.1f} s",
                                   backend=self.name, tool=tool)
         cause = self.redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:300]
+        if isinstance(exc, httpx.ConnectError):  # no connection, so no request: nothing ran
+            return BackendUnreachable(f"backend {self.name!r} ({what}): cannot reach {self._url()}: {cause}",
+                                      backend=self.name)
         if isinstance(exc, httpx.TransportError):
             return BackendUnavailable(f"backend {self.name!r} ({what}): cannot reach {self._url()}: {cause}",
                                       backend=self.name)

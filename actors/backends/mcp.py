@@ -36,6 +36,7 @@ from router.errors import (
     BackendRejectedArguments,
     BackendTimeout,
     BackendUnavailable,
+    BackendUnreachable,
     DeadlineExceeded,
     RouterError,
     ToolFailed,
@@ -222,7 +223,7 @@ class McpBackend:
 
     def _require(self) -> Client:
         if not self.connected or self._client is None:
-            raise BackendUnavailable(f"backend {self.name!r} is not connected"
+            raise BackendUnreachable(f"backend {self.name!r} is not connected"
                                      + (f": {self._error}" if self._error else ""), backend=self.name)
         return self._client
 

@@ -20,6 +20,7 @@ from router.errors import (
     BackendFailed,
     BackendTimeout,
     BackendUnavailable,
+    BackendUnreachable,
     FlowNotFound,
     FlowUnauthorized,
     InvalidRequest,
@@ -236,3 +237,14 @@ async def test_langflow_health_check(langflow: LangflowBackend, langflow_server:
     dead = LangflowBackend(langflow_spec(dead_url(), connect_timeout_s=1))
     with pytest.raises(BackendUnavailable, match="cannot reach"):
         await dead.connect()
+
+
+async def test_a_flow_run_the_platform_never_received_is_unreachable_not_a_call_that_may_have_acted() -> None:
+    # Once connected, the platform's process died: the run is refused at connecting, so nothing ran.
+    gone = LangflowBackend(langflow_spec(dead_url(), connect_timeout_s=1))
+    gone._client = httpx.AsyncClient(base_url=gone.spec.url)
+    with pytest.raises(BackendUnreachable, match="cannot reach"):
+        await gone.call(flow_cap("langflow", "Support", SUPPORT_ID), {}, timeout_s=5, context=ctx())
+    await gone.close()
+    with pytest.raises(BackendUnreachable, match="not connected"):
+        await gone.call(flow_cap("langflow", "Support", SUPPORT_ID), {}, timeout_s=5, context=ctx())

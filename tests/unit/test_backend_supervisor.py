@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from actors.backend import BackendSupervisor
-from router.errors import BackendRejectedArguments, BackendTimeout, ErrorKind, ToolFailed
+from router.errors import BackendRejectedArguments, BackendTimeout, BackendUnreachable, ErrorKind, ToolFailed
 from router.settings import RouterSettings
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
@@ -40,6 +40,8 @@ class ScriptedBackend:
             raise BackendRejectedArguments(f"invalid params: {said}")
         if step == "timeout":
             raise BackendTimeout(f"no answer within {timeout_s} s to {said}")
+        if step == "refused":
+            raise BackendUnreachable("backend 'flaky' (flow): cannot reach http://127.0.0.1:9: connection refused")
         if step == "slow":
             await asyncio.sleep(0.5)
         text = f"{timeout_s}" if step == "time-left" else "done"
@@ -121,6 +123,15 @@ async def test_a_timeout_after_waiting_for_a_call_slot_is_the_callers_deadline_n
     assert waited.error_kind is ErrorKind.DEADLINE_EXCEEDED and waited.backend_answered is None
     assert sup.status().health == "healthy" and sup.status().consecutive_failures == 0
     assert (await call(sup)).ok
+    await sup.shutdown()
+
+
+async def test_a_call_refused_at_connecting_was_never_sent_and_is_the_backends_fault() -> None:
+    sup = supervisor(["refused"])
+    await sup.start(wait_s=2)
+    refused = await call(sup)
+    assert refused.error_kind is ErrorKind.BACKEND_UNAVAILABLE and not refused.sent and not refused.may_have_acted
+    assert "backend_unavailable" in (sup.status().last_error or "")  # and it reconnects at once
     await sup.shutdown()
 
 
