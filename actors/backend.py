@@ -34,7 +34,7 @@ import ray
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
 from actors.slots import FairSlots, NoSlot
-from router.errors import BackendUnreachable, ErrorKind, RouterError
+from router.errors import BackendBusy, BackendUnreachable, ErrorKind, RouterError
 from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
 from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
@@ -347,7 +347,7 @@ class BackendSupervisor:
             # which says nothing of the backend. (A deadline equal to the timeout, the defaults, leaves the
             # call a moment less than its timeout once routing took its share: still the backend's.)
             kind = ErrorKind.DEADLINE_EXCEEDED
-        if kind is ErrorKind.BACKEND_UNAVAILABLE:
+        if kind is ErrorKind.BACKEND_UNAVAILABLE and not isinstance(exc, BackendBusy):
             self._fail(_call_fault(capability, kind))
             self._wake.set()  # reconnect now rather than at the next health check
         return CallOutcome.failed(capability, kind, exc.message, _since(started),

@@ -286,6 +286,12 @@ class BackendUnreachable(BackendUnavailable):
     acted, so a call that may act can still go to another backend."""
 
 
+class BackendBusy(BackendUnreachable):
+    """The backend refused to start the run now (HTTP 429, 408): nothing ran, and it is not down. A flow
+    platform limits its callers by address, and the router is one address: one caller's burst must neither
+    mark the backend down nor eject it for everyone."""
+
+
 class LLMNotConfigured(RouterError):
     status_code = 503
     kind = ErrorKind.LLM_NOT_CONFIGURED

@@ -20,6 +20,7 @@ import httpx
 
 from router.errors import (
     AnswerTooLarge,
+    BackendBusy,
     BackendFailed,
     BackendRejectedArguments,
     BackendTimeout,
@@ -278,7 +279,10 @@ class HttpFlowBackend:
                                 f"(HTTP {status}: {message or 'no message'})", backend=self.name, tool=tool)
         if status == 404:
             return BackendFailed(f"{where}: {self.product} has no {resp.url.path} (HTTP 404)", backend=self.name)
-        if cap is not None and status in (400, 422):
+        if status in (408, 429):
+            return BackendBusy(f"{where}: {self.product} did not start the run (HTTP {status}: "
+                               f"{message or 'no message'})", backend=self.name, tool=tool)
+        if cap is not None and status in (400, 413, 422):
             return BackendRejectedArguments(f"{where}: {self.product} rejected the request (HTTP {status}): "
                                             f"{message or 'no message'}", backend=self.name, tool=tool)
         if status in (502, 503):

@@ -65,6 +65,9 @@ class Chatflow:
     streams_tokens: bool = True  # agentflow: the last node streams its answer as a token
     source_documents: list[dict[str, Any]] = field(default_factory=list)
     used_tools: list[dict[str, Any]] = field(default_factory=list)
+    # The chatflow's rate limit (`apiConfig.rateLimit`): predictions allowed, then express-rate-limit's 429 with
+    # the flow's message as plain text, before anything runs (Flowise counts callers by address).
+    quota: int | None = None
 
     @property
     def can_stream(self) -> bool:
@@ -148,6 +151,10 @@ class FakeFlowise(RecordingFake):
             return await self._fail(request, streaming, 400, "Invalid Chatflow ID")
         if flow is None:
             return await self._fail(request, streaming, 404, f"Chatflow {flow_id} not found in the database!")
+        if flow.quota is not None:
+            if flow.quota <= 0:
+                return PlainTextResponse("You have reached the quota for this chatflow", 429)
+            flow.quota -= 1
         if streaming and flow.can_stream:
             return StreamingResponse(self._stream(request, flow, rec, body), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

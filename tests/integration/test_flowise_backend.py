@@ -15,7 +15,14 @@ import pytest
 
 from actors.backends import build_backend
 from actors.backends.flowise import FlowiseBackend
-from router.errors import BackendFailed, BackendTimeout, BackendUnavailable, FlowNotFound, FlowUnauthorized
+from router.errors import (
+    BackendBusy,
+    BackendFailed,
+    BackendTimeout,
+    BackendUnavailable,
+    FlowNotFound,
+    FlowUnauthorized,
+)
 from router.settings import FlowiseSpec
 from tests.fakes import serve_app
 from tests.fakes.flowise import Chatflow, FakeFlowise
@@ -243,6 +250,17 @@ async def test_flowise_server_error_is_reported_with_its_message(flowise: Flowis
     assert type(err.value) is BackendFailed
     assert err.value.message == "backend 'flowise' (flow 'Failing Flow'): HTTP 500: model provider returned 429"
     assert_no_secret(err.value)
+
+
+async def test_flowise_rate_limit_is_busy_not_a_run_that_failed(flowise: FlowiseBackend, flowise_server: Any) -> None:
+    """Flowise refuses a run over the chatflow's rate limit before it starts: nothing ran, nothing is down."""
+    fake, _ = flowise_server
+    fake.flows[BATCH].quota = 0
+    try:
+        with pytest.raises(BackendBusy, match=r"did not start the run \(HTTP 429: You have reached the quota"):
+            await flowise.call(flow_cap("flowise", "Batch Flow", BATCH), {}, timeout_s=5, context=ctx())
+    finally:
+        fake.flows[BATCH].quota = None
 
 
 async def test_flowise_timeout(flowise: FlowiseBackend) -> None:

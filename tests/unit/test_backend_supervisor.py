@@ -7,7 +7,14 @@ import json
 from typing import Any
 
 from actors.backend import BackendSupervisor
-from router.errors import BackendRejectedArguments, BackendTimeout, BackendUnreachable, ErrorKind, ToolFailed
+from router.errors import (
+    BackendBusy,
+    BackendRejectedArguments,
+    BackendTimeout,
+    BackendUnreachable,
+    ErrorKind,
+    ToolFailed,
+)
 from router.settings import RouterSettings
 from router.values import CallContext, CallOutcome, Capability, Catalog
 
@@ -40,6 +47,8 @@ class ScriptedBackend:
             raise BackendRejectedArguments(f"invalid params: {said}")
         if step == "timeout":
             raise BackendTimeout(f"no answer within {timeout_s} s to {said}")
+        if step == "busy":
+            raise BackendBusy("backend 'flaky' (flow 'f'): Flowise did not start the run (HTTP 429: quota)")
         if step == "refused":
             raise BackendUnreachable("backend 'flaky' (flow): cannot reach http://127.0.0.1:9: connection refused")
         if step == "slow":
@@ -132,6 +141,18 @@ async def test_a_call_refused_at_connecting_was_never_sent_and_is_the_backends_f
     refused = await call(sup)
     assert refused.error_kind is ErrorKind.BACKEND_UNAVAILABLE and not refused.sent and not refused.may_have_acted
     assert "backend_unavailable" in (sup.status().last_error or "")  # and it reconnects at once
+    await sup.shutdown()
+
+
+async def test_a_backend_too_busy_to_start_a_run_is_neither_down_nor_ejected() -> None:
+    sup = supervisor(["busy"] * 3 + ["ok"])  # one backend failure would eject it
+    await sup.start(wait_s=2)
+    for _ in range(3):
+        busy = await call(sup)
+        assert busy.error_kind is ErrorKind.BACKEND_UNAVAILABLE and not busy.sent and not busy.may_have_acted
+    status = sup.status()
+    assert (status.health, status.last_error, status.consecutive_failures) == ("healthy", None, 0)
+    assert (await call(sup)).ok
     await sup.shutdown()
 
 
