@@ -39,6 +39,19 @@ def group_answers(texts: Sequence[str], vectors: np.ndarray | None, threshold: f
     return groups
 
 
+async def _embedded(texts: list[str], ctx: StrategyContext) -> np.ndarray | None:
+    """The answers' vectors, within the request's deadline; None (answers grouped by their text alone) without an
+    embedder, or when it fails: the backends have answered, and the router routes on BM25 alone when its model
+    cannot embed, so neither may turn their answers into an error."""
+    if ctx.embed is None:
+        return None
+    try:
+        return await asyncio.wait_for(ctx.embed(texts), max(0.0, ctx.remaining()))
+    except Exception as exc:  # any failure of the model or its deployment, or the deadline
+        ctx.step("consensus_by_text", reason=f"{type(exc).__name__}: {exc}"[:200])
+        return None
+
+
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
     chosen = fan_out(calls, ctx.settings.consensus_k)
     if not chosen:
@@ -50,7 +63,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
     if not ok:
         return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)
     texts = [o.text for _, o in ok]
-    vectors = await ctx.embed(texts) if ctx.embed is not None and len(ok) > 1 else None
+    vectors = await _embedded(texts, ctx) if len(ok) > 1 else None
     groups = group_answers(texts, vectors, ctx.settings.consensus_similarity)
     sizes = {g: groups.count(g) for g in set(groups)}
     # Largest group; on a tie the group of the best-ranked answer (groups are numbered in rank order).

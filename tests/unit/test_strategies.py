@@ -373,6 +373,16 @@ async def test_consensus_groups_paraphrases_by_embedding_similarity() -> None:
     assert result2.disagreed == ["b", "c"]
 
 
+async def test_consensus_groups_by_text_when_the_model_cannot_embed_the_answers() -> None:
+    async def broken(texts: list[str]) -> Any:
+        raise RuntimeError("the model failed")
+
+    h = harness(ScriptedExecutor({"a": ok("42"), "b": ok("41"), "c": ok("42")}), embed=broken)
+    result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)  # the backends answered: so does it
+    assert result.outcome is not None and result.outcome.text == "42" and result.disagreed == ["b"]
+    assert ("consensus_by_text", {"reason": "RuntimeError: the model failed"}) in h.steps
+
+
 async def test_consensus_ignores_failed_backends_when_counting_agreement() -> None:
     h = harness(ScriptedExecutor({"a": fail(), "b": ok("yes"), "c": ok("yes")}))
     result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)
