@@ -15,14 +15,15 @@ served when every backend is down), each caller's view of the catalog and the se
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import trace
 
 from router.cache import LRU
-from router.errors import AmbiguousRoute, NoRelevantBackend, RouterError
+from router.errors import AmbiguousRoute, DeadlineExceeded, NoRelevantBackend, RouterError
 from router.learning.decisions import LearningView, RecentDecision, example
 from router.learning.examples import accepts_feedback
 from router.literals import EmbedFn
@@ -43,6 +44,8 @@ from router.stages.scoring import PerfSnapshot
 from router.strategies import Executor
 from router.telemetry import TRACER
 from router.values import BackendStatus, CallOutcome, CapabilityId, Catalog, Decision
+
+T = TypeVar("T")
 
 
 class StatsView(Protocol):
@@ -183,13 +186,13 @@ class Router:
         stages: dict[str, float] = {}
         d, arguments = await self._settled(request, stages)
         if self.llm is not None and assist.needs_choice(d):
-            d = await assist.choose(self.llm, d, self.view(request.access).catalogs,
-                                    self.settings.routing.min_tool_confidence)
+            d = await _in_time(assist.choose(self.llm, d, self.view(request.access).catalogs,
+                                             self.settings.routing.min_tool_confidence), request, started)
         mark = time.perf_counter()
         statuses = self.stats.statuses()
         p = plan(d, arguments, statuses, self.settings)
         if self.llm is not None and assist.needs_arguments(p, request):
-            p = await assist.fill_arguments(self.llm, p, d, arguments, statuses)
+            p = await _in_time(assist.fill_arguments(self.llm, p, d, arguments, statuses), request, started)
         if p.refusal is not None:
             if isinstance(p.refusal, NoRelevantBackend | AmbiguousRoute) and d.candidates:
                 # Nothing was called, but the caller may say what should have been.
@@ -238,6 +241,17 @@ class Router:
                 and (request.access is None or request.access.policy.feedback) and accepts_feedback(self.settings)):
             self.learning.learn([example(self.catalogs, chosen, 1, d.analysis.question, d.analysis.vector, "routed",
                                          decision.principal, decision)])
+
+
+async def _in_time(step: Coroutine[Any, Any, T], request: Request, started: float) -> T:
+    """An LLM step within what is left of the request's deadline (`started`: time.monotonic() when the request
+    began): the model's own timeout and retries can take far longer than the caller asked to wait."""
+    left = request.deadline_s - (time.monotonic() - started)
+    try:
+        return await asyncio.wait_for(step, max(0.0, left))
+    except TimeoutError:
+        raise DeadlineExceeded(f"the request deadline of {request.deadline_s:g} s passed while the LLM was "
+                               "asked; nothing was called") from None
 
 
 def _ms(start: float, end: float) -> float:

@@ -3,9 +3,13 @@ never handed to it."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
-from router.errors import ArgumentsInvalid, BackendNotCallable
+import pytest
+
+from router.errors import ArgumentsInvalid, BackendNotCallable, DeadlineExceeded
 from router.request import Request
 from router.stages import assist
 from router.stages.plan import Arguments, plan
@@ -57,3 +61,17 @@ async def test_a_backend_with_nothing_to_call_is_not_handed_to_the_model_for_arg
     p = plan(await router.decide(request), Arguments(request), {}, router.settings)
     assert isinstance(p.refusal, BackendNotCallable)
     assert not assist.needs_arguments(p, request)
+
+
+async def test_the_model_is_asked_within_the_requests_deadline() -> None:
+    class SlowModel(FillingModel):
+        async def fill_arguments(self, question: str, capability: Capability) -> dict[str, Any]:
+            await asyncio.sleep(5)  # the model's own timeout and retries can take far longer
+            return await super().fill_arguments(question, capability)
+
+    router, _, _ = await planned("turn the speaker volume up a lot")
+    router.llm = SlowModel({"level": 80})  # type: ignore[assignment]
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded, match=r"deadline of 0\.3 s passed while the LLM was asked"):
+        await router.query(Request(question="turn the speaker volume up a lot", deadline_s=0.3))
+    assert time.monotonic() - started < 2
