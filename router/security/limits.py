@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from router.errors import Overloaded, RateLimited
 from router.settings import RateLimit
@@ -24,6 +25,9 @@ from router.settings import RateLimit
 log = logging.getLogger("mcp_router.limits")
 
 LEASE_S = 0.05  # a lease is about this many seconds of a principal's rate
+# Principals' state is kept while it matters; past this many, whatever is idle is dropped (a JWT issuer can
+# mint a principal per subject, and each would otherwise be held for the life of the process).
+MAX_IDLE_PRINCIPALS = 10_000
 GrantFn = Callable[[str, float, float, float], Awaitable[tuple[float, float]]]
 
 
@@ -61,18 +65,45 @@ class TokenBucket:
             return granted, 0.0
         return 0, (1 - self.tokens) / self.rate
 
+    @property
+    def full(self) -> bool:
+        """As a new bucket would be: dropping it and making another later changes nothing for its principal."""
+        self._refill()
+        return self.tokens >= self.capacity
+
+
+V = TypeVar("V")
+
+
+class Pruned(dict[str, V]):
+    """A map of principals' state that, each time it has doubled past `MAX_IDLE_PRINCIPALS`, drops the entries
+    `idle` says nothing depends on (a drained bucket, a request in flight keep theirs)."""
+
+    def __init__(self, idle: Callable[[V], bool]) -> None:
+        super().__init__()
+        self._idle = idle
+        self._prune_at = MAX_IDLE_PRINCIPALS
+
+    def add(self, key: str, value: V) -> V:
+        self[key] = value
+        if len(self) > self._prune_at:
+            for k in [k for k, v in self.items() if k != key and self._idle(v)]:
+                del self[k]
+            self._prune_at = max(MAX_IDLE_PRINCIPALS, 2 * len(self))
+        return value
+
 
 class SharedBuckets:
     """The application-wide buckets, one per (principal, kind of limit); an actor holds one of these."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._buckets: dict[str, TokenBucket] = {}
+        self._buckets: Pruned[TokenBucket] = Pruned(lambda bucket: bucket.full)
 
     def grant(self, key: str, rate: float, capacity: float, want: float) -> tuple[int, float]:
         bucket = self._buckets.get(key)
         if bucket is None or (bucket.rate, bucket.capacity) != (rate, capacity):
-            bucket = self._buckets[key] = TokenBucket(rate, capacity, self.clock)
+            bucket = self._buckets.add(key, TokenBucket(rate, capacity, self.clock))
         return bucket.take_up_to(want)
 
 
@@ -84,6 +115,11 @@ class _State:
     leases: dict[str, int] = field(default_factory=dict)
     local: dict[str, TokenBucket] = field(default_factory=dict)  # this replica's share, when unshared
 
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight and every bucket full (leased tokens not spent are given up)."""
+        return not self.in_flight and not self.streams and all(b.full for b in self.local.values())
+
 
 class Limiter:
     """Per-principal limits as this replica applies them."""
@@ -93,13 +129,13 @@ class Limiter:
         self.share = 1.0 / max(1, replicas)
         self.clock = clock
         self._grant = grant
-        self._states: dict[str, _State] = {}
+        self._states: Pruned[_State] = Pruned(lambda state: state.idle)
 
     def _state(self, principal: str, limit: RateLimit) -> _State:
         state = self._states.get(principal)
         if state is None:
             cap = None if limit.max_in_flight is None else max(1, round(limit.max_in_flight * self.share))
-            state = self._states[principal] = _State(cap)
+            state = self._states.add(principal, _State(cap))
         return state
 
     async def admit(self, principal: str, limit: RateLimit, standing: bool = False) -> None:

@@ -48,6 +48,28 @@ async def test_a_principal_over_its_rate_gets_429_with_retry_after_and_others_ar
     await limiter.admit("b", limit)  # another principal has its own bucket
 
 
+async def test_idle_principals_state_is_dropped_and_a_busy_or_drained_ones_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JWT issuer mints a principal per subject: their state must not be held for the life of the process."""
+    monkeypatch.setattr("router.security.limits.MAX_IDLE_PRINCIPALS", 10)
+    clock = Clock()
+    limiter, shared = Limiter(replicas=1, clock=clock), SharedBuckets(clock)
+    limit, slow = RateLimit(requests_per_s=1, burst=1), RateLimit(requests_per_s=0.001, burst=1)
+    await limiter.admit("busy", RateLimit())  # in flight
+    await limiter.admit("drained", slow)  # its one token spent, for the next 1,000 s
+    limiter.release("drained")
+    assert shared.grant("drained", 0.001, 1, 1) == (1, 0.0)
+    for i in range(30):
+        await limiter.admit(f"jwt:user-{i}", limit)
+        limiter.release(f"jwt:user-{i}")
+        shared.grant(f"jwt:user-{i}", 1, 1, 1)
+        clock.now += 1  # their buckets fill again
+    assert {"busy", "drained"} <= set(limiter._states) and len(limiter._states) <= 20
+    assert "drained" in shared._buckets and len(shared._buckets) <= 20
+    with pytest.raises(RateLimited):  # kept: a fresh bucket would have let it in
+        await limiter.admit("drained", slow)
+
+
 async def drive(replicas: list[Limiter], clock: Clock, limit: RateLimit, seconds: float, step: float,
                 skew: int = 1) -> int:
     """Requests of one principal, `skew` times as many to the first replica as to the others."""
