@@ -33,6 +33,7 @@ import ray
 
 from actors.backends import build_backend
 from actors.backends.base import make_catalog
+from actors.backends.relay import router_error_event
 from actors.slots import FairSlots, NoSlot
 from router.errors import BackendBusy, BackendUnreachable, ErrorKind, RouterError
 from router.literals import HealthState
@@ -240,15 +241,15 @@ class BackendSupervisor:
         judged like a call: a backend that fails gateway requests is ejected for everyone alike."""
         what = Capability(backend=self.spec.name, name=method, kind="tool")
         if not hasattr(self.backend, "relay"):
-            yield _relay_error(ErrorKind.BACKEND_NOT_CALLABLE, f"backend {self.spec.name!r} is not an MCP server")
+            yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, f"backend {self.spec.name!r} is not an MCP server")
             return
         named = params.get("name") if method in _NAMED else None
         if isinstance(named, str) and self._held(_NAMED[method], named):
-            yield _relay_error(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(named))
+            yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(named))
             return
         admission, refusal = await self._admit(what, timeout_s, False, principal)
         if refusal is not None:
-            yield _relay_error(ErrorKind.BACKEND_UNAVAILABLE, refusal.error or "")
+            yield router_error_event(ErrorKind.BACKEND_UNAVAILABLE, refusal.error or "")
             return
         self._called_at = time.monotonic()
         started = time.perf_counter()
@@ -260,7 +261,7 @@ class BackendSupervisor:
                 given = timeout_s - (time.perf_counter() - started)
                 async for event in self.backend.relay(method, params, timeout_s=given, log_level=log_level):
                     if event["event"] == "result" and json_bytes(event["result"]) > self._max_answer:
-                        event = _relay_error(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
+                        event = router_error_event(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
                     yield event
         except (asyncio.CancelledError, GeneratorExit):
             self.detector.abandon(admission.probe)
@@ -268,7 +269,7 @@ class BackendSupervisor:
         except Exception as exc:
             outcome = self._failure(what, exc, given, started)
             assert outcome.error_kind is not None
-            yield _relay_error(outcome.error_kind, outcome.error or "")
+            yield router_error_event(outcome.error_kind, outcome.error or "")
         finally:
             self._inflight -= 1
         self._judge(what, outcome, admission, principal)
@@ -419,11 +420,6 @@ def _since(started: float) -> float:
 def _refused(capability: Capability, message: str) -> CallOutcome:
     """A call the backend's state refuses before sending it: another backend may still take it."""
     return CallOutcome.failed(capability, ErrorKind.BACKEND_UNAVAILABLE, message, sent=False)
-
-
-def _relay_error(kind: ErrorKind, message: str) -> dict[str, Any]:
-    """The router's own error as a relayed request's last event (a JSON-RPC internal error naming its kind)."""
-    return {"event": "error", "code": -32603, "message": message, "data": {"kind": kind.value}, "router": True}
 
 
 def _call_fault(capability: Capability, kind: ErrorKind) -> str:

@@ -36,6 +36,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from router.errors import ErrorKind
+
 # What the gateway forwards (ping is answered by the gateway itself).
 RELAYED = ("tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
            "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete",
@@ -45,6 +47,7 @@ FINAL = ("result", "error")
 SUBSCRIBER = "mcp-router/subscriber"
 _WATCH_BACKLOG = 64
 _MAX_SUBSCRIBERS = 10_000  # per resource; past it the earliest are forgotten (sessions that left unsubscribed)
+_MAX_SUBSCRIBED = 10_000  # resources subscribed at once through the backend's session; past it a new one is refused
 _CURRENT: ContextVar[Relay | None] = ContextVar("mcp_router_relay", default=None)
 
 
@@ -166,7 +169,13 @@ class RelayHub:
         session = params.get(SUBSCRIBER) if method in ("resources/subscribe", "resources/unsubscribe") else None
         if session is not None:
             params = {k: v for k, v in params.items() if k != SUBSCRIBER}
-            if not self._server_hears(method, str(params.get("uri")), str(session)):
+            uri = str(params.get("uri"))
+            if method == "resources/subscribe" and uri not in self._subscribers \
+                    and len(self._subscribers) >= _MAX_SUBSCRIBED:
+                yield router_error_event(ErrorKind.LIMIT_EXCEEDED, f"the router holds subscriptions to "
+                                         f"{_MAX_SUBSCRIBED} resources of backend {self.backend!r}, its limit")
+                return
+            if not self._server_hears(method, uri, str(session)):
                 yield {"event": "result", "result": {}}  # another session holds it still, or this one never did
                 return
         relay = Relay()
@@ -208,7 +217,7 @@ class RelayHub:
             task.cancel()
             self.active.pop(relay.id, None)
             if session is not None and method == "resources/subscribe" and not answered:
-                self._subscribers.get(str(params.get("uri")), {}).pop(str(session), None)  # the server refused it
+                self._leave(str(params.get("uri")), str(session))  # the server refused it: nothing held
 
     def new_session(self) -> None:
         """The router's session with the server is new: it holds no subscription, so the next session to
@@ -219,20 +228,30 @@ class RelayHub:
         """Whether a gateway session's subscribe or unsubscribe goes to the server. Its session is every gateway
         session's, so the first session subscribing to a resource subscribes it, and only the last one leaving
         unsubscribes it: one session's unsubscribe never ends another's subscription."""
-        holders = self._subscribers.setdefault(uri, {})
         if method == "resources/subscribe":
+            holders = self._subscribers.setdefault(uri, {})
             first = not holders
             holders[session] = None
             while len(holders) > _MAX_SUBSCRIBERS:
                 del holders[next(iter(holders))]
             return first
-        if session not in holders:
+        return self._leave(uri, session)
+
+    def _leave(self, uri: str, session: str) -> bool:
+        """Forget a session's subscription; whether it was the last one (the resource is then forgotten too)."""
+        holders = self._subscribers.get(uri)
+        if holders is None or session not in holders:
             return False
         del holders[session]
         if holders:
             return False
         del self._subscribers[uri]
         return True
+
+
+def router_error_event(kind: ErrorKind, message: str) -> dict[str, Any]:
+    """The router's own error as a relayed request's last event (a JSON-RPC internal error naming its kind)."""
+    return {"event": "error", "code": -32603, "message": message, "data": {"kind": kind.value}, "router": True}
 
 
 def session_gone(exc: MCPError) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from actors.backend import _relay_error
+from actors.backends.relay import router_error_event
 from deployments.caller import CURRENT
 from deployments.gateway.aggregate import build_aggregate_server
 from deployments.gateway.gate import Gate
@@ -92,7 +92,7 @@ async def test_a_servers_own_error_is_the_servers_whatever_its_data_claims(data:
 
 
 async def test_the_actors_own_error_names_its_kind() -> None:
-    error, outcomes, failed, _ = await relay([_relay_error(ErrorKind.BACKEND_TIMEOUT, "no answer within 5 s")])
+    error, outcomes, failed, _ = await relay([router_error_event(ErrorKind.BACKEND_TIMEOUT, "no answer within 5 s")])
     assert error.error.data == {"kind": "backend_timeout"} and outcomes == ["backend_timeout"]
     assert [f.kind for f in failed] == [ErrorKind.BACKEND_TIMEOUT]
 
@@ -101,7 +101,7 @@ async def test_each_copy_tried_is_charged_and_all_share_the_requests_deadline() 
     tool = Capability(backend="b", name="lookup", read_only=True)
     catalogs = {b: Catalog(backend=b, version="1", description="", capabilities=(replace(tool, backend=b),))
                 for b in ("b", "c")}
-    down = Actor([_relay_error(ErrorKind.BACKEND_UNAVAILABLE, "down")], delay_s=0.5)
+    down = Actor([router_error_event(ErrorKind.BACKEND_UNAVAILABLE, "down")], delay_s=0.5)
     up = Actor([{"event": "result", "result": {"content": []}}])
     seen: list[float] = []
     up.remote = lambda *args: seen.append(args[2]) or Actor.remote(up)  # type: ignore[method-assign]

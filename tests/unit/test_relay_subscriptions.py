@@ -68,3 +68,26 @@ async def test_a_subscribe_the_server_refused_holds_nothing() -> None:
     server.refuse = False
     assert (await ask(hub, server, "resources/subscribe", "bob"))["event"] == "result"
     assert server.sent == [("subscribe", URI), ("subscribe", URI)]  # bob's went to the server: alice held none
+
+
+async def test_subscriptions_hold_only_resources_someone_is_subscribed_to_and_a_bounded_number(
+        monkeypatch: Any) -> None:
+    monkeypatch.setattr("actors.backends.relay._MAX_SUBSCRIBED", 2)
+    hub, server = RelayHub("notes", lambda: 0), Server()
+
+    async def asked(method: str, uri: str, session: str = "alice") -> dict[str, Any]:
+        return [e async for e in hub.run(server, method, {"uri": uri, SUBSCRIBER: session}, 5.0)][-1]  # type: ignore[arg-type]
+
+    for n in range(50):  # unsubscribing what nobody holds, or a refused subscribe, leaves nothing behind
+        await asked("resources/unsubscribe", f"notes://{n}")
+    server.refuse = True
+    await asked("resources/subscribe", "notes://refused")
+    server.refuse = False
+    assert hub._subscribers == {}
+    await asked("resources/subscribe", "notes://a")
+    await asked("resources/subscribe", "notes://b")
+    over = await asked("resources/subscribe", "notes://c")
+    assert over["data"] == {"kind": "limit_exceeded"} and "2 resources of backend 'notes'" in over["message"]
+    assert (await asked("resources/subscribe", "notes://a", "bob"))["event"] == "result"  # held already: fine
+    await asked("resources/unsubscribe", "notes://b")
+    assert (await asked("resources/subscribe", "notes://c"))["event"] == "result"
