@@ -337,6 +337,8 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         for out, flag in ((args.json, "--json"), (args.plot, "--plot")):  # known before the run, not after it
             if out is not None and not out.resolve().parent.is_dir():
                 raise CommandError(f"{flag} {out}: the folder {out.resolve().parent} does not exist")
+            if out is not None and out.is_dir():
+                raise CommandError(f"{flag} {out}: is a folder; name the file to write")
     except (OSError, ValueError, CommandError) as exc:
         print(f"mcp-router loadtest: {exc}", file=sys.stderr)
         return 2

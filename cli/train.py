@@ -91,7 +91,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     command = [args.python, str(TRAIN_SCRIPT), str(work / "data"), str(work / "run"), "--steps", str(args.steps)]
     print("running " + " ".join(command), flush=True)
-    if subprocess.run(command, cwd=ROOT).returncode:
+    try:
+        failed = subprocess.run(command, cwd=ROOT).returncode
+    except OSError as exc:  # no such interpreter, or not one that can run
+        print(f"mcp-router train: --python {args.python}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if failed:
         print(f"mcp-router train: training failed; {args.python} needs torch, sentence-transformers, onnx "
               f"(see {TRAIN_SCRIPT.relative_to(ROOT)})", file=sys.stderr)
         return 1

@@ -214,6 +214,8 @@ def test_a_timeout_not_above_zero_is_refused_by_the_parser(argv: list[str], caps
 
 @pytest.mark.parametrize(("extra", "needle"), [
     (["--json", "missing-folder/out.json"], "--json missing-folder/out.json: the folder"),
+    (["--json", "."], "--json .: is a folder; name the file to write"),
+    (["--plot", "."], "--plot .: is a folder"),
     (["--api-key", "caf\u00e9"], "holds a character that is not ASCII"),
 ])
 def test_a_load_test_that_could_not_keep_its_results_or_authenticate_stops_before_it_runs(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,19 @@ def test_the_command_exports_trains_with_the_given_interpreter_and_writes_the_mo
     assert code == 0
     assert (out / "model.onnx").read_bytes() == b"onnx" and (out / "tokenizer.json").is_file()
     assert json.loads((out / "training.json").read_text())["negative"] == "wrong document"
+
+
+def test_an_interpreter_that_does_not_exist_is_named_not_a_traceback(tmp_path: Path, capsys: Any) -> None:
+    state = tmp_path / "state"
+    store = ExampleStore(state / FEEDBACK_FILE, cap=10)
+    store.add([ex("right", 1, "what time is it"), ex("wrong", -1, "what time is it")])
+    store.close()
+    config = tmp_path / "router.yaml"
+    config.write_text(f"state_dir: {state}\nbackends: []\n")
+    missing = tmp_path / ".venv-train" / "bin" / "python"
+    assert main(["train", "--from-feedback", "--config", str(config), "--python", str(missing),
+                 "--work-dir", str(tmp_path / "work")]) == 2
+    assert f"--python {missing}: No such file or directory" in capsys.readouterr().err
 
 
 def test_without_examples_the_command_says_so(tmp_path: Path) -> None:
