@@ -286,12 +286,12 @@ class RouterService:
         data["backends"] = {n: {"health": s.health, "consecutive_failures": s.consecutive_failures,
                                 "ejections": s.ejections, "ejected_until": s.ejected_until, "inflight": s.inflight}
                             for n, s in self.directory.statuses().items() if n in visible}
-        # What this replica routes on: the catalogs in its index, and when it was built.
-        indexed = self.router.catalogs
+        # What this replica routes on for this operator: the catalogs its policy allows, and when it was built.
+        indexed = self.router.view(access).catalogs
         data["index"] = {"backends": len(indexed), "built_at": self.directory.index_built_at,
                          "provisional_vectors": self.directory.provisional,
-                         "capabilities": sum(len(c.capabilities) for n, c in indexed.items() if n in visible),
-                         "versions": {n: c.version for n, c in indexed.items() if n in visible}}
+                         "capabilities": sum(len(c.capabilities) for c in indexed.values()),
+                         "versions": {n: c.version for n, c in indexed.items()}}
         return data
 
 

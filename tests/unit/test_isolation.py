@@ -288,6 +288,25 @@ async def test_an_operator_sees_no_decision_of_a_tool_its_policy_denies() -> Non
     assert [r["question"] for r in shown] == ["read notes", "declined"]
 
 
+async def test_an_operators_stats_count_only_the_capabilities_its_policy_allows() -> None:
+    w = world()
+    ops = Access(Principal("ops-bot", "ops", "api_key"), Policy(allow=["calc"], deny=["calc/divide"], stats=True))
+
+    async def stats() -> dict[str, Any]:
+        return {"series": []}
+
+    service = RouterService.__new__(RouterService)
+    service.router = w.router
+    service.perf_actor = SimpleNamespace(stats=SimpleNamespace(remote=stats))  # type: ignore[assignment]
+    service.directory = SimpleNamespace(statuses=w.stats.statuses, index_built_at=0.0,  # type: ignore[assignment]
+                                        provisional=0)
+    index = (await service.stats(Caller(ops)))["index"]
+    calc = w.router.catalogs["calc"]
+    assert "divide" in {c.name for c in calc.capabilities}
+    assert index["backends"] == 1 and list(index["versions"]) == ["calc"]
+    assert index["capabilities"] == len([c for c in calc.capabilities if c.name != "divide"])
+
+
 async def test_a_callers_baggage_never_travels_on_to_backends() -> None:
     """Only the W3C trace context is joined: a backend or collector reading baggage (a tenant, a role) would
     otherwise take the caller's word for it."""
