@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,7 +42,8 @@ from router.settings import RouterSettings
 log = logging.getLogger("mcp_router.gateway")
 _SESSION = b"mcp-session-id"
 _WATCH_RETRY_S = 1.0
-_MAX_OWNERS = 10_000  # sessions remembered; past it the longest unused go, and their clients start anew
+_MAX_OWNERS = 10_000  # sessions remembered; past it the ended ones go, then the longest unused
+_MAX_PER_PRINCIPAL = 256  # sessions one principal may hold open at once: its own cap, not everyone's
 
 
 class Gateway:
@@ -51,7 +53,10 @@ class Gateway:
         self.settings = settings
         self._security = transport_security
         self._apps: dict[str, ASGIApp] = {}
-        self._owners: dict[str, str] = {}  # session id -> the principal that opened it
+        self._servers: dict[str, Server[Any]] = {}
+        self._owners: dict[str, tuple[str, str]] = {}  # session id -> the principal that opened it, the backend
+        self._held: Counter[str] = Counter()  # sessions per principal, of those in `_owners`
+        self.gate.alive = self._alive
         self._group: anyio.abc.TaskGroup | None = None
         self._lock = anyio.Lock()
 
@@ -80,7 +85,7 @@ class Gateway:
             return
         app = await self._app(name)
         inner = {**scope, "root_path": f"{root}/{name}" if name else root}
-        await self._owned(app, inner, receive, send)
+        await self._owned(name, app, inner, receive, send)
 
     def _refusal(self, access: Access | None, name: str) -> RouterError | None:
         """Before any session: a caller that may not name backends is refused (403), and a backend it may not
@@ -100,6 +105,7 @@ class Gateway:
         async with self._lock:
             if name not in self._apps:
                 server = build_backend_server(self.gate, name) if name else build_aggregate_server(self.gate)
+                self._servers[name] = server
                 self._apps[name] = await self._start(server)
                 if name and self._group is not None:
                     self._group.start_soon(self._watch, name)
@@ -137,8 +143,28 @@ class Gateway:
                     ray.cancel(stream)  # the gateway stopping: the actor stops sending too
             await anyio.sleep(_WATCH_RETRY_S)
 
-    async def _owned(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        """Sessions kept to the principal that opened them."""
+    def _alive(self, name: str, session: str) -> bool:
+        """Whether the SDK still serves the session: it ends one on DELETE, after its idle timeout, or when it
+        crashes, and says so to nobody (a notification to an ended session is dropped without an error)."""
+        server = self._servers.get(name)
+        open_sessions = getattr(server.session_manager, "_server_instances", None) if server is not None else None
+        return open_sessions is None or session in open_sessions
+
+    def _forget(self, key: str) -> None:
+        """A session that ended: its owner, and what the gate keeps for it (its subscriptions released)."""
+        owner = self._owners.pop(key, None)
+        if owner is not None:
+            self._held[owner[0]] -= 1
+            if self._held[owner[0]] <= 0:
+                del self._held[owner[0]]
+            self.gate.forget(owner[1], key)
+
+    def _forget_ended(self) -> None:
+        for key in [k for k, (_, name) in self._owners.items() if not self._alive(name, k)]:
+            self._forget(key)
+
+    async def _owned(self, name: str, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """Sessions kept to the principal that opened them, and at most `_MAX_PER_PRINCIPAL` of them open."""
         caller = CURRENT.get()
         principal = caller.access.principal.name if caller is not None else "-"
         sessions = [value for key, value in scope.get("headers") or [] if key == _SESSION]
@@ -152,22 +178,36 @@ class Gateway:
             owner = self._owners.pop(key, None)
             if owner is not None:
                 self._owners[key] = owner  # last used goes last: eviction takes the longest unused
-            if owner != principal:  # another's, or no longer known here (evicted): the client starts anew
+            if owner is None or owner[0] != principal:  # another's, or ended: the client starts anew
                 await reply(send, {"jsonrpc": "2.0", "id": None,
                                    "error": {"code": -32600, "message": "Session not found"}}, 404)
                 return
-            if scope.get("method") == "DELETE":
-                self._owners.pop(key, None)
             await app(scope, receive, send)
+            if scope.get("method") == "DELETE" or not self._alive(name, key):
+                self._forget(key)
+            return
+        if scope.get("method") == "POST" and self._open_sessions(principal) >= _MAX_PER_PRINCIPAL:
+            await reply(send, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"{principal!r} has {_MAX_PER_PRINCIPAL} gateway sessions open, its "
+                                           "limit: close one (DELETE) or reuse it"}}, 429, {"Retry-After": "1"})
             return
 
         async def opened(message: Message) -> None:
             if message["type"] == "http.response.start":
                 for key, value in message.get("headers") or []:
                     if key.lower() == _SESSION:
-                        self._owners[value.decode("latin-1")] = principal
+                        self._owners[value.decode("latin-1")] = (principal, name)
+                        self._held[principal] += 1
+                        if len(self._owners) > _MAX_OWNERS:
+                            self._forget_ended()
                         while len(self._owners) > _MAX_OWNERS:
-                            del self._owners[next(iter(self._owners))]
+                            self._forget(next(iter(self._owners)))
             await send(message)
 
         await app(scope, receive, opened)
+
+    def _open_sessions(self, principal: str) -> int:
+        if self._held[principal] >= _MAX_PER_PRINCIPAL:  # some may have ended since (idle, crashed): not those
+            for key in [k for k, (p, name) in self._owners.items() if p == principal and not self._alive(name, k)]:
+                self._forget(key)
+        return self._held[principal]

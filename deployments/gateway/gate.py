@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -20,6 +20,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
+from actors.backends.relay import SUBSCRIBER
 from deployments.caller import CURRENT, Caller
 from deployments.gateway.forward import FAILOVER_KINDS, error_kind, forward, log_level, router_error
 from deployments.service import RouterService
@@ -31,7 +32,8 @@ log = logging.getLogger("mcp_router.gateway")
 
 _IDENTITY_TTL_S = 30.0
 _NOTIFICATION: TypeAdapter[Any] = TypeAdapter(types.ServerNotification)
-_MAX_SESSIONS = 10_000  # log levels remembered; past it the oldest go
+_MAX_SESSIONS = 10_000  # sessions (and log levels) remembered per backend; past it the longest unused go
+_RELEASE_TIMEOUT_S = 10.0
 _LISTINGS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 
 
@@ -40,9 +42,12 @@ class Gate:
         self.service = service
         self._identities: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self.levels: dict[str, str] = {}  # a 2025 session's `logging/setLevel`, by session id
-        # Per backend, its 2025 sessions (by id) and the resources each subscribed to: where the server's
-        # notifications outside requests go.
+        # Per backend, its 2025 sessions (by id, least recently used first) and the resources each subscribed
+        # to: where the server's notifications outside requests go.
         self.sessions: dict[str, dict[str, tuple[Any, set[str]]]] = {}
+        # Whether the SDK still serves a backend's session (the gateway says; an ended one is told nothing).
+        self.alive: Callable[[str, str], bool] = lambda backend, session: True
+        self._releasing: set[asyncio.Task[None]] = set()
 
     # -- who asks, and what it may reach ---------------------------------------------------------
 
@@ -96,7 +101,8 @@ class Gate:
     def remember_level(self, ctx: ServerRequestContext[Any, Any], level: str) -> None:
         session = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
         if session:
-            self.levels[session] = level
+            self.levels.pop(session, None)
+            self.levels[session] = level  # last set goes last: past the bound, the longest unchanged go
             while len(self.levels) > _MAX_SESSIONS:
                 del self.levels[next(iter(self.levels))]
 
@@ -107,27 +113,54 @@ class Gate:
         if not session:
             return set()
         known = self.sessions.setdefault(backend, {})
-        entry = known.get(session)
-        if entry is None:
-            entry = known[session] = (ctx.session, set())
-            while len(known) > _MAX_SESSIONS:
-                del known[next(iter(known))]
+        entry = known.pop(session, None) or (ctx.session, set())
+        known[session] = entry  # last used goes last
+        if len(known) > _MAX_SESSIONS:
+            for sid in [s for s in known if not self.alive(backend, s)]:
+                self.forget(backend, sid)
+            while len(known) > _MAX_SESSIONS:  # all open: the longest unused is told nothing more
+                self.forget(backend, next(iter(known)))
         return entry[1]
+
+    def forget(self, backend: str, session: str) -> None:
+        """A session that ended (or is pushed out): nothing more is sent to it, and the resources it subscribed
+        to are released at the backend, whose one session with the server carries every client's."""
+        self.levels.pop(session, None)
+        entry = self.sessions.get(backend, {}).pop(session, None)
+        if entry is not None and entry[1]:
+            task = asyncio.get_running_loop().create_task(self._release(backend, session, sorted(entry[1])))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+
+    async def _release(self, backend: str, session: str, uris: list[str]) -> None:
+        actor = self.service.directory.actors.get(backend)
+        for uri in uris if actor is not None else ():
+            try:
+                stream = actor.relay.options(num_returns="streaming").remote(
+                    "resources/unsubscribe", {"uri": uri, SUBSCRIBER: session}, _RELEASE_TIMEOUT_S)
+                async with asyncio.timeout(_RELEASE_TIMEOUT_S + 1.0):
+                    async for ref in stream:
+                        await ref
+            except Exception as exc:  # the backend or its actor is gone: its next session holds nothing anyway
+                log.info("gateway: releasing %s's subscription to %s on %s failed: %r", session, uri, backend, exc)
 
     async def broadcast(self, backend: str, notification: dict[str, Any]) -> None:
         """A backend's notification to its sessions: a list change to all, a resource update to those that
-        subscribed to it. A session that is gone is forgotten."""
+        subscribed to it. A session the SDK no longer serves, or that fails, is forgotten."""
         message = _NOTIFICATION.validate_python(notification)
         uri = (notification.get("params") or {}).get("uri")
         known = self.sessions.get(backend, {})
         for sid, (session, subscribed) in list(known.items()):
+            if not self.alive(backend, sid):
+                self.forget(backend, sid)
+                continue
             if uri is not None and uri not in subscribed:
                 continue
             try:
                 await session.send_notification(message)
             except Exception as exc:  # the client went away (or its session broke): nothing to tell it
                 log.debug("dropping gateway session %s of %s: %r", sid, backend, exc)
-                known.pop(sid, None)
+                self.forget(backend, sid)
 
     # -- the backend -----------------------------------------------------------------------------
 
