@@ -259,10 +259,15 @@ class BackendSupervisor:
         try:
             async with self._slots.held(principal, timeout_s):
                 given = timeout_s - (time.perf_counter() - started)
-                async for event in self.backend.relay(method, params, timeout_s=given, log_level=log_level):
-                    if event["event"] == "result" and json_bytes(event["result"]) > self._max_answer:
-                        event = router_error_event(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
-                    yield event
+                relayed = 0  # everything the server sends in a request counts, its log messages and errors too
+                async with contextlib.aclosing(self.backend.relay(method, params, timeout_s=given,
+                                                                  log_level=log_level)) as events:
+                    async for event in events:
+                        relayed += json_bytes(event)
+                        if relayed > self._max_answer:  # the rest is not read: the request ends here
+                            yield router_error_event(ErrorKind.ANSWER_TOO_LARGE, self._too_large())
+                            break
+                        yield event
         except (asyncio.CancelledError, GeneratorExit):
             self.detector.abandon(admission.probe)
             raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from actors.backend import BackendSupervisor
@@ -55,6 +56,15 @@ class ScriptedBackend:
             await asyncio.sleep(0.5)
         text = f"{timeout_s}" if step == "time-left" else "done"
         return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0, text=text)
+
+    async def relay(self, method: str, params: dict[str, Any], *, timeout_s: float,
+                    log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """A relayed request: the server logs `params["logs"]` messages of 1 KB, then answers."""
+        self.relayed_to_end = False
+        for _ in range(params.get("logs", 0)):
+            yield {"event": "log", "params": {"level": "info", "data": "x" * 1024}}
+        yield {"event": "result", "result": {}}
+        self.relayed_to_end = True
 
     async def health(self, timeout_s: float) -> None: ...
 
@@ -153,6 +163,19 @@ async def test_a_backend_too_busy_to_start_a_run_is_neither_down_nor_ejected() -
     status = sup.status()
     assert (status.health, status.last_error, status.consecutive_failures) == ("healthy", None, 0)
     assert (await call(sup)).ok
+    await sup.shutdown()
+
+
+async def test_a_relayed_request_is_bounded_by_all_the_server_sends_in_it_not_its_answer_alone() -> None:
+    sup = supervisor(["ok"])
+    sup._max_answer = 8 * 1024
+    await sup.start(wait_s=2)
+    few = [e async for e in sup.relay("tools/call", {"logs": 3}, 5.0)]
+    assert [e["event"] for e in few] == ["log", "log", "log", "result"]
+    flood = [e async for e in sup.relay("tools/call", {"logs": 1000}, 5.0)]
+    assert len(flood) <= 9 and flood[-1]["data"] == {"kind": "answer_too_large"}
+    assert not sup.backend.relayed_to_end  # type: ignore[attr-defined]  # the rest was never read
+    assert sup.status().health == "healthy" and (await call(sup)).ok
     await sup.shutdown()
 
 
