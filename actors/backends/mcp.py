@@ -109,7 +109,9 @@ class McpBackend:
         self._error: str | None = None
         self.server_description = spec.description
         self._in_flight = 0  # requests on the session now, routed calls and relayed requests alike
-        self.relays = RelayHub(spec.name, lambda: self._in_flight)  # the gateway's (actors.backends.relay)
+        # The gateway's (actors.backends.relay). Over HTTP the SDK ties each server message to its request; one it
+        # does not came on the server's standing stream and belongs to no relayed request.
+        self.relays = RelayHub(spec.name, lambda: self._in_flight, untied_to_lone=self.transport == "stdio")
 
     async def _target(self, stack: AsyncExitStack) -> Any:
         """What `mcp.Client` connects to (parameters, transport or in-process server)."""

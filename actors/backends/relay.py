@@ -87,11 +87,14 @@ class Relay:
 class RelayHub:
     """A backend's relayed requests in flight, and the session callbacks that reach them."""
 
-    def __init__(self, backend: str, in_flight: Callable[[], int]) -> None:
-        """`in_flight`: the requests the backend's session carries now, relayed and routed alike."""
+    def __init__(self, backend: str, in_flight: Callable[[], int], untied_to_lone: bool = True) -> None:
+        """`in_flight`: the requests the backend's session carries now, relayed and routed alike;
+        `untied_to_lone`: a server message not tied to a request goes to the one relayed request in flight (over
+        stdio, where nothing ties them; over HTTP the SDK ties every message that belongs to a request)."""
         self.backend = backend
         self.active: dict[str, Relay] = {}
         self._in_flight = in_flight
+        self._untied_to_lone = untied_to_lone
         self._watchers: set[asyncio.Queue[dict[str, Any]]] = set()
         # The server's session is every gateway session's: per resource, the sessions subscribed to it.
         self._subscribers: dict[str, dict[str, None]] = {}
@@ -101,7 +104,8 @@ class RelayHub:
         if relay is not None:
             return relay
         # Over stdio: the one request in flight, when it is relayed (never another caller's routed call).
-        return next(iter(self.active.values())) if len(self.active) == 1 and self._in_flight() == 1 else None
+        lone = self._untied_to_lone and len(self.active) == 1 and self._in_flight() == 1
+        return next(iter(self.active.values())) if lone else None
 
     async def _ask(self, method: str, params: Any, result: type[Any]) -> Any:
         relay = self._current()

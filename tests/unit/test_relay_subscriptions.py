@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from actors.backends.relay import SUBSCRIBER, RelayHub
+from actors.backends.relay import SUBSCRIBER, Relay, RelayHub
 
 URI = "notes://x"
 
@@ -91,3 +91,15 @@ async def test_subscriptions_hold_only_resources_someone_is_subscribed_to_and_a_
     assert (await asked("resources/subscribe", "notes://a", "bob"))["event"] == "result"  # held already: fine
     await asked("resources/unsubscribe", "notes://b")
     assert (await asked("resources/subscribe", "notes://c"))["event"] == "result"
+
+
+async def test_a_server_message_tied_to_no_request_reaches_the_lone_relayed_request_only_over_stdio() -> None:
+    """Over HTTP the SDK ties every message that belongs to a request: one it does not came on the server's
+    standing stream (another caller's earlier call, background work), and no gateway client may read it."""
+    message = types.LoggingMessageNotificationParams(level="info", data="about someone else's call")
+    for over_stdio in (True, False):
+        hub = RelayHub("notes", lambda: 1, untied_to_lone=over_stdio)
+        relay = Relay()
+        hub.active[relay.id] = relay
+        await hub.log(message)
+        assert relay.events.qsize() == (1 if over_stdio else 0)
