@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -48,6 +49,7 @@ SUBSCRIBER = "mcp-router/subscriber"
 _WATCH_BACKLOG = 64
 _MAX_SUBSCRIBERS = 10_000  # per resource; past it the earliest are forgotten (sessions that left unsubscribed)
 _MAX_SUBSCRIBED = 10_000  # resources subscribed at once through the backend's session; past it a new one is refused
+_CLIENT_SHARE = 0.1  # of a relayed request's time, answering the server's requests: past it a timeout is the client's
 _CURRENT: ContextVar[Relay | None] = ContextVar("mcp_router_relay", default=None)
 
 
@@ -64,17 +66,22 @@ class Relay:
     events: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
     waiting: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = field(default_factory=dict)  # method, answer
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    client_s: float = 0.0  # the time the server spent waiting for the client's answers
+    asked: str | None = None  # the last server request the client was asked
 
     async def ask(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Send the server's request to the gateway's client; its answer: {"result": ...} or {"error": ...}."""
         rid = next(self.ids)
         answer = asyncio.get_running_loop().create_future()
         self.waiting[rid] = (method, answer)
+        self.asked = method
         self.events.put_nowait({"event": "request", "id": rid, "method": method, "params": dict(params or {})})
+        started = time.monotonic()
         try:
             return await answer
         finally:
             self.waiting.pop(rid, None)
+            self.client_s += time.monotonic() - started
 
     def unanswered(self) -> str | None:
         """The method of a server request still waiting for the client's answer, if any."""
@@ -191,8 +198,10 @@ class RelayHub:
                 async with asyncio.timeout(timeout_s):
                     result = await _send(client, method, params, relay, log_level)
             except TimeoutError:
-                asked = relay.unanswered()
-                if asked:  # the server was waiting on the client, not the client on the server
+                # The server was waiting on the client, not the client on the server: or the client's answers took
+                # a share of the time a server's own slowness would not (the rest was too short to count).
+                asked = relay.unanswered() or (relay.asked if relay.client_s > _CLIENT_SHARE * timeout_s else None)
+                if asked:
                     raise ClientDidNotAnswer(asked) from None
                 raise
             except MCPError as exc:

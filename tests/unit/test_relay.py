@@ -1,14 +1,17 @@
-"""The backend's one MCP session carries every gateway session's resource subscriptions: the server hears the
-first subscribe and the last unsubscribe, and one session's unsubscribe never ends another's subscription."""
+"""The backend's one MCP session relays every gateway client's requests: resource subscriptions (the server hears
+the first subscribe and the last unsubscribe, and one session's unsubscribe never ends another's), the server's
+messages to the request they belong to, and a timeout blamed on whoever made the server wait."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import mcp_types as types
+import pytest
 from mcp.shared.exceptions import MCPError
 
-from actors.backends.relay import SUBSCRIBER, Relay, RelayHub
+from actors.backends.relay import SUBSCRIBER, ClientDidNotAnswer, Relay, RelayHub
 
 URI = "notes://x"
 
@@ -103,3 +106,32 @@ async def test_a_server_message_tied_to_no_request_reaches_the_lone_relayed_requ
         hub.active[relay.id] = relay
         await hub.log(message)
         assert relay.events.qsize() == (1 if over_stdio else 0)
+
+
+class Eliciting:
+    """A server whose tool asks the client (through the hub) and then takes `after_s` more to answer."""
+
+    protocol_version = "2025-11-25"
+
+    def __init__(self, hub: RelayHub, after_s: float) -> None:
+        self.hub, self.after_s = hub, after_s
+
+    async def call_tool(self, name: str, arguments: Any, **_: Any) -> types.CallToolResult:
+        await self.hub.elicitation(None, types.ElicitRequestFormParams(  # type: ignore[arg-type]
+            message="which one?", requested_schema={"type": "object", "properties": {}}))
+        await asyncio.sleep(self.after_s)
+        return types.CallToolResult(content=[])
+
+
+async def test_a_timeout_after_the_client_took_its_time_to_answer_the_server_is_the_clients() -> None:
+    for client_s, blamed in ((0.5, "client"), (0.0, "server")):
+        hub = RelayHub("notes", lambda: 1)
+        run = hub.run(Eliciting(hub, after_s=5), "tools/call", {"name": "t"}, 1.0)  # type: ignore[arg-type]
+        relay_id = (await anext(run))["id"]
+        asked = await anext(run)
+        assert asked["event"] == "request" and asked["method"] == "elicitation/create"
+        await asyncio.sleep(client_s)  # half of the request's second, then the client answers
+        hub.answer(relay_id, asked["id"], {"result": {"action": "decline"}})
+        with pytest.raises(TimeoutError) as info:
+            await anext(run)
+        assert (type(info.value) is ClientDidNotAnswer) == (blamed == "client"), client_s
