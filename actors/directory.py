@@ -33,6 +33,7 @@ _FLUSH_S = 0.2
 # Catalogs announced together (a deploy touching many servers) change within a second or so of each other:
 # waiting this long after the first, then fetching every changed one, indexes them in one rebuild.
 _SETTLE_S = 0.5
+_FRESH_WAIT_S = 5.0  # what a reader of the statuses waits for a refresh before reading the last ones
 # A replica's start waits for its first index's fusion weights up to this many capabilities, so that a small
 # catalog answers its first question as every later one; tuning embeds at most twice as many short texts.
 _TUNED_BEFORE_READY = MAX_PROBES
@@ -112,8 +113,10 @@ class BackendDirectory:
             return
         if self._refreshing is None or self._refreshing.done():
             self._refreshing = asyncio.ensure_future(self.refresh_statuses())
+        # A reader waits a moment for the refresh, then reads the last statuses: one that waits on a pool
+        # being replaced, or hosts that do not answer, must not hold up `/health`.
         with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
-            await asyncio.shield(self._refreshing)
+            await asyncio.wait_for(asyncio.shield(self._refreshing), _FRESH_WAIT_S)
 
     async def refresh_statuses(self, settle_s: float = _SETTLE_S) -> None:
         """Read every backend's status; when a catalog changed, index the changes (in the background, so

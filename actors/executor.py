@@ -32,6 +32,7 @@ from router.values import CallContext, CallOutcome, Capability
 log = logging.getLogger("mcp_router.executor")
 # Asks the pool for the current actors: backend name -> actor handle.
 AcquireFn = Callable[[], Awaitable[dict[str, Any]]]
+ACQUIRE_TIMEOUT_S = 60.0  # the pool may be placing many backends again (a lost node); longer, it is not answering
 
 
 class ActorTable:
@@ -66,8 +67,8 @@ class ActorTable:
     async def _reacquire(self) -> None:
         assert self._acquire is not None
         # Updated here, not by the waiting callers: a caller that fails after this finishes must see the
-        # new handles, not start another round.
-        self.handles.update(await self._acquire())
+        # new handles, not start another round. Bounded: a call to a pool with no live replica waits for one.
+        self.handles.update(await asyncio.wait_for(self._acquire(), ACQUIRE_TIMEOUT_S))
 
 
 class RayExecutor:

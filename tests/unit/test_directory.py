@@ -210,3 +210,28 @@ def _slow_tuning(monkeypatch: Any, alphas: tuple[float, float]) -> asyncio.Event
 
     monkeypatch.setattr(CatalogIndex, "tune_alpha", tune)
     return gate
+
+
+async def test_a_status_read_does_not_wait_on_a_backend_pool_that_never_answers(monkeypatch: Any) -> None:
+    """A host that does not answer sends the directory to the pool for the backend's current actor; a pool with no
+    live replica holds that call until one starts, and `/health` must not wait with it."""
+    from actors import executor as executor_module
+
+    monkeypatch.setattr(executor_module, "ACQUIRE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(directory_module, "_FRESH_WAIT_S", 0.2)
+
+    class Silent(FakeHost):
+        async def _statuses(self, members: list[str]) -> dict[str, BackendStatus]:
+            raise TimeoutError("the host does not answer")
+
+    async def never() -> dict[str, Any]:
+        await asyncio.sleep(3600)
+        return {}
+
+    settings = RouterSettings.model_validate({"backends": [
+        {"name": "a", "kind": "mcp_http", "url": "http://127.0.0.1:9/a/mcp"}]})
+    table = ActorTable({"a": BackendRef(Silent(["a"]), "a")}, never)
+    directory = BackendDirectory(settings, table, None, None, on_index=lambda cats, index: None)
+    await asyncio.wait_for(directory.fresh_statuses(max_age_s=0), 1.0)  # the reader's wait is bounded
+    await asyncio.wait_for(directory._refreshing, 1.0)  # and so is the refresh: the pool was asked, in vain
+    assert table.reacquired == 1 and directory.statuses()["a"].health == "down"
