@@ -39,7 +39,7 @@ class FeedbackOwner:
         self.store = ExampleStore(path, settings.max_examples_per_capability)
         # A decision holds its question's vector (1.5 KB with MiniLM) and up to 2,000 characters of it: 50,000
         # of them are at most about 300 MB.
-        self._decisions: LRU[str, RecentDecision] = LRU(50_000, ttl_s=settings.decision_ttl_s)
+        self._decisions: LRU[str, RecentDecision] = LRU(50_000, ttl_s=settings.decision_ttl_s, fair=True)
         self._latest: deque[RecentDecision] = deque(maxlen=_LATEST)  # for the operators' list, newest last
         log.info("feedback store %s: %d examples", path, self.store.count())
 
@@ -92,7 +92,7 @@ class FeedbackView:
         self.min_confidence = min_confidence
         self._index = ExampleIndex([], settings, min_confidence)
         self._version = -1
-        self._recent: LRU[str, RecentDecision] = LRU(10_000, ttl_s=settings.decision_ttl_s)
+        self._recent: LRU[str, RecentDecision] = LRU(10_000, ttl_s=settings.decision_ttl_s, fair=True)
         self._decisions: list[RecentDecision] = []
         self._examples: list[Example] = []
         self._background = Background()

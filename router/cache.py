@@ -1,8 +1,9 @@
 """A bounded LRU map with an optional time-to-live, used for query vectors, sessions and responses.
 
-Where entries belong to callers, `put(..., owner=...)` names whose each is, and a full map gives up the least
-recently used entry of the owner holding the most: one caller filling it pushes out its own entries, not
-everyone else's (a principal's cached answers, sessions and remembered decisions are theirs alone)."""
+A map of callers' entries is `fair`: each entry is put with its owner, and a full map gives up the least
+recently used entry of the owners holding the most. One caller filling it pushes out its own entries, not
+everyone else's (a principal's cached answers, sessions and remembered decisions are theirs alone); among
+owners holding as many, the entry used longest ago goes, as in a plain LRU."""
 
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ V = TypeVar("V")
 
 
 class LRU(Generic[K, V]):
-    def __init__(self, size: int, ttl_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, size: int, ttl_s: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 fair: bool = False) -> None:
         self._size = size
         self._ttl = ttl_s
         self._clock = clock
         self._items: OrderedDict[K, tuple[float, V]] = OrderedDict()
-        self._owner_of: dict[K, str] = {}  # only entries put with an owner
-        self._owned: dict[str, OrderedDict[K, None]] = {}  # owner -> its keys, least recently used first
+        self._fair = fair
+        self._owner_of: dict[K, str] = {}
+        self._keys: dict[str, OrderedDict[K, int]] = {}  # owner -> its keys, least recently used first, with a tick
+        self._tick = 0
+        self._holding: dict[int, set[str]] = {}  # entries -> the owners holding that many
+        self._most = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -36,41 +42,62 @@ class LRU(Generic[K, V]):
             self.pop(key)
             return None
         self._items.move_to_end(key)
-        owner = self._owner_of.get(key)
-        if owner is not None:
-            self._owned[owner].move_to_end(key)
+        if self._fair:
+            self._touch(key, self._owner_of[key])
         return value
 
-    def put(self, key: K, value: V, owner: str | None = None) -> None:
+    def put(self, key: K, value: V, owner: str = "") -> None:
         if self._size <= 0:
             return
-        if self._owner_of.get(key, owner) != owner:
-            self._disown(key)
+        if self._fair:
+            if self._owner_of.get(key) != owner:
+                self._disown(key)
+                self._owner_of[key] = owner
+                self._count(owner, 1)
+            self._touch(key, owner)
         self._items[key] = (self._clock(), value)
         self._items.move_to_end(key)
-        if owner is not None:
-            self._owner_of[key] = owner
-            self._owned.setdefault(owner, OrderedDict())[key] = None
-            self._owned[owner].move_to_end(key)
         while len(self._items) > self._size:
             self.pop(self._victim())
 
     def _victim(self) -> K:
-        """The least recently used entry of the owner holding the most (of all, when none has an owner)."""
-        if not self._owned:
-            return next(iter(self._items))
-        largest = max(self._owned.values(), key=len)
-        if len(largest) < len(self._items) - len(self._owner_of):  # the entries with no owner hold more
-            return next(k for k in self._items if k not in self._owner_of)
-        return next(iter(largest))
+        """The least recently used entry, of the owners holding the most when the map is fair."""
+        oldest = next(iter(self._items))
+        if not self._fair:
+            return oldest
+        most = self._holding[self._most]
+        if self._owner_of[oldest] in most:  # many owners holding one each, say: the plain LRU's choice
+            return oldest
+        firsts = (next(iter(self._keys[owner].items())) for owner in most)
+        return min(firsts, key=lambda first: first[1])[0]
+
+    def _touch(self, key: K, owner: str) -> None:
+        self._tick += 1
+        keys = self._keys[owner]
+        keys[key] = self._tick
+        keys.move_to_end(key)
+
+    def _count(self, owner: str, n: int) -> None:
+        keys = self._keys.setdefault(owner, OrderedDict())
+        held = len(keys)  # before the change: the caller adds or removes the key after
+        if held:
+            self._holding[held].discard(owner)
+        held += n
+        if held:
+            self._holding.setdefault(held, set()).add(owner)
+            self._most = max(self._most, held)
+        while self._most and not self._holding.get(self._most):
+            self._holding.pop(self._most, None)
+            self._most -= 1
 
     def _disown(self, key: K) -> None:
         owner = self._owner_of.pop(key, None)
         if owner is not None:
-            keys = self._owned[owner]
+            self._count(owner, -1)
+            keys = self._keys[owner]
             del keys[key]
             if not keys:
-                del self._owned[owner]
+                del self._keys[owner]
 
     def pop(self, key: K) -> V | None:
         self._disown(key)
@@ -80,4 +107,6 @@ class LRU(Generic[K, V]):
     def clear(self) -> None:
         self._items.clear()
         self._owner_of.clear()
-        self._owned.clear()
+        self._keys.clear()
+        self._holding.clear()
+        self._most = 0

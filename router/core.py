@@ -75,7 +75,7 @@ class Router:
                                    record=self.stats.record)
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
-        self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600)
+        self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600, fair=True)
         self._views: dict[str, tuple[CatalogIndex, Policy, View]] = {}
 
     def set_catalogs(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> None:

@@ -139,7 +139,7 @@ class ResponseCache:
 
     def __init__(self, settings: ResilienceSettings) -> None:
         self._answers: LRU[CacheKey, QueryResponse] = LRU(settings.response_cache_size,
-                                                          ttl_s=settings.response_cache_ttl_s)
+                                                          ttl_s=settings.response_cache_ttl_s, fair=True)
 
     @staticmethod
     def key(request: Request, d: Decision, plan: Plan) -> CacheKey:

@@ -78,7 +78,7 @@ def test_pop_and_clear() -> None:
 
 
 def test_a_full_map_gives_up_an_entry_of_the_owner_holding_the_most() -> None:
-    c: LRU[str, int] = LRU(4)
+    c: LRU[str, int] = LRU(4, fair=True)
     c.put("alice-1", 1, owner="alice")
     for i in range(10):  # bob floods it
         c.put(f"bob-{i}", i, owner="bob")
@@ -92,7 +92,7 @@ def test_a_full_map_gives_up_an_entry_of_the_owner_holding_the_most() -> None:
 
 
 def test_an_entry_moves_to_its_new_owner_and_popped_entries_are_forgotten() -> None:
-    c: LRU[str, int] = LRU(2)
+    c: LRU[str, int] = LRU(2, fair=True)
     c.put("k", 1, owner="alice")
     c.put("k", 2, owner="bob")
     c.put("b", 3, owner="bob")
@@ -101,5 +101,14 @@ def test_an_entry_moves_to_its_new_owner_and_popped_entries_are_forgotten() -> N
     assert c.pop("a") == 4 and c.pop("b") == 3 and len(c) == 0
     c.put("x", 5)
     c.put("y", 6)
-    c.put("z", 7)  # no owners: least recently used first, as before
+    c.put("z", 7)  # everyone's own: least recently used first, as in a plain map
     assert c.get("x") is None
+
+
+def test_among_owners_holding_as_many_the_entry_used_longest_ago_goes() -> None:
+    c: LRU[str, int] = LRU(3, fair=True)
+    for who in ("alice", "bob", "carol"):
+        c.put(f"s-{who}", 1, owner=who)
+    assert c.get("s-alice") == 1  # alice's session is in use; bob's is the one idle longest
+    c.put("s-dave", 1, owner="dave")
+    assert c.get("s-bob") is None and c.get("s-alice") == 1 and len(c) == 3
