@@ -142,7 +142,7 @@ class RouterService:
         access = self._checked(caller, selection.principal)
         chosen = await self.selector.select(self.router.view(access).index, selection.messages,
                                             session_id=self._session_key(access, selection.session_id),
-                                            max_servers=selection.max_servers)
+                                            max_servers=selection.max_servers, owner=access.principal.name)
         return ToolSelectResponse(tools=chosen.tools, servers=chosen.servers, reasoning=chosen.reasoning,
                                   metrics=chosen.metrics)
 

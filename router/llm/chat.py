@@ -62,7 +62,8 @@ class ChatService:
             # A standalone query for routing, from the whole conversation.
             rewritten = await self.llm.rewrite_query(messages)
             selection_input = [*messages, {"role": "user", "content": rewritten}]
-        selection = await self.selector.select(index, selection_input, session_id=request.session_id)
+        selection = await self.selector.select(index, selection_input, session_id=request.session_id,
+                                               owner=request.principal or "")
         context = CallContext(question=conversation_text(messages).split("\n")[0], intent="general",
                               session_id=request.session_id, principal=request.principal)
         result = await self.llm.run_tool_loop(messages, selection.tools, selection.name_map, executor, context,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from router.cache import LRU
@@ -32,6 +32,8 @@ from router.retrieval.text import clauses
 from router.settings import ToolSelectionSettings
 from router.telemetry import event
 from router.values import Capability
+
+_SESSION_TTL_S = 24 * 3600
 
 
 class ServerChooser(Protocol):
@@ -76,14 +78,17 @@ class ToolSelector:
         self.settings = settings
         self._embed = embed
         self._chooser = chooser
-        self._sessions: LRU[str, Selection] = LRU(settings.session_cache_size)
+        # A conversation's choice: its servers and the capabilities they offered (the tools are rebuilt from
+        # these), a day at most, and one caller's many sessions push out only its own.
+        self._sessions: LRU[str, Selection] = LRU(settings.session_cache_size, ttl_s=_SESSION_TTL_S, fair=True)
 
     def forget(self, session_id: str) -> None:
         """The conversation moved on: its next turn selects again."""
         self._sessions.pop(session_id)
 
     async def select(self, index: CatalogIndex | None, messages: list[dict[str, Any]], *,
-                     session_id: str | None = None, max_servers: int | None = None) -> Selection:
+                     session_id: str | None = None, max_servers: int | None = None, owner: str = "") -> Selection:
+        """`max_servers`: fewer than `tool_selection.max_servers`, never more; `owner`: whose session it is."""
         started = time.perf_counter()
         size = len(conversation_text(messages).encode("utf-8", "surrogatepass"))
         if size > self.settings.max_conversation_bytes:
@@ -97,7 +102,8 @@ class ToolSelector:
         event("smart_routing_start", total_tools=len(tools), servers=len(servers), session_id=session_id,
               messages=len(messages))
         try:
-            selection = await self._select(index, tools, servers, messages, session_id, max_servers)
+            limit = min(max_servers or self.settings.max_servers, self.settings.max_servers)
+            selection = await self._select(index, tools, servers, messages, session_id, limit, owner)
         except RouterError as exc:
             event("smart_routing_end", success=False, error=exc.message,
                   duration_ms=round((time.perf_counter() - started) * 1000, 3))
@@ -109,14 +115,15 @@ class ToolSelector:
         return selection
 
     async def _select(self, index: CatalogIndex | None, tools: list[Capability], servers: list[str],
-                      messages: list[dict[str, Any]], session_id: str | None,
-                      max_servers: int | None) -> Selection:
+                      messages: list[dict[str, Any]], session_id: str | None, max_servers: int,
+                      owner: str) -> Selection:
         cached = self._sessions.get(session_id) if session_id else None
-        # Kept only while every tool it offers is still the caller's to use (a narrower policy, a tool gone),
-        # and within the servers this request allows.
-        if (cached is not None and {c.key for c in cached.name_map.values()} <= {c.key for c in tools}
-                and len(cached.servers) <= (max_servers or self.settings.max_servers)):
-            return Selection(tools=cached.tools, name_map=cached.name_map, servers=cached.servers,
+        # Kept only while every tool it offers is still the caller's to use (a narrower policy, a tool gone) as
+        # it was (a tool that no longer claims to be read-only, a new schema), and within the servers allowed.
+        current = {c.key: c for c in tools}
+        if (cached is not None and all(current.get(c.key) == c for c in cached.name_map.values())
+                and len(cached.servers) <= max_servers):
+            return Selection(tools=openai_tools(cached.name_map), name_map=cached.name_map, servers=cached.servers,
                              reasoning=cached.reasoning, path="session_cache", total_tools=len(tools))
         text = conversation_text(messages)
         s = self.settings
@@ -130,7 +137,7 @@ class ToolSelector:
             ranked = await self._rank(index, text, messages)
         except (ValueError, RuntimeError, OSError) as exc:
             return self._build(tools, servers, "all_tools_fallback", len(tools), f"retrieval failed ({exc})")
-        chosen = self._budget(ranked, tools, max_servers or s.max_servers)
+        chosen = self._budget(ranked, tools, max_servers)
         path, reasoning = "retrieval", "servers ranked by hybrid retrieval over the conversation and its steps"
         if self._chooser is not None:
             candidates = [(b, index.texts.catalogs[self._catalog_pos(index, b)].description,
@@ -138,15 +145,15 @@ class ToolSelector:
             try:
                 picked, why = await self._chooser.select_servers(messages, candidates)
                 known = [p for p in picked if p in ranked[: s.llm_candidates]]
-                if known and len(known) == len(picked):
-                    chosen, path, reasoning = known, "llm", why
+                if known and len(known) == len(picked):  # held to the same servers and share of tools as retrieval
+                    chosen, path, reasoning = self._budget(known, tools, max_servers), "llm", why
                 else:
                     path, reasoning = "llm_fallback", f"the model named unknown servers {picked}; retrieval kept"
             except RouterError as exc:
                 path, reasoning = "llm_fallback", f"the model call failed ({exc.message}); retrieval kept"
         selection = self._build([c for c in tools if c.backend in set(chosen)], chosen, path, len(tools), reasoning)
         if session_id:
-            self._sessions.put(session_id, selection)
+            self._sessions.put(session_id, replace(selection, tools=[]), owner=owner)
         return selection
 
     async def _rank(self, index: CatalogIndex, text: str, messages: list[dict[str, Any]]) -> list[str]:

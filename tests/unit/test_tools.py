@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -118,6 +119,36 @@ async def test_a_sessions_selection_is_reused_on_later_turns() -> None:
     await selector.select(index(catalogs()), user("forecast rain"), session_id="s2")
     fewer = await selector.select(index(catalogs()), user("forecast rain and chess"), session_id="s2", max_servers=1)
     assert fewer.path == "retrieval" and len(fewer.servers) == 1
+
+
+async def test_the_llms_choice_is_held_to_the_servers_and_share_of_tools_retrieval_is() -> None:
+    everything = Chooser(list(TOPICS))  # six servers, all eighteen tools
+    sel = await ToolSelector(SMALL, fake_embed, everything).select(index(catalogs()), user("rain"), max_servers=1)
+    assert sel.path == "llm" and len(sel.servers) == 1 and len(sel.tools) == 3
+    capped = ToolSelector(SMALL.model_copy(update={"max_servers": 2, "max_tool_share": 1.0}), fake_embed)
+    asked_more = await capped.select(index(catalogs()), user("rain and chess and maps"), max_servers=6)
+    assert len(asked_more.servers) == 2  # a request may ask for fewer servers than configured, never more
+
+
+async def test_a_cached_selection_is_made_again_when_a_tool_it_offers_changed() -> None:
+    selector = ToolSelector(SMALL, fake_embed)
+    first = await selector.select(index(catalogs()), user("forecast rain"), session_id="s1")
+    changed = [Catalog(backend=c.backend, version="2", description=c.description,
+                       capabilities=tuple(replace(t, read_only=True) for t in c.capabilities)) for c in catalogs()]
+    later = await selector.select(index(changed), user("forecast rain"), session_id="s1")
+    assert later.path == "retrieval" and later.servers == first.servers
+    assert all(c.read_only for c in later.name_map.values())  # the tools as the catalog has them now
+    again = await selector.select(index(changed), user("forecast rain"), session_id="s1")
+    assert again.path == "session_cache" and again.tools == later.tools
+
+
+async def test_one_callers_many_sessions_push_out_only_its_own() -> None:
+    selector = ToolSelector(SMALL.model_copy(update={"session_cache_size": 2}), fake_embed)
+    await selector.select(index(catalogs()), user("forecast rain"), session_id="bob/s1", owner="bob")
+    for i in range(5):
+        await selector.select(index(catalogs()), user("chess"), session_id=f"mallory/s{i}", owner="mallory")
+    kept = await selector.select(index(catalogs()), user("forecast rain"), session_id="bob/s1", owner="bob")
+    assert kept.path == "session_cache"
 
 
 async def test_a_backend_known_only_by_its_description_is_no_tool_to_offer() -> None:
