@@ -26,6 +26,7 @@ import anyio
 import anyio.abc
 import ray
 from mcp.server.lowlevel import Server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deployments.caller import CURRENT
@@ -178,22 +179,22 @@ class Gateway:
             owner = self._owners.pop(key, None)
             if owner is not None:
                 self._owners[key] = owner  # last used goes last: eviction takes the longest unused
-            if owner is None or owner[0] != principal:  # another's, or ended: the client starts anew
+            if owner != (principal, name):  # another's, another backend's, or ended: the client starts anew
                 await reply(send, {"jsonrpc": "2.0", "id": None,
                                    "error": {"code": -32600, "message": "Session not found"}}, 404)
                 return
             await app(scope, receive, send)
-            if scope.get("method") == "DELETE" or not self._alive(name, key):
+            if not self._alive(name, key):  # closed by this DELETE, or ended meanwhile
                 self._forget(key)
             return
-        if scope.get("method") == "POST" and self._open_sessions(principal) >= _MAX_PER_PRINCIPAL:
+        if _may_open(scope) and self._open_sessions(principal) >= _MAX_PER_PRINCIPAL:
             await reply(send, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": f"{principal!r} has {_MAX_PER_PRINCIPAL} gateway sessions open, its "
                                            "limit: close one (DELETE) or reuse it"}}, 429, {"Retry-After": "1"})
             return
 
         async def opened(message: Message) -> None:
-            if message["type"] == "http.response.start":
+            if message["type"] == "http.response.start" and message.get("status", 500) < 400:  # else discarded
                 for key, value in message.get("headers") or []:
                     if key.lower() == _SESSION:
                         self._owners[value.decode("latin-1")] = (principal, name)
@@ -207,7 +208,15 @@ class Gateway:
         await app(scope, receive, opened)
 
     def _open_sessions(self, principal: str) -> int:
+        """The principal's sessions still open (counted again, without those that ended, when at the cap)."""
         if self._held[principal] >= _MAX_PER_PRINCIPAL:  # some may have ended since (idle, crashed): not those
             for key in [k for k, (p, name) in self._owners.items() if p == principal and not self._alive(name, k)]:
                 self._forget(key)
         return self._held[principal]
+
+
+def _may_open(scope: Scope) -> bool:
+    """Whether a request without a session id may open one: a POST in a 2025 protocol (a 2026-07-28 request
+    never opens a session)."""
+    version = dict(scope.get("headers") or []).get(b"mcp-protocol-version", b"").decode("latin-1")
+    return scope.get("method") == "POST" and version not in MODERN_PROTOCOL_VERSIONS

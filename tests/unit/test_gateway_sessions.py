@@ -26,9 +26,12 @@ class SessionApp:
         self.count = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        session = dict(scope["headers"]).get(b"mcp-session-id")
+        headers_in = dict(scope["headers"])
+        session = headers_in.get(b"mcp-session-id")
         headers = []
-        if session is None:
+        if headers_in.get(b"mcp-protocol-version") == b"2026-07-28":  # a modern request opens no session
+            session = b"-"
+        elif session is None:
             self.count += 1
             session = f"s{self.count}".encode()
             self.open[session.decode()] = None
@@ -36,7 +39,10 @@ class SessionApp:
         elif scope["method"] == "DELETE":
             self.open.pop(session.decode(), None)
         self.served.append(session.decode())
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        status = 400 if b"x-bad" in headers_in else 200  # the SDK names a session it then discards
+        if status == 400:
+            self.open.pop(session.decode(), None)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"{}"})
 
 
@@ -47,9 +53,11 @@ def gateway(app: SessionApp) -> Gateway:
 
 
 async def request(g: Gateway, app: SessionApp, who: str, session: str | None = None,
-                  method: str = "POST") -> int:
+                  method: str = "POST", backend: str = "b", version: str | None = None) -> int:
     scope = {"type": "http", "method": method, "path": "/",
              "headers": [(b"mcp-session-id", session.encode())] if session else []}
+    if version:
+        scope["headers"].append((b"mcp-protocol-version", version.encode()))
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
@@ -57,7 +65,7 @@ async def request(g: Gateway, app: SessionApp, who: str, session: str | None = N
 
     token = CURRENT.set(Caller(Access(Principal(who, "default", "api_key"), Policy())))
     try:
-        await g._owned("b", app, scope, None, send)
+        await g._owned(backend, app, scope, None, send)
     finally:
         CURRENT.reset(token)
     return int(sent[0]["status"])
@@ -74,6 +82,35 @@ async def test_one_principal_holds_at_most_its_own_share_of_sessions(monkeypatch
     app.open.pop("s2")  # the SDK ended one after its idle timeout, telling nobody
     assert await request(g, app, "mallory") == 200
     assert await request(g, app, "mallory", "s2") == 404
+    assert await request(g, app, "mallory") == 429
+    assert await request(g, app, "mallory", version="2026-07-28") == 200  # opens no session: not counted
+
+
+async def test_an_opening_request_the_sdk_refused_holds_no_session() -> None:
+    app = SessionApp()
+    g = gateway(app)
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [(b"x-bad", b"1")]}
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    token = CURRENT.set(Caller(Access(Principal("alice", "default", "api_key"), Policy())))
+    try:
+        await g._owned("b", app, scope, None, send)
+    finally:
+        CURRENT.reset(token)
+    assert statuses == [400] and g._owners == {} and not g._held
+
+
+async def test_a_session_is_served_only_on_the_backend_it_was_opened_on() -> None:
+    app = SessionApp()
+    g = gateway(app)
+    g._servers["c"] = g._servers["b"]
+    assert await request(g, app, "alice") == 200
+    assert await request(g, app, "alice", "s1", backend="c") == 404  # and it is still alice's on b
+    assert await request(g, app, "alice", "s1") == 200 and "s1" in g._owners
 
 
 async def test_an_ended_session_is_forgotten_with_its_subscriptions_released() -> None:
