@@ -229,8 +229,9 @@ class BackendSupervisor:
         if outcome.ok and outcome.answer_size() > self._max_answer:  # judged as answered: it did answer
             outcome = CallOutcome.failed(capability, ErrorKind.ANSWER_TOO_LARGE, self._too_large(),
                                          outcome.latency_ms)
-        if outcome.error_kind is ErrorKind.BACKEND_UNAVAILABLE:  # the connection was lost; paused after
-            # the outcome is recorded, so a cancellation here leaves nothing held
+        if outcome.error_kind is ErrorKind.BACKEND_UNAVAILABLE and self._health == "down":
+            # The connection was lost (a busy backend is not down): paused after the outcome is recorded, so a
+            # cancellation here leaves nothing held.
             await asyncio.sleep(_DYING_GRACE_S)
         return outcome
 

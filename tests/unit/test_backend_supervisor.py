@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -158,8 +159,10 @@ async def test_a_backend_too_busy_to_start_a_run_is_neither_down_nor_ejected() -
     sup = supervisor(["busy"] * 3 + ["ok"])  # one backend failure would eject it
     await sup.start(wait_s=2)
     for _ in range(3):
+        started = time.monotonic()
         busy = await call(sup)
         assert busy.error_kind is ErrorKind.BACKEND_UNAVAILABLE and not busy.sent and not busy.may_have_acted
+        assert time.monotonic() - started < 0.2  # no pause for a dying connection: the next backend at once
     status = sup.status()
     assert (status.health, status.last_error, status.consecutive_failures) == ("healthy", None, 0)
     assert (await call(sup)).ok
