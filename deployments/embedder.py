@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from ray import serve
 
-from router.retrieval.embeddings import build_embedder
+from router.retrieval.embeddings import build_embedder, outage
 from router.settings import EmbeddingSettings
 
 
@@ -45,8 +45,8 @@ class Embedder:
         self.batch_sizes = [*self.batch_sizes[-99:], len(texts)]
         try:
             return list(await self._model.embed(texts))
-        except Exception:
-            if len(texts) == 1:
+        except Exception as exc:
+            if len(texts) == 1 or outage(exc):  # an outage fails every text alike, at once
                 raise
         return [await self._alone(text) for text in texts]
 

@@ -243,10 +243,11 @@ class MicroBatcher:
             try:
                 vectors = await self._inner.embed([t for t, _ in batch])
             except Exception as exc:
-                if len(batch) > 1:  # the batch holds several callers' questions: one's text fails only its own
+                if len(batch) > 1 and not outage(exc):  # several callers' questions: one's text fails only its own
                     await self._one_by_one(batch)
                     continue
-                _settle(batch[0][1], exc)
+                for _, f in batch:  # an outage fails every text alike: each sees it at once
+                    _settle(f, exc)
                 continue
             for (_, f), v in zip(batch, vectors, strict=True):
                 _settle(f, v)
@@ -257,6 +258,15 @@ class MicroBatcher:
                 _settle(future, (await self._inner.embed([text]))[0])
             except Exception as exc:  # this question sees the model's failure on its own text
                 _settle(future, exc)
+
+
+def outage(exc: BaseException) -> bool:
+    """A failure of the model or its endpoint as a whole (unreachable, timed out, overloaded), not of one text:
+    each text of a batch alone would only fail again, one after another, while every other question waits."""
+    status = getattr(exc, "status_code", None)
+    overloaded = isinstance(status, int) and (status in (408, 429) or status >= 500)
+    return (isinstance(exc, OSError | TimeoutError) or overloaded
+            or any(cls.__name__ == "APIConnectionError" for cls in type(exc).__mro__))  # openai's, timeouts too
 
 
 def _settle(future: asyncio.Future[np.ndarray], outcome: np.ndarray | Exception) -> None:

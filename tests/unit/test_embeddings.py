@@ -158,6 +158,23 @@ async def test_a_text_the_model_refuses_fails_only_its_own_question_of_a_shared_
     assert results[0].shape == (1, 2) and results[2].shape == (1, 2)  # type: ignore[union-attr]
 
 
+async def test_an_unreachable_model_fails_a_shared_batch_at_once_not_text_by_text() -> None:
+    class Down(SlowModel):
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.batches.append(list(texts))
+            if len(self.batches) > 1:
+                raise ConnectionRefusedError("the embedding endpoint is down")
+            return await super().embed(texts)
+
+    model = Down()
+    batcher = MicroBatcher(model)
+    running = asyncio.create_task(batcher.embed(["first"]))
+    await asyncio.sleep(0.005)
+    results = await asyncio.gather(*(batcher.embed([t]) for t in ("a", "b", "c")), return_exceptions=True)
+    assert (await running).shape == (1, 2) and all(isinstance(r, ConnectionRefusedError) for r in results)
+    assert model.batches == [["first"], ["a", "b", "c"]]  # one call for the three, no retry of each
+
+
 async def test_lists_of_texts_bypass_the_queue() -> None:
     model = SlowModel()
     out = await MicroBatcher(model).embed(["a", "bb", "ccc"])
