@@ -214,8 +214,11 @@ class RouterService:
         access.check("stats", "/v1/decisions")
         visible = set(self.router.visible_backends(access))
         rows = await _from_actor(FEEDBACK_STORE, self.learning.latest(limit))
-        return [r for r in rows if r["backend"] is None or (
-            r["backend"] in visible and (not r.get("capability") or access.allows(r["backend"], r["capability"])))]
+        def sees(backend: str, capability: str | None) -> bool:
+            return backend in visible and (not capability or access.allows(backend, capability))
+
+        return [r for r in rows if (r["backend"] is None or sees(r["backend"], r.get("capability")))
+                and all(sees(*call.split("/", 1)) for call in r.get("calls") or ())]
 
     async def loadtest(self, caller: Caller, report: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The last `mcp-router loadtest` report (operators), or, given one, keep it."""

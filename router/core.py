@@ -208,7 +208,7 @@ class Router:
         answer = respond(result, d, started, request, stages)
         if isinstance(answer, RouterError):
             self._remember(d, None, request, outcome="failed", error=answer.code, started=started,
-                           attempted=p.calls[0].capability.id)
+                           attempted=tuple(c.capability.id for c in p.calls))
             raise answer
         if result.call is not None and result.call.capability.read_only:  # an action's answer is not replayed
             self.responses.store(key, answer)
@@ -219,7 +219,7 @@ class Router:
 
     def _remember(self, d: Decision, chosen: CapabilityId | None, request: Request, *, outcome: str = "ok",
                   error: str | None = None, started: float | None = None,
-                  attempted: CapabilityId | None = None) -> RecentDecision | None:
+                  attempted: tuple[CapabilityId, ...] = ()) -> RecentDecision | None:
         """Remember a decision under its request id, for feedback on it (None: nothing learns here), with how
         it went (`started`: time.monotonic() when the request began; `attempted`: a failed request's call)."""
         if self.learning is None:

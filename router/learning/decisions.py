@@ -48,12 +48,12 @@ class RecentDecision:
     outcome: str = "ok"  # ok, refused (the router declined or asked) or failed (the backends did)
     error: str | None = None
     latency_ms: float | None = None
-    attempted: CapabilityId | None = None  # a failed request's first call: whose decision the row is
+    attempted: tuple[CapabilityId, ...] = ()  # a failed request's calls, as planned: whose decision the row is
 
     @classmethod
     def of(cls, d: Decision, request_id: str, chosen: CapabilityId | None, principal: str | None = None, *,
            outcome: str = "ok", error: str | None = None, latency_ms: float | None = None,
-           attempted: CapabilityId | None = None) -> RecentDecision:
+           attempted: tuple[CapabilityId, ...] = ()) -> RecentDecision:
         """What the router remembers of decision `d` for feedback on it."""
         return cls(request_id=request_id, question=d.analysis.question[:MAX_REMEMBERED_CHARS],
                    vector=d.analysis.vector, chosen=chosen,
@@ -64,11 +64,13 @@ class RecentDecision:
                    attempted=attempted)
 
     def row(self) -> dict[str, Any]:
-        """The decision as the operators' list shows it: what answered, or what was called and failed."""
-        chosen = self.chosen or self.attempted
+        """The decision as the operators' list shows it: what answered, or what was called and failed (`calls`:
+        every call the failed request could make, so that an operator sees it only if it may see them all)."""
+        chosen = self.chosen or (self.attempted[0] if self.attempted else None)
         return {"request_id": self.request_id, "time": self.time, "principal": self.principal or "anonymous",
                 "question": self.question, "intent": self.intent, "verdict": self.verdict,
                 "backend": chosen.backend if chosen else None, "capability": chosen.name if chosen else None,
+                "calls": [f"{c.backend}/{c.name}" for c in self.attempted],
                 "outcome": self.outcome, "error": self.error, "latency_ms": self.latency_ms}
 
     def confidence_of(self, cap: CapabilityId) -> float | None:

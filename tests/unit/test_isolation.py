@@ -276,7 +276,9 @@ async def test_an_operator_sees_no_decision_of_a_tool_its_policy_denies() -> Non
     ops = Access.of(Principal("ops-bot", "ops", "api_key"), settings.server.auth)
     rows = [{"backend": "fs", "capability": "read_secrets", "question": "print the password file"},
             {"backend": "fs", "capability": "read_file", "question": "read notes"},
-            {"backend": None, "capability": None, "question": "declined"}]
+            {"backend": None, "capability": None, "question": "declined"},
+            {"backend": "fs", "capability": "read_file", "question": "failed on both",
+             "calls": ["fs/read_file", "fs/read_secrets"]}]
 
     async def latest(limit: int) -> list[dict[str, Any]]:
         return rows

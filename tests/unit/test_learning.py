@@ -93,6 +93,7 @@ async def test_a_failed_request_is_remembered_with_the_call_that_failed(tmp_path
     assert remembered.chosen is None and remembered.outcome == "failed"
     row = remembered.row()
     assert (row["backend"], row["capability"], row["error"]) == ("calc", "add", "tool_failed")
+    assert row["calls"][0] == "calc/add"
 
 
 async def test_a_long_question_is_remembered_by_its_vector_and_its_first_characters(tmp_path: Path) -> None:
