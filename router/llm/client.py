@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 Message = dict[str, Any]
 ServerCandidate = tuple[str, str, Sequence[str]]  # (server name, description, its top tool names)
+log = logging.getLogger("mcp_router.llm")
 _MAX_BACKOFF_S = 8.0  # the openai SDK's longest wait between retries
 
 
@@ -108,13 +110,18 @@ class LLMClient:
             raise LLMTimeout(f"the LLM ({self.model}) did not answer within {s.timeout_s:g} s "
                              f"({s.max_retries} retries)", model=self.model) from exc
         except self._openai.APIConnectionError as exc:
-            raise LLMFailed(f"cannot reach the LLM at {self._client.base_url}: {exc}",
-                            model=self.model) from exc
+            # Where the LLM is, and what the provider says, are the operator's: callers see the kind of failure.
+            log.warning("cannot reach the LLM at %s: %s", self._client.base_url, exc)
+            raise LLMFailed(f"cannot reach the LLM ({self.model}): {type(exc).__name__}; the router's log names "
+                            "its address", model=self.model) from exc
         except self._openai.APIStatusError as exc:
             status = exc.status_code
             retried = s.max_retries if status in (408, 409, 429) or status >= 500 else 0
             after = f" after {retried} retries" if retried else ""
-            raise LLMFailed(f"the LLM ({self.model}) answered HTTP {status}{after}: {_api_message(exc)}",
+            log.warning("the LLM (%s) answered HTTP %s%s: %s", self.model, status, after, _api_message(exc))
+            said = ("it refused the router's credentials (check llm.api_key_env)" if status in (401, 403)
+                    else _redacted(_api_message(exc)))
+            raise LLMFailed(f"the LLM ({self.model}) answered HTTP {status}{after}: {said}",
                             model=self.model, status=status) from exc
         except json.JSONDecodeError as exc:  # the SDK parsing a 200 whose body is not JSON
             raise LLMBadOutput(f"the LLM ({self.model}) answered with a body that is not JSON: {exc}",
@@ -258,6 +265,14 @@ def _transcript(turns: Sequence[Message], limit: int = 8000) -> str:
 def _describe(candidates: Sequence[ServerCandidate]) -> str:
     return "\n".join(f"- {name}: {desc or '(no description)'}" + (f" Tools: {', '.join(t)}." if t else "")
                      for name, desc, t in candidates)
+
+
+# Key, organisation and project ids a provider's message may quote ("... in organization org-AbC123").
+_IDS = re.compile(r"\b(?:sk|org|proj|key|user)-[\w*.-]{3,}", re.IGNORECASE)
+
+
+def _redacted(message: str) -> str:
+    return _IDS.sub("[redacted]", message)[:500]
 
 
 def _api_message(exc: openai.APIStatusError) -> str:
