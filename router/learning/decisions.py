@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from router.errors import FeedbackRefused, InvalidRequest, UnknownBackend, UnknownCapability, UnknownRequest
 from router.learning.evidence import ExampleIndex
 from router.learning.examples import Example, Source, accepts_feedback
+from router.llm.client import message_text
 from router.models import ChatRequest, ChatResponse, FeedbackRequest
 from router.retrieval.catalog import capability_dense_text
 from router.settings import RouterSettings
@@ -200,6 +201,6 @@ def chat_examples(request: ChatRequest, response: ChatResponse, vector: Any, cat
 
 
 def chat_question(request: ChatRequest) -> str:
+    """The last user turn's text (its text parts, not an image's data), at most as long as a remembered question."""
     users = [m.get("content") for m in request.messages if m.get("role") == "user"]
-    text = users[-1] if users else ""
-    return text if isinstance(text, str) else str(text)
+    return message_text(users[-1] if users else "")[:MAX_REMEMBERED_CHARS]

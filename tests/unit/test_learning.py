@@ -17,7 +17,13 @@ from router.errors import (
     UnknownCapability,
     UnknownRequest,
 )
-from router.learning.decisions import RecentDecision, chat_examples, check_allowed, feedback_examples
+from router.learning.decisions import (
+    RecentDecision,
+    chat_examples,
+    chat_question,
+    check_allowed,
+    feedback_examples,
+)
 from router.learning.evidence import ExampleIndex
 from router.learning.examples import Example, ExampleStore
 from router.models import ChatRequest, ChatResponse, FeedbackRequest, QueryRequest, RouteRequest
@@ -163,6 +169,14 @@ def test_the_tools_an_llm_called_successfully_become_positive_examples_of_the_la
     out = chat_examples(request, response, embed_texts(["what is 2 times 3"])[0], CATALOGS, None)
     assert [(e.key, e.label, e.source, e.question) for e in out] == [
         ("calc/tool/multiply", 1, "chat", "what is 2 times 3")]
+
+
+def test_a_chat_turn_of_content_parts_is_learned_as_its_text_and_no_longer_than_a_remembered_question() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 900_000}}
+    for content, question in (([{"type": "text", "text": "what is 2 times 3"}, image], "what is 2 times 3"),
+                              ("x" * 60_000, "x" * 2000)):
+        request = ChatRequest(messages=[{"role": "user", "content": content}])
+        assert chat_question(request) == question
 
 
 def test_feedback_is_refused_with_403_when_the_switch_is_off() -> None:
