@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired
+from router.schemas import schema_errors
 from router.stages.arguments import derive_arguments, derive_with_leftovers, free_text_parameter, is_free_text
 from router.stages.serving import unmatched_words
 from router.values import Capability
@@ -261,6 +264,21 @@ def test_a_schema_that_forbids_what_it_does_not_list_is_enforced_on_no_arguments
 def test_a_schema_that_cannot_judge_does_not_block_the_call(schema: dict) -> None:
     derived = derive_arguments(tool("odd", schema), "anything")
     assert isinstance(derived, tuple)
+
+
+def test_a_pattern_that_backtracks_catastrophically_is_checked_within_a_bound_and_refuses() -> None:
+    """A backend's pattern, a caller's (or a model's) value: Python's `re` took seconds here, doubling with each
+    character, and nothing could stop it on the event loop."""
+    schema = {"type": "object", "properties": {"email": {"type": "string", "pattern": "^(a|aa)+$"},
+                                               "id": {"type": "string", "pattern": "^[a-z]+$"}},
+              "patternProperties": {"^(x|xx)+$": {"type": "string"}}}
+    started = time.monotonic()
+    errors = schema_errors({"email": "a" * 40 + "!", "x" * 40 + "!": "v", "id": "ok"}, schema)
+    assert time.monotonic() - started < 1.0
+    assert any("could not be checked against the pattern '^(a|aa)+$' in time" in e for e in errors)
+    assert any("could not be checked against the pattern '^(x|xx)+$' in time" in e for e in errors)
+    assert schema_errors({"email": "aaaa", "id": "ok"}, schema) == []
+    assert schema_errors({"id": "Not ok"}, schema) == ["$.id: 'Not ok' does not match '^[a-z]+$'"]
 
 
 def test_an_invalid_schema_does_not_block_the_call_and_the_callers_arguments_are_not_judged() -> None:
