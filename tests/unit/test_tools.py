@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -184,3 +185,11 @@ def test_tool_names_are_unique_valid_and_map_back() -> None:
     assert len(names) == 3 and all(len(n) <= 64 for n in names)
     assert all(n.replace("_", "").replace("-", "").isalnum() for n in names)
     assert list(names.values()) == caps
+
+
+def test_thousands_of_names_sharing_their_first_64_characters_are_made_unique_in_linear_time() -> None:
+    caps = [Capability(backend="b", name="t" * 70 + str(i)) for i in range(3000)]
+    started = time.perf_counter()
+    names = unique_tool_names(caps)
+    assert time.perf_counter() - started < 0.5  # each name no longer tries every suffix before it
+    assert len(names) == 3000 and all(len(n) <= 64 for n in names)
