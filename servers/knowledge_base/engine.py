@@ -166,7 +166,7 @@ class RagEngine:
         async with self._build_lock:
             cached = self._slices.get(key)
             if cached is None or cached.generation != generation:
-                cached = await asyncio.to_thread(self._build, filters, generation)
+                cached = await asyncio.to_thread(self._build, filters, generation, dict(self._slices))
                 self._slices[key] = cached
                 self._slices.move_to_end(key)  # rebuilt after a write: just used, not the oldest
                 self._evict()
@@ -183,8 +183,16 @@ class RagEngine:
             oldest = next(k for k in self._slices if k != unfiltered)
             del self._slices[oldest]
 
-    def _build(self, filters: dict[str, Any] | None, generation: int) -> _Slice:
+    def _build(self, filters: dict[str, Any] | None, generation: int, kept: dict[str, _Slice]) -> _Slice:
+        """The filter's index: one already kept that admits exactly the same chunks (a filter written another
+        way, or one admitting every chunk), else a new one. Reading the rows is cheap; indexing them is not, and
+        a caller could otherwise make every request a new filter that admits everything."""
         chunks, matrix = self.store.load(filters)
+        ids = [c.id for c in chunks]
+        same = next((s for s in kept.values() if s.generation == generation and [c.id for c in s.chunks] == ids),
+                    None)
+        if same is not None:
+            return same
         self.index_builds += 1
         index = HybridIndex([index_text(c) for c in chunks], matrix if chunks else None,
                             alpha=self.settings.alpha, dense_top_n=self.settings.dense_top_n)

@@ -54,6 +54,20 @@ async def test_new_filters_never_push_out_the_unfiltered_index_nor_grow_past_the
     assert engine.index_builds == builds  # the unfiltered index was kept
 
 
+async def test_filters_admitting_the_same_chunks_share_one_index(tmp_path: Path, docs: Path,
+                                                                  model: LocalMiniLM) -> None:
+    """Indexing is what costs (about a second at 5,000 chunks): a new spelling of a filter must not pay it."""
+    engine, _ = make_engine(tmp_path, model)
+    await engine.ingest(docs)
+    first = await engine.query(QUESTION, filters={"tenant": "acme"})
+    builds = engine.index_builds
+    for spelled in ({"tenant": {"$eq": "acme"}}, {"tenant": {"$in": ["acme"]}}, {"$and": [{"tenant": "acme"}]}):
+        assert (await engine.query(QUESTION, filters=spelled))["chunks"] == first["chunks"]
+    assert engine.index_builds == builds
+    await engine.query(QUESTION, filters={"tenant": "globex"})
+    assert engine.index_builds == builds + 1
+
+
 async def test_an_index_rebuilt_after_a_write_counts_as_just_used(tmp_path: Path, docs: Path,
                                                                    model: LocalMiniLM) -> None:
     engine, _ = make_engine(tmp_path, model, settings=EngineSettings(cache_size=3))
