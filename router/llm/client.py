@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from router.bounds import LONE_SURROGATE, is_unicode
 from router.errors import (
     ArgumentsRequired,
     ConfigError,
@@ -134,6 +135,12 @@ class LLMClient:
                 or not isinstance(message.content, str | None):
             raise LLMBadOutput(f"the LLM ({self.model}) answered without a message in choices[0]: "
                                f"{str(resp)[:200]!r}", model=self.model)
+        calls = message.tool_calls or []
+        texts = [message.content or "", *(getattr(getattr(c, "function", None), a, "") or ""
+                                          for c in calls for a in ("name", "arguments"))]
+        if not all(is_unicode(t) for t in texts if isinstance(t, str)):  # no answer or call could carry it on
+            raise LLMBadOutput(f"the LLM ({self.model}) answered {LONE_SURROGATE.format('its message')}",
+                               model=self.model)
         return resp
 
     async def complete_json(self, messages: Sequence[Message], schema_name: str, schema: dict[str, Any], *,

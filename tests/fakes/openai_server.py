@@ -181,7 +181,8 @@ class FakeOpenAI:
         prompt = sum(len(str(m.get("content") or "").split()) + 4 for m in body["messages"])
         completion = len((reply.content or "").split())
         completion += sum(len(c["function"]["arguments"]) // 4 for c in calls)
-        return JSONResponse({
+        # ASCII JSON, as most servers write it: a broken model's lone surrogate travels as its escape.
+        return Response(json.dumps({
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
             "created": int(time.time()), "model": body["model"], "system_fingerprint": None,
             "service_tier": "default",
@@ -189,7 +190,7 @@ class FakeOpenAI:
                          "finish_reason": reply.finish_reason or ("tool_calls" if calls else "stop")}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
-        })
+        }), media_type="application/json")
 
     # -- embeddings ----------------------------------------------------------------------------
 

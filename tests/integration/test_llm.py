@@ -281,3 +281,15 @@ async def test_a_providers_message_reaches_the_caller_without_the_ids_it_quotes(
     finally:
         await client.close()
     assert "org-AbC123XYZ" not in info.value.message and "sk-proj" not in info.value.message
+
+
+@pytest.mark.parametrize("reply", [Reply("half an emoji \ud83d"), Reply(tool_calls=[("calc__add\udc00", {"a": 1})])])
+async def test_a_model_message_no_answer_could_carry_is_bad_output_not_a_500(server: Served, fake: FakeOpenAI,
+                                                                             reply: Reply) -> None:
+    fake.push(reply)
+    client = LLMClient(settings(server.url))
+    try:
+        with pytest.raises(LLMBadOutput, match="lone UTF-16 surrogate"):
+            await client.run_tool_loop(user("hi"), [], {}, RecordingExecutor(), CONTEXT)
+    finally:
+        await client.close()
