@@ -22,7 +22,7 @@ from typing import Any
 
 import jwt
 
-from router.errors import ConfigError, Unauthenticated
+from router.errors import ComponentUnavailable, ConfigError, Unauthenticated
 from router.settings import AuthSettings, JwtSettings
 
 log = logging.getLogger("mcp_router.auth")
@@ -141,27 +141,43 @@ class _JwtVerifier:
             self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=True, lifespan=300,
                                            timeout=_JWKS_TIMEOUT_S)
 
-    async def _key(self, token: str) -> Any:
+    async def _keys(self, token: str) -> list[Any]:
+        """The keys that may have signed the token: its `kid`'s, or, without one, every key of the set."""
         header = jwt.get_unverified_header(token)
         if self._client is not None:
             # PyJWT fetches the key set with a blocking request (when its cache is cold): never on the loop.
-            return (await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)).key
+            try:
+                return [(await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)).key]
+            except jwt.PyJWKClientConnectionError as exc:  # the issuer, not the token: no answer either way
+                raise ComponentUnavailable(f"the JWT issuer's key set could not be fetched ({exc})",
+                                           component="jwks") from None
         assert self._jwks is not None
         kid = header.get("kid")
-        keys = [k for k in self._jwks.keys if kid is None or k.key_id == kid]
+        keys = [k.key for k in self._jwks.keys if kid is None or k.key_id == kid]
         if not keys:
             raise jwt.InvalidTokenError("no key in the JWKS matches the token's kid")
-        return keys[0].key
+        return keys
 
     async def verify(self, token: str) -> Principal:
         s = self.settings
+        claims: dict[str, Any] | None = None
         try:
-            claims = jwt.decode(token, await self._key(token), algorithms=list(s.algorithms), audience=s.audience,
-                                issuer=s.issuer, leeway=s.leeway_s,
-                                options={"require": ["exp", "iss", "aud", s.principal_claim]})
+            keys = await self._keys(token)
+            for i, key in enumerate(keys):
+                try:
+                    claims = jwt.decode(token, key, algorithms=list(s.algorithms), audience=s.audience,
+                                        issuer=s.issuer, leeway=s.leeway_s,
+                                        options={"require": ["exp", "iss", "aud", s.principal_claim]})
+                    break
+                except (jwt.InvalidSignatureError, TypeError, ValueError) as exc:
+                    # A key of another type than the token's algorithm (PyJWT raises TypeError), or another key
+                    # of a set the token names no kid of: the next one may fit.
+                    if i == len(keys) - 1:
+                        raise jwt.InvalidTokenError(f"no key of the JWKS verifies it ({type(exc).__name__})") from None
         except jwt.PyJWTError as exc:
             # The reason (expired, wrong audience...) helps the caller; it holds nothing secret.
             raise Unauthenticated(f"the bearer token is not valid: {exc}", reason="invalid") from None
+        assert claims is not None
         # Its own namespace: a token's subject never names an API key's principal, nor `anonymous`.
         name = _principal_of(str(claims[s.principal_claim]))
         raw = claims.get(s.scopes_claim) or ()

@@ -172,6 +172,26 @@ async def test_a_token_signed_by_another_key_or_unsigned_is_refused(jwt_auth: Au
         await jwt_auth.authenticate({"authorization": f"Bearer {forged_hs}"})
 
 
+async def test_a_token_whose_algorithm_does_not_fit_the_key_is_a_401_and_keys_without_a_kid_are_each_tried(
+        tmp_path: Path, signing_key: rsa.RSAPrivateKey) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from jwt.algorithms import ECAlgorithm
+
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    ec_jwk = json.loads(ECAlgorithm.to_jwk(ec_key.public_key()))
+    ec_jwk.update(kid="k1", use="sig")
+    rsa_jwk = json.loads(RSAAlgorithm.to_jwk(signing_key.public_key()))
+    rsa_jwk.update(kid="k2", use="sig")
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [rsa_jwk, ec_jwk]}))
+    auth = Authenticator(jwt_settings(tmp_path / "jwks.json", algorithms=["RS256", "ES256"]))
+    body = {"iss": "https://idp.example", "aud": "mcp-router", "sub": "svc", "exp": int(time.time()) + 60}
+    mismatched = jwt.encode(body, signing_key, algorithm="RS256", headers={"kid": "k1"})  # an EC key's kid
+    with pytest.raises(Unauthenticated, match="not valid"):  # was a TypeError out of PyJWT: a 500
+        await auth.authenticate({"authorization": f"Bearer {mismatched}"})
+    no_kid = jwt.encode(body, ec_key, algorithm="ES256")  # the set's second key signed it
+    assert (await auth.authenticate({"authorization": f"Bearer {no_kid}"})).name == "jwt:svc"
+
+
 # -- policies ------------------------------------------------------------------------------------
 
 
