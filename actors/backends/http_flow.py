@@ -81,17 +81,29 @@ async def read_capped(resp: httpx.Response, limit: int, *, prefix: bool = False)
 async def iter_frames(resp: httpx.Response, limit: int) -> AsyncIterator[str]:
     """The blank-line separated frames of a streamed body (SSE, or Langflow's bare JSON objects), refused as
     soon as the stream passes `limit` bytes."""
-    buffer = ""
-    seen = 0
+    buffer, carry, seen = "", "", 0
     async for chunk in resp.aiter_text():
         seen += len(chunk.encode("utf-8", "surrogatepass"))
         if seen > limit:
             raise _too_large(limit)
-        buffer = (buffer + chunk).replace("\r\n", "\n")
-        while "\n\n" in buffer:
-            frame, buffer = buffer.split("\n\n", 1)
+        # Only the new text is searched, and each frame cut out by position: one event of megabytes in small
+        # chunks, or thousands of small events in one chunk, is read in linear time. A "\r" ending a chunk may
+        # pair with the next one's "\n".
+        text = carry + chunk
+        carry = "\r" if text.endswith("\r") else ""
+        text = (text[:-1] if carry else text).replace("\r\n", "\n")
+        pos, search = 0, max(0, len(buffer) - 1)
+        buffer += text
+        end = buffer.find("\n\n", search)
+        while end != -1:
+            frame = buffer[pos:end]
             if frame.strip():
                 yield frame
+            pos = end + 2
+            end = buffer.find("\n\n", pos)
+        if pos:
+            buffer = buffer[pos:]
+    buffer += carry
     if buffer.strip():
         yield buffer
 
