@@ -204,6 +204,9 @@ class FlowiseBackend(HttpFlowBackend):
                 last_output = _last_node_output(data) or last_output
             elif kind == "error":
                 raise self._stream_error(data, what, cap)
+            elif kind == "abort":  # stopped part way: what streamed so far is no answer, and the flow may have acted
+                raise BackendFailed(f"backend {self.name!r} ({what}): the run was stopped before it finished",
+                                    backend=self.name, tool=cap.name)
             elif kind == "end":
                 break
         result["text"] = "".join(tokens) or last_output or ""

@@ -62,6 +62,7 @@ class Chatflow:
     body: dict[str, Any] | None = None  # answered (200) instead of a prediction: a proxy's or a plugin's body
     error: str | None = None  # the run fails with this message
     stream_error: str | None = None  # stream one token, then an `error` event
+    stopped: bool = False  # stream one token, then the `abort` event of a run stopped part way (then `end`)
     streams_tokens: bool = True  # agentflow: the last node streams its answer as a token
     source_documents: list[dict[str, Any]] = field(default_factory=list)
     used_tools: list[dict[str, Any]] = field(default_factory=list)
@@ -215,6 +216,11 @@ class FakeFlowise(RecordingFake):
         if flow.stream_error:
             yield _frame("token", tokens[0])
             yield _frame("error", flow.stream_error)
+            yield _frame("end", "[DONE]")
+            return
+        if flow.stopped:  # SSEStreamer.streamAbortEvent, then removeClient's `end`
+            yield _frame("token", tokens[0])
+            yield _frame("abort", "[DONE]")
             yield _frame("end", "[DONE]")
             return
         for token in tokens if (flow.streams_tokens or not agent) else ():

@@ -164,6 +164,17 @@ async def test_an_agentflow_without_tokens_answers_with_its_last_node(backend: F
     assert outcome.text == "Quiet Agent answers: 2+2?"
 
 
+async def test_a_run_stopped_part_way_is_a_failure_not_its_first_tokens_as_the_answer(
+        backend: FlowiseBackend, server: tuple[FakeFlowise, str]) -> None:
+    fake, _ = server
+    fake.flows[FLIPS].stopped = True
+    try:
+        with pytest.raises(BackendFailed, match="the run was stopped before it finished"):
+            await backend.call(flow_cap("flowise", "Flips", FLIPS), {}, timeout_s=5, context=ctx(stream=True))
+    finally:
+        fake.flows[FLIPS].stopped = False
+
+
 async def test_flows_are_described_by_config_then_category_then_name(server: tuple[FakeFlowise, str],
                                                                      backend: FlowiseBackend) -> None:
     _, url = server
