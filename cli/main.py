@@ -27,8 +27,9 @@ from pydantic import ValidationError
 
 from mcp_router import examples
 from router.errors import ConfigError
-from router.security.identity import check_bind, key_hash, new_api_key
-from router.settings import BUILT_IN_POLICIES, RESERVED_NAMES, ApiKey
+from router.security.audit import AuditLog
+from router.security.identity import Authenticator, check_bind, key_hash, new_api_key
+from router.settings import BUILT_IN_POLICIES, RESERVED_NAMES, ApiKey, RouterSettings
 from router.settings.file import load_settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -114,6 +115,13 @@ def refusal_lines(details: dict[str, Any]) -> list[str]:
     return lines
 
 
+def check_files(settings: RouterSettings) -> None:
+    """The files the router's replicas open (a JWKS, the audit log), opened here first: one missing is a line
+    naming it now, not a replica that fails three times while the application starts."""
+    Authenticator(settings.server.auth)
+    AuditLog(settings.audit).close()
+
+
 def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
     from mcp_router.cli.local import port_in_use, start_local, stop_local, wait_until_healthy
 
@@ -129,6 +137,7 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
     try:
         settings = load_settings(args.config, overrides=overrides)
         check_bind(settings.server.auth, [settings.server.host])
+        check_files(settings)
     except ConfigError as exc:
         print(f"mcp-router: {exc}", file=sys.stderr)
         return 2

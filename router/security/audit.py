@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from router.errors import RouterError
+from router.errors import ConfigError, RouterError
 from router.settings import AuditSettings
 
 log = logging.getLogger("mcp_router.audit")
@@ -42,7 +42,15 @@ class AuditLog:
     def __init__(self, settings: AuditSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
-        self._file = open(settings.path, "a", encoding="utf-8") if settings.enabled and settings.path else None
+        try:
+            self._file = open(settings.path, "a", encoding="utf-8") if settings.enabled and settings.path else None
+        except OSError as exc:
+            raise ConfigError(f"audit.path {settings.path}: {exc.strerror or exc}", setting="audit.path") from None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def record(self, *, principal: str, method: str, path: str, status: int, latency_ms: float,
                request_id: str, client_request_id: str | None = None, route: dict[str, Any] | None = None,

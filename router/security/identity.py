@@ -135,8 +135,12 @@ class _JwtVerifier:
         self._jwks: jwt.PyJWKSet | None = None
         self._client: jwt.PyJWKClient | None = None
         if settings.jwks_file is not None:
-            with open(settings.jwks_file, encoding="utf-8") as f:
-                self._jwks = jwt.PyJWKSet.from_dict(json.load(f))
+            try:
+                with open(settings.jwks_file, encoding="utf-8") as f:
+                    self._jwks = jwt.PyJWKSet.from_dict(json.load(f))
+            except (OSError, ValueError, jwt.PyJWTError) as exc:  # missing, not JSON, or not a key set
+                raise ConfigError(f"jwt.jwks_file {settings.jwks_file}: {getattr(exc, 'strerror', None) or exc}",
+                                  setting="jwt.jwks_file") from None
         else:
             self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=True, lifespan=300,
                                            timeout=_JWKS_TIMEOUT_S)

@@ -81,3 +81,25 @@ def test_serve_on_a_port_in_use_says_so_before_starting_anything(monkeypatch: py
     assert rc == 2
     assert f"127.0.0.1:{port} is already in use" in capsys.readouterr().err
     assert started == []  # nothing was started
+
+
+@pytest.mark.parametrize(("config", "needle"), [
+    ("audit: {path: missing-dir/audit.jsonl}\n", "missing-dir/audit.jsonl: No such file or directory"),
+    ("server: {auth: {jwt: {issuer: i, audience: a, jwks_file: nope/jwks.json}}}\n",
+     "nope/jwks.json: No such file or directory"),
+    ("server: {auth: {jwt: {issuer: i, audience: a, jwks_file: not-a-key-set.json}}}\n",
+     "not-a-key-set.json: Invalid JWK Set value"),
+])
+def test_a_file_the_replicas_would_open_is_checked_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], config: str,
+        needle: str) -> None:
+    # They passed validation, then failed in every replica's constructor: a Serve traceback after three tries.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    (tmp_path / "not-a-key-set.json").write_text('{"keys": "none"}')
+    (tmp_path / "router.yaml").write_text("backends: []\n" + config)
+    started: list[object] = []
+    monkeypatch.setattr(local, "start_local", lambda *a, **k: started.append(a))
+    assert cli_main.main(["serve", "--config", "router.yaml", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and started == []
