@@ -11,7 +11,8 @@ forwarded as it is; ``context.session_id`` -> ``overrideConfig.sessionId``, ``pa
 -> ``overrideConfig.temperature``, ``parameters.max_tokens`` -> ``overrideConfig.maxTokens`` (input
 names of Flowise's chat-model nodes; Flowise applies them only where the chatflow allows overrides and
 ignores them silently otherwise), ``parameters.stream`` -> ``streaming`` for a flow that can stream.
-The answer's ``sessionId`` (else ``chatId``) is the outcome's session id; ``sourceDocuments``,
+The request's session is the outcome's; a call without one reports none (a caller continuing with the
+``chatId`` Flowise made would be scoped to a session of its own, with no memory). ``sourceDocuments``,
 ``usedTools``, ``chatId`` and ``chatMessageId`` go to ``extra``, a ``json`` answer to ``structured``.
 
 Streaming: Flowise answers an error with nothing at all when the request asked for streaming and the
@@ -176,10 +177,8 @@ class FlowiseBackend(HttpFlowBackend):
         if not isinstance(text, str):
             text = json.dumps(structured, ensure_ascii=False) if structured else str(text or "")
         extra = {k: data[k] for k in _EXTRA if data.get(k)}
-        session = data.get("sessionId") or data.get("chatId") or context.session_id
         return CallOutcome(backend=self.name, capability=capability.name, ok=True, latency_ms=latency,
-                           text=text, structured=structured, session_id=str(session) if session else None,
-                           extra=extra)
+                           text=text, structured=structured, session_id=context.session_id, extra=extra)
 
     async def _read_stream(self, resp: httpx.Response, cap: Capability) -> dict[str, Any]:
         """Accumulate `token` events into `text`; `metadata`, `sourceDocuments`, `usedTools` alongside;
