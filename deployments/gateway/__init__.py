@@ -26,7 +26,7 @@ import anyio
 import anyio.abc
 import ray
 from mcp.server.lowlevel import Server
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deployments.caller import CURRENT
@@ -187,25 +187,37 @@ class Gateway:
             if not self._alive(name, key):  # closed by this DELETE, or ended meanwhile
                 self._forget(key)
             return
-        if _may_open(scope) and self._open_sessions(principal) >= _MAX_PER_PRINCIPAL:
+        if not _may_open(scope):
+            await app(scope, receive, send)
+            return
+        if self._open_sessions(principal) >= _MAX_PER_PRINCIPAL:
             await reply(send, {"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32600, "message": f"{principal!r} has {_MAX_PER_PRINCIPAL} gateway sessions open, its "
                                            "limit: close one (DELETE) or reuse it"}}, 429, {"Retry-After": "1"})
             return
+        self._held[principal] += 1  # held while it opens: openings sent together each count
+        recorded = False
 
         async def opened(message: Message) -> None:
+            nonlocal recorded
             if message["type"] == "http.response.start" and message.get("status", 500) < 400:  # else discarded
                 for key, value in message.get("headers") or []:
-                    if key.lower() == _SESSION:
+                    if key.lower() == _SESSION and not recorded:
+                        recorded = True
                         self._owners[value.decode("latin-1")] = (principal, name)
-                        self._held[principal] += 1
                         if len(self._owners) > _MAX_OWNERS:
                             self._forget_ended()
                         while len(self._owners) > _MAX_OWNERS:
                             self._forget(next(iter(self._owners)))
             await send(message)
 
-        await app(scope, receive, opened)
+        try:
+            await app(scope, receive, opened)
+        finally:
+            if not recorded:  # no session came of it: the slot it held is given back
+                self._held[principal] -= 1
+                if self._held[principal] <= 0:
+                    del self._held[principal]
 
     def _open_sessions(self, principal: str) -> int:
         """The principal's sessions still open (counted again, without those that ended, when at the cap)."""
@@ -216,7 +228,7 @@ class Gateway:
 
 
 def _may_open(scope: Scope) -> bool:
-    """Whether a request without a session id may open one: a POST in a 2025 protocol (a 2026-07-28 request
-    never opens a session)."""
-    version = dict(scope.get("headers") or []).get(b"mcp-protocol-version", b"").decode("latin-1")
-    return scope.get("method") == "POST" and version not in MODERN_PROTOCOL_VERSIONS
+    """Whether a request without a session id may open one, by the SDK's own rule: a POST whose first
+    `MCP-Protocol-Version` header is absent or a handshake version (anything else is sessionless)."""
+    version = next((v.decode("latin-1") for k, v in scope.get("headers") or [] if k == b"mcp-protocol-version"), None)
+    return scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS)

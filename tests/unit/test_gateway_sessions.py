@@ -29,7 +29,7 @@ class SessionApp:
         headers_in = dict(scope["headers"])
         session = headers_in.get(b"mcp-session-id")
         headers = []
-        if headers_in.get(b"mcp-protocol-version") == b"2026-07-28":  # a modern request opens no session
+        if headers_in.get(b"mcp-protocol-version") == b"2026-07-28":  # a modern request opens no session (dict: last)
             session = b"-"
         elif session is None:
             self.count += 1
@@ -39,6 +39,7 @@ class SessionApp:
         elif scope["method"] == "DELETE":
             self.open.pop(session.decode(), None)
         self.served.append(session.decode())
+        await asyncio.sleep(0.01)  # the SDK starts the session's task before it answers
         status = 400 if b"x-bad" in headers_in else 200  # the SDK names a session it then discards
         if status == 400:
             self.open.pop(session.decode(), None)
@@ -56,8 +57,9 @@ async def request(g: Gateway, app: SessionApp, who: str, session: str | None = N
                   method: str = "POST", backend: str = "b", version: str | None = None) -> int:
     scope = {"type": "http", "method": method, "path": "/",
              "headers": [(b"mcp-session-id", session.encode())] if session else []}
-    if version:
-        scope["headers"].append((b"mcp-protocol-version", version.encode()))
+    for v in (version or "").split(","):  # "a,b": the header sent twice
+        if v:
+            scope["headers"].append((b"mcp-protocol-version", v.encode()))
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
@@ -84,6 +86,16 @@ async def test_one_principal_holds_at_most_its_own_share_of_sessions(monkeypatch
     assert await request(g, app, "mallory", "s2") == 404
     assert await request(g, app, "mallory") == 429
     assert await request(g, app, "mallory", version="2026-07-28") == 200  # opens no session: not counted
+    # The SDK reads the first of two version headers: a handshake version, so it would open a session.
+    assert await request(g, app, "mallory", version="2025-06-18,2026-07-28") == 429
+
+
+async def test_openings_sent_together_each_count_against_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gateway_module, "_MAX_PER_PRINCIPAL", 3)
+    app = SessionApp()
+    g = gateway(app)
+    statuses = await asyncio.gather(*(request(g, app, "mallory") for _ in range(6)))
+    assert sorted(statuses) == [200, 200, 200, 429, 429, 429] and g._held["mallory"] == 3
 
 
 async def test_an_opening_request_the_sdk_refused_holds_no_session() -> None:
