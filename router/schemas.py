@@ -4,25 +4,29 @@
     schema_errors({"a": "ten"}, {"type": "object", "properties": {"a": {"type": "number"}}})
     # ["$.a: 'ten' is not of type 'number'"]
 
-A schema's `pattern` and `patternProperties` come from a backend, and the value checked against them from a
-caller or a model: they are matched with the `regex` library within a time bound, since a pattern that
-backtracks catastrophically would hold the event loop for seconds (Python's `re` cannot be stopped). A value
-that cannot be checked in time is refused as not matching.
+A schema's patterns (`pattern`, `patternProperties`, and the property names `additionalProperties` and
+`unevaluatedProperties` judge by them) come from a backend, and the values matched against them from a caller or
+a model. Python's `re` cannot be stopped, and a pattern that backtracks catastrophically would hold the event
+loop for minutes, so the `re` jsonschema calls is replaced (`_BoundedRe`) by the `regex` library's search within
+a budget: `PATTERN_BUDGET_S` for all the matching of one validation, `PATTERN_TIMEOUT_S` a search outside one.
+A value that could not be matched in time does not match (refused, never passed unchecked to a `pattern`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import time
+from contextvars import ContextVar
 from typing import Any
 
 import regex
-from jsonschema import Draft202012Validator, SchemaError, ValidationError
+from jsonschema import Draft202012Validator, SchemaError, ValidationError, _keywords, _legacy_keywords, _utils
 from jsonschema.exceptions import UnknownType
 from jsonschema.protocols import Validator
-from jsonschema.validators import extend, validator_for
+from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
+PATTERN_BUDGET_S = 0.1
 PATTERN_TIMEOUT_S = 0.05
 
 
@@ -37,10 +41,13 @@ def validation_errors(value: Any, schema: Any) -> list[ValidationError]:
     validator = _validator(schema) if isinstance(schema, dict) and schema else None
     if validator is None:
         return []
+    token = _DEADLINE.set(time.monotonic() + PATTERN_BUDGET_S)
     try:
         return sorted(validator.iter_errors(value), key=_error_order)
-    except (Unresolvable, UnknownType, re.error, regex.error):  # a reference to nowhere, a bad pattern: the schema's
+    except (Unresolvable, UnknownType, re.error, OverflowError):  # a reference to nowhere, a bad pattern: the schema's
         return []
+    finally:
+        _DEADLINE.reset(token)
 
 
 # Validators by schema object (a catalog's schemas live as long as the catalog); the schema is kept with
@@ -58,8 +65,8 @@ def _validator(schema: dict[str, Any]) -> Validator | None:
     cls = validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
-        validator: Validator | None = _bounded(cls)(schema)
-    except SchemaError:
+        validator: Validator | None = cls(schema)
+    except (SchemaError, OverflowError, re.error, RecursionError):  # x{4294967296} overflows `re`
         validator = None
     if len(_VALIDATORS) >= _MAX_VALIDATORS:
         _VALIDATORS.clear()
@@ -71,39 +78,26 @@ def _error_order(error: ValidationError) -> tuple[int, str]:
     return len(error.absolute_path), str(list(error.absolute_path))
 
 
-def _matches(pattern: str, text: str) -> bool | None:
-    """Whether `pattern` finds a match in `text`; None when it could not tell within `PATTERN_TIMEOUT_S`."""
-    try:
-        return regex.search(pattern, text, timeout=PATTERN_TIMEOUT_S) is not None
-    except TimeoutError:
-        return None
+class _BoundedRe:
+    """The `re` jsonschema's keywords call: `search` with the `regex` library within the budget; the rest as `re`."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(re, name)
+
+    @staticmethod
+    def search(pattern: str, string: str, flags: int = 0) -> Any:
+        deadline = _DEADLINE.get()
+        left = PATTERN_TIMEOUT_S if deadline is None else deadline - time.monotonic()
+        if left <= 0:  # the validation's budget is spent: nothing more is matched
+            return None
+        try:
+            return regex.search(pattern, string, flags=flags, timeout=left)
+        except TimeoutError:
+            return None
+        except regex.error as exc:  # a pattern the schema got wrong: as `re` would have said
+            raise re.error(str(exc)) from None
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not (found := _matches(pattern, instance)):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}" if found is False else
-                              f"{instance!r} could not be checked against the pattern {pattern!r} in time")
-
-
-def _pattern_properties(validator: Any, properties: dict[str, Any], instance: Any,
-                        schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in properties.items():
-        for key, value in instance.items():
-            found = _matches(pattern, key)
-            if found is None:
-                yield ValidationError(f"{key!r} could not be checked against the pattern {pattern!r} in time")
-            elif found:
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-_BOUNDED: dict[type, type] = {}
-
-
-def _bounded(cls: type) -> type:
-    """The draft's validator with patterns matched within the time bound."""
-    if cls not in _BOUNDED:
-        _BOUNDED[cls] = extend(cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
-    return _BOUNDED[cls]
-
+_DEADLINE: ContextVar[float | None] = ContextVar("mcp_router_pattern_deadline", default=None)
+for _module in (_keywords, _legacy_keywords, _utils):
+    _module.re = _BoundedRe()
