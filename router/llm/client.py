@@ -136,8 +136,8 @@ class LLMClient:
             raise LLMBadOutput(f"the LLM ({self.model}) answered without a message in choices[0]: "
                                f"{str(resp)[:200]!r}", model=self.model)
         calls = message.tool_calls or []
-        texts = [message.content or "", *(getattr(getattr(c, "function", None), a, "") or ""
-                                          for c in calls for a in ("name", "arguments"))]
+        texts = [message.content or "", *(getattr(c, "id", "") or "" for c in calls),
+                 *(getattr(getattr(c, "function", None), a, "") or "" for c in calls for a in ("name", "arguments"))]
         if not all(is_unicode(t) for t in texts if isinstance(t, str)):  # no answer or call could carry it on
             raise LLMBadOutput(f"the LLM ({self.model}) answered {LONE_SURROGATE.format('its message')}",
                                model=self.model)
@@ -164,6 +164,9 @@ class LLMClient:
                                f"got {text[:200]!r}", schema=schema_name) from None
         if not isinstance(value, dict):
             raise LLMBadOutput(f"the LLM's answer for {schema_name} is not a JSON object", schema=schema_name)
+        if not is_unicode(json.dumps(value, ensure_ascii=False)):  # "\ud800" escaped in the JSON it wrote
+            raise LLMBadOutput(f"the LLM's answer for {schema_name} holds {LONE_SURROGATE.format('a string')}",
+                               schema=schema_name)
         if validate and (errors := schema_errors(value, schema)):
             raise LLMBadOutput(f"the LLM's answer for {schema_name} does not match its schema: "
                                + "; ".join(errors[:5]), schema=schema_name)

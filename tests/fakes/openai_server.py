@@ -166,8 +166,8 @@ class FakeOpenAI:
                 script = await script
         if isinstance(script, ApiError):
             return _error(script)
-        if isinstance(script, Raw):
-            return JSONResponse(script.body)
+        if isinstance(script, Raw):  # ASCII JSON, as below
+            return Response(json.dumps(script.body), media_type="application/json")
         reply: Reply = script
         if reply.delay_s:
             await slow_down(request, reply.delay_s)

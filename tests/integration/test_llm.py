@@ -14,7 +14,7 @@ from router.errors import ArgumentsRequired, InvalidRequest, LLMBadOutput, LLMFa
 from router.llm.client import Choice, LLMClient
 from router.retrieval.embeddings import OpenAIEmbedder
 from router.settings import EmbeddingSettings, LLMSettings
-from tests.fakes.openai_server import ApiError, FakeOpenAI, Reply, default_embedding, json_reply
+from tests.fakes.openai_server import ApiError, FakeOpenAI, Raw, Reply, default_embedding, json_reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,
     CANDIDATES,
@@ -291,5 +291,22 @@ async def test_a_model_message_no_answer_could_carry_is_bad_output_not_a_500(ser
     try:
         with pytest.raises(LLMBadOutput, match="lone UTF-16 surrogate"):
             await client.run_tool_loop(user("hi"), [], {}, RecordingExecutor(), CONTEXT)
+    finally:
+        await client.close()
+
+
+async def test_a_tool_call_id_or_a_structured_answer_no_response_could_carry_is_bad_output(server: Served,
+                                                                                       fake: FakeOpenAI) -> None:
+    call = {"id": "call_\udc00", "type": "function", "function": {"name": "calc__add", "arguments": "{}"}}
+    fake.push(Raw({"id": "c1", "object": "chat.completion", "created": 1, "model": MODEL,
+                   "choices": [{"index": 0, "finish_reason": "tool_calls",
+                                "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}))
+    fake.push(json_reply({"query": "half an emoji \ud83d"}))  # valid JSON text whose string is no text
+    client = LLMClient(settings(server.url))
+    try:
+        with pytest.raises(LLMBadOutput, match="lone UTF-16 surrogate"):  # was a 500 after the tool ran
+            await client.run_tool_loop(user("hi"), [], {}, RecordingExecutor(), CONTEXT)
+        with pytest.raises(LLMBadOutput, match="lone UTF-16 surrogate"):
+            await client.rewrite_query([*user("a"), {"role": "assistant", "content": "b"}, *user("c")])
     finally:
         await client.close()
