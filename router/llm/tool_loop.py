@@ -235,14 +235,16 @@ def _refused(call: _Call, name_map: Mapping[str, Capability], error: str,
 def unique_tool_names(capabilities: Sequence[Capability]) -> dict[str, Capability]:
     """`server__tool` names valid for OpenAI functions (^[a-zA-Z0-9_-]{1,64}$), unique, mapped back."""
     out: dict[str, Capability] = {}
-    tried: dict[str, int] = {}  # base -> the last suffix tried: thousands of names sharing 64 characters stay linear
+    # The last suffix tried per stem (what no suffix up to "_99999" cuts into): thousands of names that share their
+    # first characters, or differ only where a suffix replaces them, are made unique in linear time.
+    tried: dict[str, int] = {}
     for cap in capabilities:
         base = _FUNCTION_NAME.sub("_", f"{cap.backend}__{cap.name}")[:64]
-        name, n = base, tried.get(base, 1)
+        name, n = base, tried.get(base[:58], 1)
         while name in out:
             n += 1
             name = base[:64 - len(f"_{n}")] + f"_{n}"
-        tried[base] = n
+        tried[base[:58]] = max(n, tried.get(base[:58], 1))
         out[name] = cap
     return out
 
