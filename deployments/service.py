@@ -176,10 +176,11 @@ class RouterService:
     async def _learn_from_chat(self, chat: ChatRequest, response: ChatResponse, access: Access) -> None:
         if not self.settings.learning.learn_from_chat or not any(c.get("ok") for c in response.tool_calls):
             return
-        if not accepts_feedback(self.settings):
+        question = chat_question(chat)
+        if not accepts_feedback(self.settings) or not question:  # a turn of images alone teaches nothing
             return
         try:
-            vector = (await self.query_embed([chat_question(chat)]))[0]
+            vector = (await self.query_embed([question]))[0]
         except Exception as exc:  # learning never fails the conversation it learns from
             log.warning("embedding a chat question for learning failed: %s", exc)
             return

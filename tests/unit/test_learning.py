@@ -177,6 +177,11 @@ def test_a_chat_turn_of_content_parts_is_learned_as_its_text_and_no_longer_than_
                               ("x" * 60_000, "x" * 2000)):
         request = ChatRequest(messages=[{"role": "user", "content": content}])
         assert chat_question(request) == question
+    # A last turn of an image alone: the turn before it is what the tools were called for.
+    images_last = ChatRequest(messages=[{"role": "user", "content": "what is 2 times 3"},
+                                        {"role": "assistant", "content": "6"}, {"role": "user", "content": [image]}])
+    assert chat_question(images_last) == "what is 2 times 3"
+    assert chat_question(ChatRequest(messages=[{"role": "user", "content": [image]}])) == ""
 
 
 def test_feedback_is_refused_with_403_when_the_switch_is_off() -> None:
