@@ -7,6 +7,7 @@ owners holding as many, the entry used longest ago goes, as in a plain LRU."""
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +30,10 @@ class LRU(Generic[K, V]):
         self._tick = 0
         self._holding: dict[int, set[str]] = {}  # entries -> the owners holding that many
         self._most = 0
+        # Per number of entries held, (tick of its oldest entry, owner): the owner tied at the most whose oldest
+        # entry is oldest, in O(log n). Entries a later change made stale are dropped when met, or all rebuilt.
+        self._heaps: dict[int, list[tuple[int, str]]] = {}
+        self._pushed = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -65,17 +70,39 @@ class LRU(Generic[K, V]):
         oldest = next(iter(self._items))
         if not self._fair:
             return oldest
-        most = self._holding[self._most]
-        if self._owner_of[oldest] in most:  # many owners holding one each, say: the plain LRU's choice
+        if self._owner_of[oldest] in self._holding[self._most]:  # many owners holding one each, say
             return oldest
-        firsts = (next(iter(self._keys[owner].items())) for owner in most)
-        return min(firsts, key=lambda first: first[1])[0]
+        heap = self._heaps[self._most]
+        while True:
+            tick, owner = heap[0]
+            keys = self._keys.get(owner)
+            if keys is not None and len(keys) == self._most:
+                first, first_tick = next(iter(keys.items()))
+                if first_tick == tick:
+                    return first
+            heapq.heappop(heap)  # stale: the owner's count or its oldest entry changed since
 
     def _touch(self, key: K, owner: str) -> None:
         self._tick += 1
         keys = self._keys[owner]
         keys[key] = self._tick
         keys.move_to_end(key)
+        self._note(owner)
+
+    def _note(self, owner: str) -> None:
+        """The owner's oldest entry and count as they are now, for `_victim`."""
+        keys = self._keys.get(owner)
+        if not keys:
+            return
+        heapq.heappush(self._heaps.setdefault(len(keys), []), (next(iter(keys.values())), owner))
+        self._pushed += 1
+        if self._pushed > 4 * len(self._owner_of) + 1024:  # mostly stale: rebuilt from the owners as they are
+            self._heaps = {}
+            for name, held in self._keys.items():
+                self._heaps.setdefault(len(held), []).append((next(iter(held.values())), name))
+            for heap in self._heaps.values():
+                heapq.heapify(heap)
+            self._pushed = len(self._keys)
 
     def _count(self, owner: str, n: int) -> None:
         keys = self._keys.setdefault(owner, OrderedDict())
@@ -98,6 +125,7 @@ class LRU(Generic[K, V]):
             del keys[key]
             if not keys:
                 del self._keys[owner]
+            self._note(owner)
 
     def pop(self, key: K) -> V | None:
         self._disown(key)
@@ -110,3 +138,5 @@ class LRU(Generic[K, V]):
         self._keys.clear()
         self._holding.clear()
         self._most = 0
+        self._heaps.clear()
+        self._pushed = 0

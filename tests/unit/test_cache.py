@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 from router.cache import LRU
 
 
@@ -112,3 +114,26 @@ def test_among_owners_holding_as_many_the_entry_used_longest_ago_goes() -> None:
     assert c.get("s-alice") == 1  # alice's session is in use; bob's is the one idle longest
     c.put("s-dave", 1, owner="dave")
     assert c.get("s-bob") is None and c.get("s-alice") == 1 and len(c) == 3
+
+
+def test_a_fair_map_always_gives_up_the_least_recently_used_entry_of_the_owners_holding_the_most() -> None:
+    rng = random.Random(1)
+    for _ in range(200):
+        size = rng.randrange(1, 15)
+        c: LRU[str, int] = LRU(size, fair=True)
+        for step in range(200):
+            key, owner = f"k{rng.randrange(30)}", f"o{rng.randrange(rng.choice([2, 5, 40]))}"
+            roll = rng.random()
+            if roll < 0.3:
+                c.get(key)
+                continue
+            if roll < 0.4:
+                c.pop(key)
+                continue
+            owners = {**c._owner_of, key: owner}
+            order = [k for k in c._items if k != key] + [key]
+            held = {o: list(owners.values()).count(o) for o in owners.values()}
+            victim = next(k for k in order if held[owners[k]] == max(held.values())) if len(owners) > size else None
+            c.put(key, step, owner=owner)
+            assert victim is None or victim not in c._items
+            assert len(c) <= size
