@@ -40,6 +40,7 @@ def build_asgi_app(service: RouterService, audit: AuditLog) -> ASGIApp:
         app.mount("/mcp/backends", gateway)
     app.mount("/mcp", mcp_app(mcp_server, settings))
     server = settings.server
-    guarded = Guard(BodyLimit(app, server.max_body_bytes), server.auth, max_header_bytes=server.max_header_bytes,
-                    max_in_flight=server.max_in_flight, audit=audit, limiter=service.limiter)
+    guarded = Guard(BodyLimit(app, server.max_body_bytes, server.body_timeout_s), server.auth,
+                    max_header_bytes=server.max_header_bytes, max_in_flight=server.max_in_flight, audit=audit,
+                    limiter=service.limiter)
     return TraceContext(guarded)

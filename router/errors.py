@@ -25,6 +25,7 @@ class ErrorKind(StrEnum):
     INVALID_REQUEST = "invalid_request"
     UNKNOWN_INTENT = "unknown_intent"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    REQUEST_TIMEOUT = "request_timeout"
     UNKNOWN_BACKEND = "unknown_backend"
     UNKNOWN_CAPABILITY = "unknown_capability"
     UNKNOWN_REQUEST = "unknown_request"
@@ -147,6 +148,13 @@ class UnknownIntent(InvalidRequest):
 class PayloadTooLarge(InvalidRequest):
     status_code = 413
     kind = ErrorKind.PAYLOAD_TOO_LARGE
+
+
+class RequestTimeout(InvalidRequest):
+    """The request's body did not arrive in time."""
+
+    status_code = 408
+    kind = ErrorKind.REQUEST_TIMEOUT
 
 
 class UnknownBackend(RouterError):

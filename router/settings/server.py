@@ -34,6 +34,9 @@ class ServerSettings(Strict):
     hosting: HostingSettings = Field(default=HostingSettings(), description="How backends share actor processes.")
     max_question_bytes: int = Field(default=32 * 1024, ge=16, description="Longest question accepted: 413 above.")
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="Largest request body accepted: 413 above.")
+    body_timeout_s: float = Field(default=30.0, gt=0, le=3600, description=(
+        "Longest wait for a request's whole body: 408 after it (a client sending a byte now and then holds a "
+        "request slot no longer)."))
     max_header_bytes: int = Field(default=16 * 1024, ge=1024, description=(
         "Largest total of request headers: 431 above."))
     max_in_flight: int = Field(default=512, ge=1, description=(

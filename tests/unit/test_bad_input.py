@@ -3,6 +3,7 @@ request bodies, routes and methods, config files, the command line's flags and a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -124,6 +125,31 @@ def test_a_streamed_body_over_the_limit_is_a_413_not_a_parse_error(client: TestC
 
     resp = client.post("/v1/query", content=chunks(), headers={"content-type": "application/json"})
     assert f"exceeds {BODY_LIMIT} bytes" in error(resp, 413, "payload_too_large")
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_a_408_and_frees_its_slot_at_once() -> None:
+    """A client sending a byte now and then held one of the replica's request slots for as long as it liked."""
+    app = BodyLimit(build_http_app(UnreachedService()), BODY_LIMIT, timeout_s=0.2)  # type: ignore[arg-type]
+    scope = {"type": "http", "method": "POST", "path": "/v1/query", "raw_path": b"/v1/query", "query_string": b"",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 1)}
+    parts = [{"type": "http.request", "body": b'{"question": "', "more_body": True}]
+    sent: list[dict[str, Any]] = []
+
+    async def trickle() -> dict[str, Any]:
+        if parts:
+            return parts.pop()
+        await asyncio.sleep(5)  # the rest never comes in time
+        return {"type": "http.request", "body": b'"}', "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    started = time.monotonic()
+    await app(scope, trickle, send)
+    assert time.monotonic() - started < 2 and sent[0]["status"] == 408
+    body = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert body["error"]["type"] == "request_timeout" and "server.body_timeout_s" in body["error"]["message"]
 
 
 def test_a_body_that_is_not_utf8_is_a_400_saying_so(client: TestClient) -> None:
