@@ -35,8 +35,9 @@ Desktop and Cursor works as it is: an entry with `command` becomes an `mcp_stdio
 `url` an `mcp_http` backend. `${{VAR}}` and `${{VAR:-default}}` in values are expanded from the
 environment, and relative paths are relative to the file. Environment variables with the prefix
 `ROUTER_` override settings, with `__` between levels: `ROUTER_ROUTING__ALPHA=0.5` (backends are
-set in the file only). Unknown keys and out-of-range values stop start-up with a message naming the
-file and the field.
+set in the file only; a text setting takes the value as written, others read it as YAML; a variable that
+names no setting, such as the `ROUTER_SERVICE_HOST` Kubernetes sets, is ignored with a warning). Unknown keys
+and out-of-range values in the file stop start-up with a message naming the file and the field.
 
 `extends: other.yaml` (relative to the file) starts from that file's settings and merges this one's
 over them: mappings merge key by key, lists such as `backends` are replaced whole

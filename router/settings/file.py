@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from router.errors import ConfigError
 from router.settings.router import RouterSettings
 
 STATE_DIR_VAR = "MCP_ROUTER_STATE_DIR"
+log = logging.getLogger("mcp_router.settings")
 _STATE_MARK = "\x00state_dir\x00"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -208,7 +211,9 @@ def _overlay_environment(data: dict[str, Any], env: Mapping[str, str]) -> None:
         if not key.startswith("ROUTER_") or key.startswith("ROUTER_BACKEND"):
             continue
         path = [part.lower() for part in key[len("ROUTER_"):].split("__") if part]
-        if not path:
+        leaf = _setting(path) if path else _UNKNOWN
+        if leaf is _UNKNOWN:  # ROUTER_SERVICE_HOST, say, which Kubernetes sets for a Service named "router"
+            log.warning("environment variable %s names no setting; ignored", key)
             continue
         node = data
         for part in path[:-1]:
@@ -217,7 +222,47 @@ def _overlay_environment(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 child = {}
                 node[part] = child
             node = child
-        node[path[-1]] = _parse_scalar(raw)
+        node[path[-1]] = raw if _is_text(leaf) else _parse_scalar(raw)  # "abc #def" is a key, not YAML
+
+
+_UNKNOWN = object()
+
+
+def _setting(path: list[str]) -> Any:
+    """The type of the setting at `path` (a key of a mapping setting, such as a policy's name, may stand
+    anywhere a name goes); `_UNKNOWN` when no setting is there."""
+    node: Any = RouterSettings
+    for part in path:
+        node = _container(node)
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(part)
+            if field is None:
+                return _UNKNOWN
+            node = field.annotation
+        elif get_origin(node) is dict:
+            node = get_args(node)[1]
+        else:
+            return _UNKNOWN
+    return node
+
+
+def _container(annotation: Any) -> Any:
+    """A model or a mapping within an optional or annotated type, else the type itself."""
+    if get_origin(annotation) is Annotated:
+        return _container(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        inner = [_container(a) for a in get_args(annotation) if a is not type(None)]
+        return next((a for a in inner if get_origin(a) is dict or (isinstance(a, type) and issubclass(a, BaseModel))),
+                    annotation)
+    return annotation
+
+
+def _is_text(annotation: Any) -> bool:
+    """A setting whose value is text as it is written (a key, a URL, a name)."""
+    if get_origin(annotation) in (Union, UnionType, Annotated):
+        return any(_is_text(a) for a in get_args(annotation) if a is not type(None)) and not any(
+            a in (int, float, bool) for a in get_args(annotation))
+    return annotation in (str, SecretStr)
 
 
 def _parse_scalar(raw: str) -> Any:

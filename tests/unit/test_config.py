@@ -224,6 +224,17 @@ def test_environment_overlay_works_without_a_file() -> None:
     assert s.routing.alpha == 0.25
 
 
+def test_environment_variables_that_name_no_setting_are_ignored_and_text_settings_taken_as_written(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Kubernetes sets ROUTER_SERVICE_HOST and ROUTER_PORT for a Service named "router": start failed on them.
+    s = load_settings(None, environ={"ROUTER_SERVICE_HOST": "10.0.0.7", "ROUTER_PORT": "tcp://10.0.0.7:8000",
+                                     "ROUTER_LLM__API_KEY": "abc #def", "ROUTER_LLM__MODEL": "0x1F",
+                                     "ROUTER_ROUTING__ALPHA": "0.4"})
+    assert s.llm.api_key is not None and s.llm.api_key.get_secret_value() == "abc #def"  # not YAML's "abc"
+    assert s.llm.model == "0x1F" and s.routing.alpha == 0.4
+    assert "ROUTER_SERVICE_HOST names no setting" in caplog.text
+
+
 def test_a_bad_environment_value_is_reported_with_its_field(tmp_path: Path) -> None:
     path = write(tmp_path, "routing: {alpha: 0.5}\n")
     with pytest.raises(ConfigError, match=r"routing\.alpha"):
