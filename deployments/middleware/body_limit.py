@@ -4,7 +4,6 @@ do not arrive in time with 408."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -31,14 +30,15 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await reply(send, PayloadTooLarge(f"request body exceeds {self.limit} bytes").payload(), 413)
             return
-        seen, complete, deadline = 0, False, time.monotonic() + self.timeout_s
+        seen, complete, deadline = 0, False, asyncio.get_running_loop().time() + self.timeout_s
 
         async def limited() -> Any:
             nonlocal seen, complete
             if complete:
                 return await receive()
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                async with asyncio.timeout_at(deadline):  # no task of its own, as wait_for makes: every request pays it
+                    message = await receive()
             except TimeoutError:
                 raise RequestTimeout(f"the request body did not arrive within {self.timeout_s:g} s "
                                      "(server.body_timeout_s)") from None
