@@ -7,9 +7,11 @@
 A schema's patterns (`pattern`, `patternProperties`, and the property names `additionalProperties` and
 `unevaluatedProperties` judge by them) come from a backend, and the values matched against them from a caller or
 a model. Python's `re` cannot be stopped, and a pattern that backtracks catastrophically would hold the event
-loop for minutes, so the `re` jsonschema calls is replaced (`_BoundedRe`) by the `regex` library's search within
-a budget: `PATTERN_BUDGET_S` for all the matching of one validation, `PATTERN_TIMEOUT_S` a search outside one.
-A value that could not be matched in time does not match (refused, never passed unchecked to a `pattern`).
+loop for minutes, so within `validation_errors` the `re` jsonschema calls (`_BoundedRe`) searches with the
+`regex` library on a budget: `PATTERN_BUDGET_S` of matching for one validation. A value that could not be
+matched in it is refused as a whole, never let through (`not`, `anyOf` or `patternProperties` would take no
+match for an answer). `regex` reads a few patterns otherwise than `re`: POSIX classes (`[[:alpha:]]`), and
+"word" characters (`\\w`) by Unicode's definition.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 PATTERN_BUDGET_S = 0.1
-PATTERN_TIMEOUT_S = 0.05
 
 
 def schema_errors(value: Any, schema: Any) -> list[str]:
@@ -41,13 +42,16 @@ def validation_errors(value: Any, schema: Any) -> list[ValidationError]:
     validator = _validator(schema) if isinstance(schema, dict) and schema else None
     if validator is None:
         return []
-    token = _DEADLINE.set(time.monotonic() + PATTERN_BUDGET_S)
+    token = _SPENT.set([0.0])
     try:
         return sorted(validator.iter_errors(value), key=_error_order)
     except (Unresolvable, UnknownType, re.error, OverflowError):  # a reference to nowhere, a bad pattern: the schema's
         return []
+    except _Undecided:  # neither passed nor refused by a pattern: refused, never let through unchecked
+        return [ValidationError(f"the value could not be checked against the schema's patterns within "
+                                f"{PATTERN_BUDGET_S * 1000:g} ms of matching")]
     finally:
-        _DEADLINE.reset(token)
+        _SPENT.reset(token)
 
 
 # Validators by schema object (a catalog's schemas live as long as the catalog); the schema is kept with
@@ -78,26 +82,36 @@ def _error_order(error: ValidationError) -> tuple[int, str]:
     return len(error.absolute_path), str(list(error.absolute_path))
 
 
+class _Undecided(Exception):
+    """A pattern that could not be matched within the validation's budget: no answer either way."""
+
+
 class _BoundedRe:
-    """The `re` jsonschema's keywords call: `search` with the `regex` library within the budget; the rest as `re`."""
+    """The `re` jsonschema's keywords call: within a validation (`validation_errors`), `search` with the `regex`
+    library on the time its matching has left; outside one, as `re`. The rest is `re`'s."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(re, name)
 
     @staticmethod
     def search(pattern: str, string: str, flags: int = 0) -> Any:
-        deadline = _DEADLINE.get()
-        left = PATTERN_TIMEOUT_S if deadline is None else deadline - time.monotonic()
-        if left <= 0:  # the validation's budget is spent: nothing more is matched
-            return None
+        spent = _SPENT.get()
+        if spent is None:  # another user of jsonschema in this process: unchanged
+            return re.search(pattern, string, flags)
+        left = PATTERN_BUDGET_S - spent[0]
+        if left <= 0:
+            raise _Undecided
+        started = time.perf_counter()
         try:
             return regex.search(pattern, string, flags=flags, timeout=left)
         except TimeoutError:
-            return None
+            raise _Undecided from None
         except regex.error as exc:  # a pattern the schema got wrong: as `re` would have said
             raise re.error(str(exc)) from None
+        finally:
+            spent[0] += time.perf_counter() - started
 
 
-_DEADLINE: ContextVar[float | None] = ContextVar("mcp_router_pattern_deadline", default=None)
+_SPENT: ContextVar[list[float] | None] = ContextVar("mcp_router_pattern_time", default=None)
 for _module in (_keywords, _legacy_keywords, _utils):
     _module.re = _BoundedRe()
