@@ -147,16 +147,23 @@ class _JwtVerifier:
 
     async def _keys(self, token: str) -> list[Any]:
         """The keys that may have signed the token: its `kid`'s, or, without one, every key of the set."""
-        header = jwt.get_unverified_header(token)
+        kid = jwt.get_unverified_header(token).get("kid")
         if self._client is not None:
             # PyJWT fetches the key set with a blocking request (when its cache is cold): never on the loop.
+            client = self._client
             try:
-                return [(await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)).key]
+                if kid is not None:
+                    return [(await asyncio.to_thread(client.get_signing_key, kid)).key]
+                return [k.key for k in await asyncio.to_thread(client.get_signing_keys)]
             except jwt.PyJWKClientConnectionError as exc:  # the issuer, not the token: no answer either way
                 raise ComponentUnavailable(f"the JWT issuer's key set could not be fetched ({exc})",
                                            component="jwks") from None
+            except jwt.PyJWKClientError:  # no key of that kid (the set was fetched again for it), or none at all
+                raise
+            except (ValueError, OSError, jwt.PyJWTError) as exc:  # a page that is not a key set, a broken read
+                raise ComponentUnavailable(f"the JWT issuer's key set could not be read ({type(exc).__name__})",
+                                           component="jwks") from None
         assert self._jwks is not None
-        kid = header.get("kid")
         keys = [k.key for k in self._jwks.keys if kid is None or k.key_id == kid]
         if not keys:
             raise jwt.InvalidTokenError("no key in the JWKS matches the token's kid")
@@ -173,7 +180,7 @@ class _JwtVerifier:
                                         issuer=s.issuer, leeway=s.leeway_s,
                                         options={"require": ["exp", "iss", "aud", s.principal_claim]})
                     break
-                except (jwt.InvalidSignatureError, TypeError, ValueError) as exc:
+                except (jwt.InvalidSignatureError, jwt.InvalidKeyError, TypeError, ValueError) as exc:
                     # A key of another type than the token's algorithm (PyJWT raises TypeError), or another key
                     # of a set the token names no kid of: the next one may fit.
                     if i == len(keys) - 1:

@@ -192,6 +192,35 @@ async def test_a_token_whose_algorithm_does_not_fit_the_key_is_a_401_and_keys_wi
     assert (await auth.authenticate({"authorization": f"Bearer {no_kid}"})).name == "jwt:svc"
 
 
+async def test_a_key_set_served_by_url_verifies_a_token_without_kid_and_a_page_that_is_no_key_set_is_a_503(
+        signing_key: rsa.RSAPrivateKey) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from jwt.algorithms import OKPAlgorithm
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.routing import Route
+
+    from router.errors import ComponentUnavailable
+    from tests.fakes import serve_app
+
+    okp = json.loads(OKPAlgorithm.to_jwk(ed25519.Ed25519PrivateKey.generate().public_key()))
+    rsa_jwk = json.loads(RSAAlgorithm.to_jwk(signing_key.public_key()))
+    keys = {"keys": [{**okp, "kid": "ed", "use": "sig"}, {**rsa_jwk, "kid": "k2", "use": "sig"}]}
+    app = Starlette(routes=[Route("/jwks", lambda r: JSONResponse(keys)),
+                            Route("/login", lambda r: HTMLResponse("<html>sign in</html>"))])
+    body = {"iss": "https://idp.example", "aud": "mcp-router", "sub": "svc", "exp": int(time.time()) + 60}
+    with serve_app(app) as url:
+        auth = Authenticator(AuthSettings.model_validate({"jwt": {
+            "issuer": "https://idp.example", "audience": "mcp-router", "jwks_url": f"{url}/jwks",
+            "algorithms": ["RS256", "EdDSA"]}}))
+        no_kid = jwt.encode(body, signing_key, algorithm="RS256")  # the set's second key; the first is an OKP one
+        assert (await auth.authenticate({"authorization": f"Bearer {no_kid}"})).name == "jwt:svc"
+        login_page = Authenticator(AuthSettings.model_validate({"jwt": {
+            "issuer": "https://idp.example", "audience": "mcp-router", "jwks_url": f"{url}/login"}}))
+        with pytest.raises(ComponentUnavailable, match="key set could not be read"):  # was a 500
+            await login_page.authenticate({"authorization": f"Bearer {no_kid}"})
+
+
 # -- policies ------------------------------------------------------------------------------------
 
 
