@@ -222,7 +222,7 @@ def _overlay_environment(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 child = {}
                 node[part] = child
             node = child
-        node[path[-1]] = raw if _is_text(leaf) else _parse_scalar(raw)  # "abc #def" is a key, not YAML
+        node[path[-1]] = _text(raw, leaf) if _is_text(leaf) else _parse_scalar(raw)  # "abc #def" is a key, not YAML
 
 
 _UNKNOWN = object()
@@ -263,6 +263,12 @@ def _is_text(annotation: Any) -> bool:
         return any(_is_text(a) for a in get_args(annotation) if a is not type(None)) and not any(
             a in (int, float, bool) for a in get_args(annotation))
     return annotation in (str, SecretStr)
+
+
+def _text(raw: str, annotation: Any) -> str | None:
+    """A text setting's value as written; for one that may be unset, "", "null" or "~" unsets it."""
+    unset = get_origin(annotation) in (Union, UnionType) and type(None) in get_args(annotation)
+    return None if unset and raw.strip() in ("", "null", "Null", "NULL", "~") else raw
 
 
 def _parse_scalar(raw: str) -> Any:

@@ -233,6 +233,8 @@ def test_environment_variables_that_name_no_setting_are_ignored_and_text_setting
     assert s.llm.api_key is not None and s.llm.api_key.get_secret_value() == "abc #def"  # not YAML's "abc"
     assert s.llm.model == "0x1F" and s.routing.alpha == 0.4
     assert "ROUTER_SERVICE_HOST names no setting" in caplog.text
+    unset = load_settings(None, environ={"ROUTER_LLM__BASE_URL": "", "ROUTER_AUDIT__PATH": "null"})
+    assert unset.llm.base_url is None and unset.audit.path is None  # an optional text setting may be unset
 
 
 def test_a_bad_environment_value_is_reported_with_its_field(tmp_path: Path) -> None:
