@@ -137,7 +137,8 @@ def cmd_serve(args: argparse.Namespace, demo: bool = False) -> int:
     try:
         settings = load_settings(args.config, overrides=overrides)
         check_bind(settings.server.auth, [settings.server.host])
-        check_files(settings)
+        if "RAY_ADDRESS" not in os.environ:  # replicas on this machine: the files they open are here
+            check_files(settings)
     except ConfigError as exc:
         print(f"mcp-router: {exc}", file=sys.stderr)
         return 2

@@ -201,7 +201,7 @@ def chat_examples(request: ChatRequest, response: ChatResponse, vector: Any, cat
 
 
 def chat_question(request: ChatRequest) -> str:
-    """The last user turn with text (its text parts, not an image's data), at most as long as a remembered
-    question; "" when no user turn has text."""
-    texts = [message_text(m.get("content")) for m in request.messages if m.get("role") == "user"]
-    return next((t for t in reversed(texts) if t.strip()), "")[:MAX_REMEMBERED_CHARS]
+    """The last user turn's text (its text parts, not an image's data), at most as long as a remembered
+    question; "" when it has none (the tools were called for that turn, not for an earlier one)."""
+    users = [m.get("content") for m in request.messages if m.get("role") == "user"]
+    return message_text(users[-1] if users else "").strip()[:MAX_REMEMBERED_CHARS]
