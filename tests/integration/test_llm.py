@@ -302,10 +302,11 @@ async def test_a_tool_call_id_or_a_structured_answer_no_response_could_carry_is_
                    "choices": [{"index": 0, "finish_reason": "tool_calls",
                                 "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}))
     fake.push(json_reply({"query": "half an emoji \ud83d"}))  # valid JSON text whose string is no text
-    client = LLMClient(settings(server.url))
+    client, executor = LLMClient(settings(server.url)), RecordingExecutor()
     try:
         with pytest.raises(LLMBadOutput, match="lone UTF-16 surrogate"):  # was a 500 after the tool ran
-            await client.run_tool_loop(user("hi"), [], {}, RecordingExecutor(), CONTEXT)
+            await client.run_tool_loop(user("hi"), [], {"calc__add": CALC}, executor, CONTEXT)
+        assert executor.calls == []  # refused before the call was sent
         with pytest.raises(LLMBadOutput, match="lone UTF-16 surrogate"):
             await client.rewrite_query([*user("a"), {"role": "assistant", "content": "b"}, *user("c")])
     finally:

@@ -135,5 +135,21 @@ def test_a_fair_map_always_gives_up_the_least_recently_used_entry_of_the_owners_
             held = {o: list(owners.values()).count(o) for o in owners.values()}
             victim = next(k for k in order if held[owners[k]] == max(held.values())) if len(owners) > size else None
             c.put(key, step, owner=owner)
-            assert victim is None or victim not in c._items
-            assert len(c) <= size
+            assert set(c._items) == set(owners) - {victim}  # that one entry, and only it
+
+
+def test_a_fair_map_stays_fair_through_the_rebuild_of_its_bookkeeping() -> None:
+    rng = random.Random(2)
+    c: LRU[str, int] = LRU(50, fair=True)
+    for step in range(20_000):  # gets and puts push far more than the rebuild's threshold
+        key, owner = f"k{rng.randrange(200)}", f"o{rng.randrange(rng.choice([3, 60]))}"
+        if rng.random() < 0.4:
+            c.get(key)
+            continue
+        owners = {**c._owner_of, key: owner}
+        order = [k for k in c._items if k != key] + [key]
+        held = {o: list(owners.values()).count(o) for o in owners.values()}
+        victim = next(k for k in order if held[owners[k]] == max(held.values())) if len(owners) > 50 else None
+        c.put(key, step, owner=owner)
+        assert set(c._items) == set(owners) - {victim}
+    assert c._pushed < 4 * 50 + 1024  # the bookkeeping was rebuilt at least once, and stays bounded

@@ -12,6 +12,7 @@ from router.errors import (
     FeedbackRefused,
     InvalidRequest,
     NoRelevantBackend,
+    RouterError,
     ToolFailed,
     UnknownBackend,
     UnknownCapability,
@@ -31,7 +32,7 @@ from router.settings import LearningSettings, RouterSettings
 from router.values import CapabilityId
 from tests.unit.fake_executor import fail
 from tests.unit.helpers import embed_texts, small_catalogs
-from tests.unit.router_world import MIN_CONFIDENCE, ONLY_TIME, UNRELATED, answers, query, route, world
+from tests.unit.router_world import BOTH_CLOCKS, MIN_CONFIDENCE, ONLY_TIME, UNRELATED, answers, query, route, world
 
 
 class LocalLearning:
@@ -100,6 +101,13 @@ async def test_a_failed_request_is_remembered_with_the_call_that_failed(tmp_path
     row = remembered.row()
     assert (row["backend"], row["capability"], row["error"]) == ("calc", "add", "tool_failed")
     assert row["calls"][0] == "calc/add"
+    # Every call the plan held is listed, not the first alone: an operator must be allowed them all.
+    both = world(answers(time=fail("backend_timeout"), clock=fail("backend_timeout")))
+    both.router.learning = learning
+    with pytest.raises(RouterError):
+        await query(both.router, QueryRequest(question=BOTH_CLOCKS, arguments={"timezone": "Asia/Tokyo"}))
+    failed = next(d for d in learning.decisions.values() if d.question == BOTH_CLOCKS).row()
+    assert set(failed["calls"]) == {"time/get_current_time", "clock/world_clock"}
 
 
 async def test_a_long_question_is_remembered_by_its_vector_and_its_first_characters(tmp_path: Path) -> None:

@@ -219,6 +219,10 @@ async def test_a_key_set_served_by_url_verifies_a_token_without_kid_and_a_page_t
             "issuer": "https://idp.example", "audience": "mcp-router", "jwks_url": f"{url}/login"}}))
         with pytest.raises(ComponentUnavailable, match="key set could not be read"):  # was a 500
             await login_page.authenticate({"authorization": f"Bearer {no_kid}"})
+    unreachable = Authenticator(AuthSettings.model_validate({"jwt": {  # the server above is gone now
+        "issuer": "https://idp.example", "audience": "mcp-router", "jwks_url": f"{url}/jwks"}}))
+    with pytest.raises(ComponentUnavailable, match="key set could not be fetched"):  # the issuer's, not a 401
+        await unreachable.authenticate({"authorization": f"Bearer {no_kid}"})
 
 
 # -- policies ------------------------------------------------------------------------------------

@@ -383,6 +383,17 @@ async def test_consensus_groups_by_text_when_the_model_cannot_embed_the_answers(
     assert ("consensus_by_text", {"reason": "RuntimeError: the model failed"}) in h.steps
 
 
+async def test_consensus_waits_for_the_answers_vectors_no_longer_than_the_deadline() -> None:
+    async def hangs(texts: list[str]) -> Any:
+        await asyncio.sleep(30)
+
+    h = harness(ScriptedExecutor({"a": ok("42"), "b": ok("41"), "c": ok("42")}), embed=hangs, deadline_s=0.3)
+    started = time.monotonic()
+    result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)
+    assert time.monotonic() - started < 1.0 and result.outcome is not None and result.outcome.text == "42"
+    assert [name for name, _ in h.steps][-1] == "consensus_by_text"
+
+
 async def test_consensus_ignores_failed_backends_when_counting_agreement() -> None:
     h = harness(ScriptedExecutor({"a": fail(), "b": ok("yes"), "c": ok("yes")}))
     result = await STRATEGIES["consensus"](plan("a", "b", "c"), h.ctx)

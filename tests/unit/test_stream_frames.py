@@ -35,7 +35,7 @@ async def test_frames_are_the_same_however_the_stream_is_chunked() -> None:
 async def test_a_large_event_or_many_small_ones_are_read_in_linear_time() -> None:
     big = "data: " + "x" * 4_000_000 + "\n\n"
     many = "".join(f"data: {i}\n\n" for i in range(50_000))
-    started = time.perf_counter()
-    assert len(await frames([big[i:i + 16384] for i in range(0, len(big), 16384)])) == 1
-    assert len(await frames([many])) == 50_000
-    assert time.perf_counter() - started < 1.0  # each chunk once copied the whole buffer: seconds here
+    for chunks, count in (([big[i:i + 16384] for i in range(0, len(big), 16384)], 1), ([many], 50_000)):
+        started = time.perf_counter()
+        assert len(await frames(chunks)) == count
+        assert time.perf_counter() - started < 0.2  # each chunk once copied the whole buffer: 0.4-1 s here
