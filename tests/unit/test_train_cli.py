@@ -30,13 +30,19 @@ def test_triples_take_the_wrong_capability_as_the_negative_else_another_one(tmp_
     assert counts["triples"] == 2 and not any(t["query"] == "q3" for t in triples)
 
 
-def test_the_command_exports_trains_with_the_given_interpreter_and_writes_the_model_folder(tmp_path: Path) -> None:
+def config_with_feedback(tmp_path: Path) -> Path:
+    """A config whose state holds a right and a wrong example of one question."""
     state = tmp_path / "state"
     store = ExampleStore(state / FEEDBACK_FILE, cap=10)
     store.add([ex("right", 1, "what time is it"), ex("wrong", -1, "what time is it")])
     store.close()
     config = tmp_path / "router.yaml"
     config.write_text(f"state_dir: {state}\nbackends: []\n")
+    return config
+
+
+def test_the_command_exports_trains_with_the_given_interpreter_and_writes_the_model_folder(tmp_path: Path) -> None:
+    config = config_with_feedback(tmp_path)
     # Stands in for the torch environment: writes what train_retriever.py writes into its OUT_DIR.
     fake = tmp_path / "fake_python"
     fake.write_text(f"#!{sys.executable}\nimport sys, pathlib\nout = pathlib.Path(sys.argv[3]); "
@@ -52,12 +58,7 @@ def test_the_command_exports_trains_with_the_given_interpreter_and_writes_the_mo
 
 
 def test_an_interpreter_that_does_not_exist_is_named_not_a_traceback(tmp_path: Path, capsys: Any) -> None:
-    state = tmp_path / "state"
-    store = ExampleStore(state / FEEDBACK_FILE, cap=10)
-    store.add([ex("right", 1, "what time is it"), ex("wrong", -1, "what time is it")])
-    store.close()
-    config = tmp_path / "router.yaml"
-    config.write_text(f"state_dir: {state}\nbackends: []\n")
+    config = config_with_feedback(tmp_path)
     missing = tmp_path / ".venv-train" / "bin" / "python"
     assert main(["train", "--from-feedback", "--config", str(config), "--python", str(missing),
                  "--work-dir", str(tmp_path / "work")]) == 2
