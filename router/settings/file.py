@@ -93,7 +93,7 @@ def _read_file(file: Path) -> dict[str, Any]:
     try:
         loaded = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{file}: not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {exc}",
+        raise ConfigError(f"{file}: not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {_where(exc)}",
                           file=str(file)) from None
     if loaded is None:
         return {}
@@ -101,6 +101,14 @@ def _read_file(file: Path) -> dict[str, Any]:
         raise ConfigError(f"{file}: the top level must be a mapping, got {type(loaded).__name__}",
                           file=str(file))
     return loaded
+
+
+def _where(exc: Exception) -> str:
+    """What the parser found wrong and where, without the line itself: it may hold a key."""
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
+        return f"{exc.problem or 'a syntax error'} at line {mark.line + 1}, column {mark.column + 1}"
+    return str(exc)
 
 
 def _expand_env(value: Any, env: Mapping[str, str], where: str) -> Any:

@@ -349,3 +349,10 @@ def test_settings_are_frozen() -> None:
     s = RouterSettings()
     with pytest.raises(Exception, match="frozen"):
         s.routing.alpha = 0.1  # type: ignore[misc]
+
+
+def test_a_yaml_error_names_its_place_but_not_the_line_which_may_hold_a_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "llm:\n  api_key: sk-live-SECRET: oops\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "line 2" in info.value.message and "SECRET" not in info.value.message
