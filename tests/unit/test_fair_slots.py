@@ -42,6 +42,27 @@ async def test_a_caller_alone_gets_every_slot_and_anonymous_callers_share_one_tu
     assert len(order) == 4 and slots.in_use == 0
 
 
+async def test_anonymous_callers_unnamed_or_empty_wait_as_one_principal_beside_a_named_one() -> None:
+    slots, order, release = FairSlots(1), [], asyncio.Event()
+    held = asyncio.create_task(_calls(slots, order, "carol", 1, release))
+    await asyncio.sleep(0.01)
+
+    async def anonymous(i: int, principal: str | None) -> None:
+        async with slots.held(principal):
+            order.append(f"anon{i}")
+            await release.wait()
+
+    # Four anonymous calls queue first, named and unnamed alike, then two of dave's: a freed slot goes to
+    # whichever of the two waiting principals holds the fewest, so dave's calls are not served after all four.
+    crowd = [asyncio.create_task(anonymous(i, None if i % 2 else "")) for i in range(4)]
+    await asyncio.sleep(0.01)
+    dave = asyncio.create_task(_calls(slots, order, "dave", 2, release))
+    await asyncio.sleep(0.01)
+    release.set()
+    await asyncio.gather(held, dave, *crowd)
+    assert order[0] == "carol0" and order.index("dave1") < order.index("anon3")
+
+
 async def test_a_cancelled_wait_gives_up_its_place_and_never_its_slot() -> None:
     slots, release = FairSlots(1), asyncio.Event()
     holder = asyncio.create_task(_calls(slots, [], "alice", 1, release))
