@@ -58,8 +58,10 @@ class ChatService:
         assert self.llm is not None
         messages = list(request.messages)
         selection_input = messages
-        if sum(m.get("role") == "user" for m in messages) > 1:
-            # A standalone query for routing, from the whole conversation.
+        reused = request.session_id is not None and self.selector.has_session(request.session_id)
+        if sum(m.get("role") == "user" for m in messages) > 1 and not reused:
+            # A standalone query for routing, from the whole conversation (not when the session's selection will
+            # be reused: its query would be asked of the model for nothing).
             rewritten = await self.llm.rewrite_query(messages)
             selection_input = [*messages, {"role": "user", "content": rewritten}]
         selection = await self.selector.select(index, selection_input, session_id=request.session_id,

@@ -82,6 +82,10 @@ class ToolSelector:
         # these), a day at most, and one caller's many sessions push out only its own.
         self._sessions: LRU[str, Selection] = LRU(settings.session_cache_size, ttl_s=_SESSION_TTL_S, fair=True)
 
+    def has_session(self, session_id: str) -> bool:
+        """Whether a selection is kept for the session (its next turn reuses it while its tools are unchanged)."""
+        return self._sessions.get(session_id) is not None
+
     def forget(self, session_id: str) -> None:
         """The conversation moved on: its next turn selects again."""
         self._sessions.pop(session_id)

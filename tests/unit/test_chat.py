@@ -23,8 +23,10 @@ class ScriptedLLM:
     def __init__(self, reroute: bool) -> None:
         self.reroute = reroute
         self.offered: list[set[str]] = []
+        self.rewritten = 0
 
     async def rewrite_query(self, messages: list[dict[str, Any]]) -> str:
+        self.rewritten += 1
         return str(messages[-1]["content"])
 
     async def run_tool_loop(self, messages: Any, tools: Any, name_map: Any, executor: Any, context: Any,
@@ -49,6 +51,17 @@ async def test_a_reroute_makes_the_next_turn_select_again_and_a_normal_turn_keep
     assert rerouted.reroute
     after = await service.chat(turn("best chess move"), index(catalogs()), deadline_s=30)
     assert after.selection["path"] == "retrieval" and after.servers[0] == "chess"
+
+
+async def test_a_turn_whose_session_selection_is_reused_asks_no_rewritten_query_of_the_model() -> None:
+    llm = ScriptedLLM(reroute=False)
+    service = ChatService(llm, ToolSelector(SMALL, fake_embed), executor=None)  # type: ignore[arg-type]
+    talk = [{"role": "user", "content": "forecast rain"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "and tomorrow?"}]
+    first = await service.chat(ChatRequest(messages=talk, session_id="s"), index(catalogs()), deadline_s=30)
+    assert llm.rewritten == 1 and first.selection["path"] == "retrieval"
+    again = await service.chat(ChatRequest(messages=talk, session_id="s"), index(catalogs()), deadline_s=30)
+    assert again.selection["path"] == "session_cache" and llm.rewritten == 1  # one model call fewer
 
 
 async def test_chat_without_an_llm_raises_the_configured_error() -> None:
