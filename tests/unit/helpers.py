@@ -107,3 +107,17 @@ def small_catalogs() -> list[Catalog]:
             ),
         ),
     ]
+
+
+class FakeClock:
+    """A clock a test moves by hand (`clock.advance(5)`)."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+

@@ -3,14 +3,7 @@ from __future__ import annotations
 import random
 
 from router.cache import LRU
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.helpers import FakeClock
 
 
 def test_get_returns_what_was_put() -> None:

@@ -4,17 +4,7 @@ import pytest
 
 from router.resilience.outlier import OutlierDetector
 from router.settings import EjectionSettings
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.unit.helpers import FakeClock
 
 
 def detector(**overrides: float) -> tuple[OutlierDetector, FakeClock]:
@@ -27,7 +17,7 @@ def detector(**overrides: float) -> tuple[OutlierDetector, FakeClock]:
         "max_ejection_s": 20.0,
     }
     values.update(overrides)
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     return OutlierDetector(EjectionSettings(**values), clock=clock), clock
 
 

@@ -15,19 +15,13 @@ from router.security.audit import AuditLog
 from router.security.identity import key_hash, new_api_key
 from router.security.limits import InFlight, Limiter, SharedBuckets, TokenBucket
 from router.settings import AuditSettings, AuthSettings, RateLimit
+from tests.unit.helpers import FakeClock
 
 KEY = new_api_key()
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 def test_the_token_bucket_allows_its_burst_then_its_rate() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     bucket = TokenBucket(rate=2.0, capacity=4, clock=clock)
     assert [bucket.take() for _ in range(4)] == [0.0] * 4
     assert bucket.take() == pytest.approx(0.5)
@@ -36,7 +30,7 @@ def test_the_token_bucket_allows_its_burst_then_its_rate() -> None:
 
 
 async def test_a_principal_over_its_rate_gets_429_with_retry_after_and_others_are_unaffected() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     limiter = Limiter(replicas=1, clock=clock)
     limit = RateLimit(requests_per_s=5, burst=5)
     for _ in range(5):
@@ -52,7 +46,7 @@ async def test_idle_principals_state_is_dropped_and_a_busy_or_drained_ones_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A JWT issuer mints a principal per subject: their state must not be held for the life of the process."""
     monkeypatch.setattr("router.security.limits.MAX_IDLE_PRINCIPALS", 10)
-    clock = Clock()
+    clock = FakeClock(100.0)
     limiter, shared = Limiter(replicas=1, clock=clock), SharedBuckets(clock)
     limit, slow = RateLimit(requests_per_s=1, burst=1), RateLimit(requests_per_s=0.001, burst=1)
     await limiter.admit("busy", RateLimit())  # in flight
@@ -70,7 +64,7 @@ async def test_idle_principals_state_is_dropped_and_a_busy_or_drained_ones_kept(
         await limiter.admit("drained", slow)
 
 
-async def drive(replicas: list[Limiter], clock: Clock, limit: RateLimit, seconds: float, step: float,
+async def drive(replicas: list[Limiter], clock: FakeClock, limit: RateLimit, seconds: float, step: float,
                 skew: int = 1) -> int:
     """Requests of one principal, `skew` times as many to the first replica as to the others."""
     admitted = 0
@@ -88,7 +82,7 @@ async def drive(replicas: list[Limiter], clock: Clock, limit: RateLimit, seconds
 
 
 async def test_shared_buckets_hold_the_limit_across_replicas_however_traffic_is_spread() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     shared = SharedBuckets(clock)
 
     async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
@@ -105,7 +99,7 @@ async def test_shared_buckets_hold_the_limit_across_replicas_however_traffic_is_
 
 
 async def test_without_the_shared_buckets_each_replica_keeps_its_share() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
 
     async def unreachable(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
         raise ConnectionError("actor gone")
@@ -192,7 +186,7 @@ async def test_requests_arriving_together_while_a_rate_lease_is_fetched_still_me
 
 
 async def test_backend_calls_are_charged_per_call() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     limiter = Limiter(clock=clock)
     limit = RateLimit(backend_calls_per_s=3)
     await limiter.charge_calls("a", limit, 3)
