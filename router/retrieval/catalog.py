@@ -282,23 +282,26 @@ class CatalogIndex:
         return self.tools.alpha, self.servers.alpha
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
-               alpha: float | None = None, backends: set[str] | None = None) -> list[Ranked]:
+               alpha: float | None = None, backends: set[str] | None = None, whole: bool = False) -> list[Ranked]:
+        """`whole`: score every capability (of `backends`), not only those the dense half recalls: a named or
+        learned capability is looked for wherever it ranks."""
         method = method or self.settings.method
         within = self._restrict(backends)
         if within is not None and within.size == 0:
             return []
         tokens = question_tokens(query)
-        if method == "two_level" and backends is None:
+        if method == "two_level" and backends is None and not whole:
             return self._two_level(query, tokens, query_vector, k, alpha)
+        recall = len(self) if whole else None
         w = self.settings.server_weight
         if w <= 0 or len(self.texts.catalogs) < 2:
-            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens)
+            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens, recall=recall)
             return [Ranked(self.texts.capabilities[h.doc], h, h.hybrid) for h in hits]
         # Each tool's score takes in its server's own document: what a server is for tells which of two
         # similar tools belongs to the task, and keeps a task's tools on its server.
         server_score = self._server_scores(query, tokens, query_vector, alpha)
         hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens,
-                                 prior=server_score[self._server_of], prior_weight=w)
+                                 prior=server_score[self._server_of], prior_weight=w, recall=recall)
         out = []
         for h in hits:
             server = float(server_score[self._server_of[h.doc]])

@@ -252,15 +252,17 @@ class HybridIndex:
         tokens: list[str] | None = None,
         prior: np.ndarray | None = None,
         prior_weight: float = 0.0,
+        recall: int | None = None,
     ) -> list[Hit]:
         """Rank documents for `query`; `within` restricts the search to some document ids. With a
-        `prior` (a score per document), the order is ``(1 - prior_weight) * hybrid + prior_weight * prior``."""
+        `prior` (a score per document), the order is ``(1 - prior_weight) * hybrid + prior_weight * prior``.
+        `recall`: how many documents the dense half recalls for BM25 to score (`dense_top_n` unless given)."""
         if self.size == 0:
             return []
         a = self.alpha if alpha is None else alpha
         toks = tokenize(query) if tokens is None else tokens
         if self._store is not None and query_vector is not None:
-            ids, dense = self._store.top(query_vector, self.dense_top_n, within)
+            ids, dense = self._store.top(query_vector, recall or self.dense_top_n, within)
             dense = dense.astype(np.float64)
         else:
             ids = within if within is not None else np.arange(self.size)

@@ -175,7 +175,7 @@ class Decider:
                                     backend=backend, tool=tool)
         # The named tool ranks below the cut: score the backend's (or every) whole catalog to find it.
         everything = index.search(analysis.question, analysis.vector, len(index),
-                                  backends={backend} if backend else None)
+                                  backends={backend} if backend else None, whole=True)
         return [r for r in everything if r.capability.name == tool]
 
     def _verdict(self, candidates: Sequence[Candidate], backend: str | None, session: bool) -> tuple[Verdict, str]:
@@ -275,7 +275,7 @@ def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex 
     if index is None or not backends or not ranked:
         return ranked
     floor = min(r.score for r in ranked)
-    found = index.search(analysis.question, analysis.vector, len(index), backends=backends)
+    found = index.search(analysis.question, analysis.vector, len(index), backends=backends, whole=True)
     return ranked + [dataclasses.replace(r, score=floor) for r in found if r.capability.key in wanted]
 
 

@@ -135,6 +135,12 @@ async def test_explicit_backend_and_tool_pick_that_tool() -> None:
     assert w.executor.calls[0].arguments == {"a": 2.0, "b": 3.0}
 
 
+async def test_a_named_tool_is_found_however_far_below_the_dense_recall_it_ranks() -> None:
+    w = world(settings={"routing": {"dense_top_n": 1}})  # a backend of more tools than the dense half recalls
+    resp = await query(w.router, QueryRequest(question="add 2 and 3", backend="calc", tool="multiply"))
+    assert (resp.backend, resp.capability) == ("calc", "multiply")
+
+
 async def test_unknown_backend_or_tool_override_is_rejected() -> None:
     w = world()
     with pytest.raises(UnknownBackend) as info:
