@@ -34,6 +34,7 @@ _FLUSH_S = 0.2
 # waiting this long after the first, then fetching every changed one, indexes them in one rebuild.
 _SETTLE_S = 0.5
 _FRESH_WAIT_S = 5.0  # what a reader of the statuses waits for a refresh before reading the last ones
+_RETRY_S, _RETRY_MAX_S = 5.0, 300.0  # embedding a catalog again after the model failed: first wait, longest
 # A replica's start waits for its first index's fusion weights up to this many capabilities, so that a small
 # catalog answers its first question as every later one; tuning embeds at most twice as many short texts.
 _TUNED_BEFORE_READY = MAX_PROBES
@@ -63,7 +64,9 @@ class BackendDirectory:
         self.index_built_at: float | None = None
         self._index: CatalogIndex | None = None
         self.provisional = 0  # descriptions the index holds on a previous vector, until embedded
-        self.dense_error: str | None = None
+        self.dense_error: str | None = None  # why the last rebuild could not embed the catalog
+        self._dense_failures = 0
+        self._dense_retry_at = float("inf")
 
     # -- StatsView -----------------------------------------------------------------------------
 
@@ -143,13 +146,18 @@ class BackendDirectory:
             self._on_status(statuses)
         changed = [n for n, s in statuses.items()
                    if s.catalog_version and s.catalog_version != getattr(self._catalogs.get(n), "version", None)]
-        if changed and (self._syncing is None or self._syncing.done()):
+        if (changed or self._embed_again()) and (self._syncing is None or self._syncing.done()):
             self._syncing = asyncio.ensure_future(self._sync_changes(settle_s))
+
+    def _embed_again(self) -> bool:
+        return self.dense_error is not None and time.monotonic() >= self._dense_retry_at
 
     async def _sync_changes(self, settle_s: float) -> None:
         await asyncio.sleep(settle_s)
         try:
-            await self.sync_catalogs()  # every catalog that changed by now, not only those the poll saw
+            # every catalog that changed by now, not only those the poll saw; else the catalog the model failed
+            if not await self.sync_catalogs() and self._embed_again():
+                await self.rebuild()
         except (ray.exceptions.RayError, TimeoutError) as exc:  # the next poll sees the changes and tries again
             log.warning("indexing the changed catalogs failed: %s", exc)
         except Exception:  # a fault of ours building the index: said with its traceback, and tried again too
@@ -187,18 +195,22 @@ class BackendDirectory:
             except Exception as exc:  # the full rebuild below still runs, and says what failed
                 log.warning("serving the changed catalogs before embedding them failed: %s", exc)
             tool_vecs, server_vecs = await self._vectors(texts, cached)
+            provisional = 0
+            if tool_vecs is None and self.dense_error is not None:
+                tool_vecs, server_vecs, provisional = await self._stand_ins(texts, cached)
             embedded = time.monotonic()
             before = self._index  # its fusion weights serve until this catalog's own are tuned
             alphas = (before.tools.alpha, before.servers.alpha) if before is not None and before.tools.dense else None
             index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing,
                                             alphas)
-            self._publish(catalogs, index, provisional=0)
+            self._publish(catalogs, index, provisional=provisional)
             log.info("index rebuilt: %d backends, %d capabilities, dense=%s, in %.1f s (%.1f s embedding)",
                      len(catalogs), len(index), tool_vecs is not None, time.monotonic() - started,
                      embedded - started)
             if self._tuning is not None:
                 self._tuning.cancel()
-            if tool_vecs is not None and self.embedder is not None and self.settings.routing.self_tune_alpha:
+            if (tool_vecs is not None and not provisional and self.embedder is not None
+                    and self.settings.routing.self_tune_alpha):
                 self._tuning = asyncio.ensure_future(self._tune(catalogs, index))
 
     async def _tune(self, catalogs: list[Catalog], index: CatalogIndex) -> None:
@@ -245,6 +257,27 @@ class BackendDirectory:
         every = [*texts.tool_dense, *texts.server_dense]
         cached = await asyncio.to_thread(embedder.cached, every)
         found = list(cached)
+        kept = self._previous_vectors(texts, found)
+        if not kept:
+            return cached  # nothing changed that the index already holds: the full rebuild is as soon
+        new = [i for i, v in enumerate(found) if v is None]
+        if new:
+            for i, vec in zip(new, await embedder.embed([every[i] for i in new]), strict=True):
+                found[i] = cached[i] = vec  # in the cache now: the rebuild does not embed it again
+        vectors = np.stack([v for v in found if v is not None])
+        n = len(texts.tool_dense)
+        index = await asyncio.to_thread(CatalogIndex, texts, vectors[:n], vectors[n:], self.settings.routing,
+                                        (before.tools.alpha, before.servers.alpha))
+        self._publish(catalogs, index, provisional=kept)
+        log.info("changed catalogs served at once: %d descriptions on their previous vectors until embedded", kept)
+        return cached
+
+    def _previous_vectors(self, texts: CatalogTexts, found: list[np.ndarray | None]) -> int:
+        """Fill each missing vector of `found` (the tool texts, then the server texts) with the one the served
+        index holds for the same capability or server; how many were filled."""
+        before = self._index
+        if before is None or not before.tools.dense:
+            return 0
         n = len(texts.tool_dense)
         rows = {c.key: i for i, c in enumerate(before.texts.capabilities)}
         servers = {c.backend: j for j, c in enumerate(before.texts.catalogs)}
@@ -254,18 +287,26 @@ class BackendDirectory:
             previous = None if row is None else (before.tools if i < n else before.servers).vectors([row])
             if previous is not None:
                 found[i], kept = previous[0], kept + 1
-        if not kept:
-            return cached  # nothing changed that the index already holds: the full rebuild is as soon
-        new = [i for i, v in enumerate(found) if v is None]
-        if new:
-            for i, vec in zip(new, await embedder.embed([every[i] for i in new]), strict=True):
-                found[i] = cached[i] = vec  # in the cache now: the rebuild does not embed it again
-        vectors = np.stack([v for v in found if v is not None])
-        index = await asyncio.to_thread(CatalogIndex, texts, vectors[:n], vectors[n:], self.settings.routing,
-                                        (before.tools.alpha, before.servers.alpha))
-        self._publish(catalogs, index, provisional=kept)
-        log.info("changed catalogs served at once: %d descriptions on their previous vectors until embedded", kept)
-        return cached
+        return kept
+
+    async def _stand_ins(self, texts: CatalogTexts, cached: list[np.ndarray | None] | None
+                         ) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+        """The model failed: every text on the vector the cache or the served index has for it, and a zero
+        vector (matched by its words alone) where neither has one, so that one failure does not take the dense
+        half from every capability. Returns the vectors and how many texts are not on their own; a rebuild
+        retries (`refresh_statuses`)."""
+        assert self.embedder is not None
+        if cached is None:
+            cached = await asyncio.to_thread(self.embedder.cached, [*texts.tool_dense, *texts.server_dense])
+        found = list(cached)
+        self._previous_vectors(texts, found)
+        known = [v for v in found if v is not None]
+        if not known:
+            return None, None, 0
+        zero = np.zeros_like(known[0])
+        vectors = np.stack([zero if v is None else v for v in found])
+        n = len(texts.tool_dense)
+        return vectors[:n], vectors[n:], sum(v is None for v in cached)
 
     def _flow_targets(self) -> dict[str, str]:
         """A flow backend that lists no flows is run, when chosen by its description, on the first flow its
@@ -283,11 +324,14 @@ class BackendDirectory:
         try:
             vecs = await self.embedder.embed(every, found=cached)
         except Exception as exc:
-            # Without vectors the router still routes, on BM25 alone; the next catalog change retries.
+            # The router still routes, on what vectors it has (`_stand_ins`); the status poll retries, later
+            # each time, so that a model down for long is not asked every second.
             self.dense_error = str(exc)
-            log.warning("embedding the catalog failed, routing on BM25 only: %s", exc)
+            self._dense_failures += 1
+            self._dense_retry_at = time.monotonic() + min(_RETRY_MAX_S, _RETRY_S * 2 ** (self._dense_failures - 1))
+            log.warning("embedding the catalog failed: %s", exc)
             return None, None
-        self.dense_error = None
+        self.dense_error, self._dense_failures = None, 0
         n = len(texts.tool_dense)
         return vecs[:n], vecs[n:]
 

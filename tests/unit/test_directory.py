@@ -145,6 +145,59 @@ async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new
     np.testing.assert_array_equal(final.tools.vectors([0])[0], embed_texts([final.texts.tool_dense[0]])[0])
 
 
+class FailingEmbedder:
+    """Embeds while `up`; raises as a model deployment that is restarting does."""
+
+    model_id = "failing"
+
+    def __init__(self) -> None:
+        self.up = True
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not self.up:
+            raise RuntimeError("the embedding deployment is restarting")
+        return embed_texts(texts)
+
+
+async def test_a_catalog_the_model_fails_to_embed_keeps_the_vectors_it_had_and_is_embedded_again(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(directory_module, "_RETRY_S", 0.0)
+    settings = RouterSettings.model_validate({"backends": [
+        {"name": n, "kind": "mcp_http", "url": f"http://127.0.0.1:9/{n}/mcp"} for n in ("a", "b")]})
+    tools = {"a": [Capability(backend="a", name="forecast", description="Weather forecast for a city.")],
+             "b": [Capability(backend="b", name="convert", description="Convert between units.")]}
+    host = FakeHost(["a", "b"])
+    host.catalog = lambda name: make_catalog(name, f"{name} service", tools[name])  # type: ignore[method-assign]
+    host._statuses = lambda members: _versions(host, members)  # type: ignore[method-assign]
+    host.get_statuses = _Method(host._statuses)
+    model = FailingEmbedder()
+    published: list[CatalogIndex] = []
+    directory = BackendDirectory(settings, ActorTable({n: BackendRef(host, n) for n in ("a", "b")}), None,
+                                 CachedEmbedder(model, EmbeddingCache(tmp_path)),
+                                 on_index=lambda cats, index: published.append(index))
+    await directory.wait_ready(timeout_s=1)
+    first = published[-1]
+
+    model.up = False  # b gains a tool while the model is down
+    tools["b"] = [*tools["b"], Capability(backend="b", name="round", description="Round a number.")]
+    await directory.refresh_statuses(settle_s=0)
+    assert directory._syncing is not None
+    await directory._syncing
+    served = published[-1]
+    assert [c.name for c in served.texts.capabilities] == ["forecast", "convert", "round"]
+    assert served.tools.dense and directory.dense_error is not None
+    np.testing.assert_array_equal(served.tools.vectors([0, 1]), first.tools.vectors([0, 1]))  # kept
+    assert not served.tools.vectors([2]).any()  # the new tool: found by its words until embedded
+    assert directory.provisional == 2  # the new tool and b's server document
+
+    model.up = True  # no catalog changes again: the poll embeds what the model failed
+    await directory.refresh_statuses(settle_s=0)
+    await directory._syncing
+    final = published[-1]
+    assert final is not served and directory.provisional == 0 and directory.dense_error is None
+    np.testing.assert_array_equal(final.tools.vectors([2])[0], embed_texts([final.texts.tool_dense[2]])[0])
+
+
 async def _versions(host: FakeHost, members: list[str]) -> dict[str, BackendStatus]:
     return {m: BackendStatus(name=m, kind="mcp_http", transport="streamable-http", health="ok",
                              catalog_version=host.catalog(m).version) for m in members}
