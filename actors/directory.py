@@ -44,9 +44,13 @@ class BackendDirectory:
     def __init__(self, settings: RouterSettings, actors: ActorTable, perf_actor: Any,
                  embedder: CachedEmbedder | None,
                  on_index: Callable[[list[Catalog], CatalogIndex], None],
-                 on_status: Callable[[Mapping[str, BackendStatus]], None] | None = None) -> None:
+                 on_status: Callable[[Mapping[str, BackendStatus]], None] | None = None,
+                 prepare: Callable[[list[Catalog], CatalogIndex], Callable[[], None]] | None = None) -> None:
+        """`on_index`: the router's set_catalogs, a new index replaces the old one; `prepare`: work to run in a
+        thread before it does (the router's views_for)."""
         self.settings = settings
-        self._on_index = on_index  # the router's set_catalogs: a new index replaces the old one
+        self._on_index = on_index
+        self._prepare = prepare
         self.actors = actors
         self.perf_actor = perf_actor
         self.embedder = embedder
@@ -203,7 +207,7 @@ class BackendDirectory:
             alphas = (before.tools.alpha, before.servers.alpha) if before is not None and before.tools.dense else None
             index = await asyncio.to_thread(CatalogIndex, texts, tool_vecs, server_vecs, self.settings.routing,
                                             alphas)
-            self._publish(catalogs, index, provisional=provisional)
+            await self._publish(catalogs, index, provisional=provisional)
             log.info("index rebuilt: %d backends, %d capabilities, dense=%s, in %.1f s (%.1f s embedding)",
                      len(catalogs), len(index), tool_vecs is not None, time.monotonic() - started,
                      embedded - started)
@@ -229,7 +233,7 @@ class BackendDirectory:
             if self._index is not index:
                 return  # a newer index is served: its own tuning follows
             if (tuned.tools.alpha, tuned.servers.alpha) != (index.tools.alpha, index.servers.alpha):
-                self._publish(catalogs, tuned, provisional=0)
+                await self._publish(catalogs, tuned, provisional=0)
         log.info("fusion weight tuned: tools %.1f, servers %.1f, in %.1f s", tuned.tools.alpha, tuned.servers.alpha,
                  time.monotonic() - started)
 
@@ -239,7 +243,9 @@ class BackendDirectory:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(self._tuning)
 
-    def _publish(self, catalogs: list[Catalog], index: CatalogIndex, provisional: int) -> None:
+    async def _publish(self, catalogs: list[Catalog], index: CatalogIndex, provisional: int) -> None:
+        if self._prepare is not None:
+            await asyncio.to_thread(self._prepare(catalogs, index))
         self._on_index(catalogs, index)
         self._index, self.provisional = index, provisional
         self.index_built_at = time.time()
@@ -268,7 +274,7 @@ class BackendDirectory:
         n = len(texts.tool_dense)
         index = await asyncio.to_thread(CatalogIndex, texts, vectors[:n], vectors[n:], self.settings.routing,
                                         (before.tools.alpha, before.servers.alpha))
-        self._publish(catalogs, index, provisional=kept)
+        await self._publish(catalogs, index, provisional=kept)
         log.info("changed catalogs served at once: %d descriptions on their previous vectors until embedded", kept)
         return cached
 

@@ -64,6 +64,7 @@ async def build_service(settings: RouterSettings, pool: Any, embedder: Any, gene
     # The directory hands each new index to the router (defined next) and is the router's live view.
     directory = BackendDirectory(settings, actors, perf_actor, cached,
                                  on_index=lambda catalogs, index: router.set_catalogs(catalogs, index),
+                                 prepare=lambda catalogs, index: router.views_for(catalogs, index),
                                  on_status=metrics.observe_health)
     router = Router(settings, executor=metrics.wrap_executor(RayExecutor(actors)), embed=query_embedder.embed,
                     stats=directory, classifier=IntentClassifier(settings.intents, proto_vecs), llm=llm,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from opentelemetry import trace
@@ -33,7 +33,7 @@ from router.request import Request
 from router.retrieval.catalog import CatalogIndex
 from router.retrieval.intent import IntentClassifier
 from router.security.policy import Access
-from router.settings import Policy, RouterSettings
+from router.settings import RouterSettings
 from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider, Live, View
@@ -46,6 +46,16 @@ from router.telemetry import TRACER
 from router.values import BackendStatus, CallOutcome, CapabilityId, Catalog, Decision
 
 T = TypeVar("T")
+
+
+def _restricted(index: CatalogIndex, catalogs: Mapping[str, Catalog], settings: RouterSettings, access: Access) -> View:
+    """A restricted caller's view of `index` (whose catalogs are `catalogs`): what its policy allows."""
+    backends = {name for name in catalogs if access.sees_backend(name)}
+    restricted = index.restricted(lambda cap: access.allows(cap.backend, cap.name), backends)
+    mine = {c.backend: c for c in restricted.texts.catalogs}
+    known = [n for n in sorted(b.name for b in settings.backends)
+             if n in mine or (n not in catalogs and access.sees_backend(n))]
+    return View(restricted, mine, known)
 
 
 class StatsView(Protocol):
@@ -76,12 +86,27 @@ class Router:
         self.index: CatalogIndex | None = None
         self.catalogs: dict[str, Catalog] = {}
         self._sessions: LRU[str, str] = LRU(100_000, ttl_s=24 * 3600, fair=True)
-        self._views: dict[str, tuple[CatalogIndex, Policy, View]] = {}
+        self._views: dict[str, tuple[CatalogIndex, Access, View]] = {}
+        self._prepared: tuple[CatalogIndex, dict[str, tuple[CatalogIndex, Access, View]]] | None = None
 
     def set_catalogs(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> None:
         self.catalogs = {c.backend: c for c in catalogs}
         self.index = index
-        self._views = {}
+        prepared, self._prepared = self._prepared, None
+        self._views = prepared[1] if prepared is not None and prepared[0] is index else {}
+        self.decider.forget()  # what it kept for the replaced index would keep that index in memory
+
+    def views_for(self, catalogs: Sequence[Catalog], index: CatalogIndex) -> Callable[[], None]:
+        """Work for a thread before `index` is served: the views of the policies served so far, built for it
+        (seconds each at tens of thousands of capabilities), which `set_catalogs` takes, so that no request
+        waits on the event loop for its caller's view after a catalog change."""
+        wanted = [access for _, access, _ in self._views.values()]  # read here, on the event loop
+        by_backend = {c.backend: c for c in catalogs}
+
+        def build() -> None:
+            self._prepared = (index, {a.principal.policy: (index, a, _restricted(index, by_backend, self.settings, a))
+                                      for a in wanted})
+        return build
 
     def view(self, access: Access | None) -> View:
         """What a caller routes within: everything, or its policy's allowed part (built once per policy and
@@ -94,15 +119,10 @@ class Router:
                                    if access.sees_backend(n)])
         policy = access.principal.policy
         hit = self._views.get(policy)
-        if hit is not None and hit[0] is index and hit[1] is access.policy:
+        if hit is not None and hit[0] is index and hit[1].policy is access.policy:
             return hit[2]
-        backends = {name for name in self.catalogs if access.sees_backend(name)}
-        restricted = index.restricted(lambda cap: access.allows(cap.backend, cap.name), backends)
-        catalogs = {c.backend: c for c in restricted.texts.catalogs}
-        known = [n for n in sorted(b.name for b in self.settings.backends)
-                 if n in catalogs or (n not in self.catalogs and access.sees_backend(n))]
-        view = View(restricted, catalogs, known)
-        self._views[policy] = (index, access.policy, view)
+        view = _restricted(index, self.catalogs, self.settings, access)
+        self._views[policy] = (index, access, view)
         return view
 
     def visible_backends(self, access: Access | None) -> list[str]:

@@ -74,6 +74,12 @@ class Decider:
                                                                               tuple[list[Candidate], float]]] = LRU(
             settings.routing.query_cache_size)
 
+    def forget(self) -> None:
+        """Drop what was kept for the index being replaced (each entry holds its index alive)."""
+        self._sizes = None
+        self._ranked.clear()
+        self._taught.clear()
+
     def fanout(self) -> int:
         r = self.settings.resilience
         return max(r.parallel_k, r.consensus_k, r.max_attempts)

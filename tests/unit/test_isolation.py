@@ -72,6 +72,29 @@ async def test_an_allow_list_that_leaves_out_a_description_only_backend_still_ro
     assert {c.backend for c in view.index.texts.capabilities} == {"time"}
 
 
+async def test_a_restricted_view_is_built_off_the_request_path_when_the_catalog_changes(monkeypatch: Any) -> None:
+    w = world()
+    only_time = access({"allow": ["time/*"]})
+    await query(w.router, QueryRequest(question=ONLY_TIME), only_time)
+    assert len(w.router.decider._ranked) > 0  # kept for the index being served, dropped with it below
+    index = w.router.index
+    assert index is not None
+    newer = index.with_alphas(0.7, 0.7)  # a new index for the same catalogs
+    catalogs = list(w.router.catalogs.values())
+    build = w.router.views_for(catalogs, newer)
+    await asyncio.to_thread(build)  # as the directory runs it, before serving the index
+
+    def on_the_loop(*args: Any, **kwargs: Any) -> CatalogIndex:
+        raise AssertionError("a view built on the request path")
+
+    monkeypatch.setattr(CatalogIndex, "restricted", on_the_loop)
+    w.router.set_catalogs(catalogs, newer)
+    assert len(w.router.decider._ranked) == 0 and len(w.router.decider._taught) == 0
+    view = w.router.view(only_time)
+    assert view.index is not None and view.index.tools.alpha == 0.7
+    assert (await query(w.router, QueryRequest(question=ONLY_TIME), only_time)).backend == "time"
+
+
 async def test_a_flow_stand_in_keeps_its_flow_in_a_principals_view() -> None:
     described = Catalog(backend="flows", version="1", description="Runs the support flow for tickets",
                         capabilities=())
