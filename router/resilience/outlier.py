@@ -184,7 +184,8 @@ class OutlierDetector:
         self.last_failures = max(self.consecutive_failures, sum(1 for _, ok, _ in self._window if not ok))
         self.ejections += 1
         self.epoch += 1
-        duration = min(self.settings.base_ejection_s * 2 ** (self.ejections - 1), self.settings.max_ejection_s)
+        # the exponent capped: a backend failing its probes for days would otherwise overflow the float
+        duration = min(self.settings.base_ejection_s * 2 ** min(self.ejections - 1, 60), self.settings.max_ejection_s)
         self.state = "ejected"
         self.ejected_until = now + duration
         self._ejected_by = next(iter(callers)) if len(callers) == 1 else None

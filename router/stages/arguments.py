@@ -16,6 +16,7 @@ backend as given. The source of every argument set is reported in the routing me
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -165,11 +166,14 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
             continue
         raw = m.group(0)
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
-        value = float(raw)
         if kind == "integer":
-            if not value.is_integer():
+            if "." in raw.rstrip("0").rstrip("."):  # 2.5 is no integer; 2.0 is 2
                 continue
-            value = int(value)
+            value: Any = int(raw.split(".")[0])  # exactly: an id of twenty digits is not rounded through a float
+        else:
+            value = float(raw)
+            if not math.isfinite(value):  # four hundred digits are no number a tool can take
+                continue
         used.append(m.span())
         return value
     return None

@@ -88,6 +88,16 @@ def test_an_optional_parameter_takes_a_value_only_where_the_question_gives_one()
     assert derive_with_leftovers(tool("list_things", schema), "list things 4 and 5")[1] == [5]
 
 
+def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_taken() -> None:
+    schema = {"type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "integer"}}}
+    assert derive_arguments(tool("show_order", schema), "Show order 12345678901234567891")[0] == {
+        "order_id": 12345678901234567891}
+    assert derive_arguments(tool("show_order", schema), "Show order 42.0")[0] == {"order_id": 42}
+    assert isinstance(derive_arguments(tool("show_order", schema), "Show order 4.5"), ArgumentsRequired)
+    assert isinstance(derive_arguments(tool("add", NUMBERS_SCHEMA), "Add " + "9" * 400 + " and 1"),
+                      ArgumentsRequired)  # not a call with infinity
+
+
 def test_resources_and_flows_need_no_arguments() -> None:
     assert derive_arguments(tool("readme", TIMEZONE_SCHEMA, kind="resource"), "read it")[0] == {}
     assert derive_arguments(tool("chatflow", MESSAGE_SCHEMA, kind="flow"), "hi")[0] == {}

@@ -326,3 +326,13 @@ def test_failures_of_callers_it_cannot_tell_apart_are_not_one_callers() -> None:
         call(d, None, False)
     assert d.state == "ejected" and d.ejected_by is None
     assert call(d, "alice", True) == (False, False)
+
+
+def test_a_backend_failing_its_probes_for_days_stays_ejected_for_the_longest_time() -> None:
+    d, clock = detector(base_ejection_s=5.0, max_ejection_s=300.0)
+    for _ in range(3):
+        d.record(False)
+    for _ in range(1100):  # three and a half days of failed probes at the longest ejection
+        clock.advance(d.remaining_s())
+        assert d.record(False, probe=d.admit().probe) is True
+    assert d.remaining_s() == 300.0 and d.ejections == 1101
