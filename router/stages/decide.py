@@ -209,7 +209,8 @@ class Decider:
                                                           "routing.min_confidence"))
         # A session's backend was put first on purpose: that is not a close call.
         if not session and too_close(relevant, self.settings.routing.ambiguity_margin):
-            a, b = relevant[0], relevant[1]
+            a = relevant[0]
+            b = next(c for c in relevant if not c.capability.same_as(a.capability))
             return "ambiguous", (f"too close to call between {a.capability.key} and {b.capability.key}; "
                                  "name a backend (and tool) to choose")
         top = relevant[0].capability
@@ -217,9 +218,16 @@ class Decider:
 
 
 def too_close(ranked: Sequence[Candidate], margin: float) -> bool:
-    """Whether the first two (different tools; copies of one tool are one choice) are within `margin`."""
-    return len(ranked) > 1 and ranked[0].capability.name != ranked[1].capability.name and \
-        ranked[0].scores.composite - ranked[1].scores.composite < margin
+    """Whether the first choice and the next different capability are within `margin` (0: an exact tie) of each
+    other. Copies of one capability are one choice, which its best copy scores; tools that share only a name
+    are not copies. The first may be placed before a higher composite on purpose (`placed`): only the distance
+    counts, not which is above."""
+    if len(ranked) < 2:
+        return False
+    first = ranked[0].capability
+    best = max(c.scores.composite for c in ranked if c.capability.same_as(first))
+    other = next((c for c in ranked if not c.capability.same_as(first)), None)
+    return other is not None and abs(best - other.scores.composite) <= margin
 
 
 def tool_contenders(first: Candidate, candidates: Sequence[Candidate], limit: int = 3) -> list[Candidate]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -195,11 +196,12 @@ def _healthiest_copy_first(candidates: list[Candidate], group: list[int], status
                            perf: Mapping[tuple[str, str], PerfSnapshot], intent: str) -> list[Candidate]:
     """Copies of one capability keep their group's places, healthiest first, then the surest, then the
     fastest (recent mean latency, which a slow tail raises): the copy that serves best takes the calls,
-    however little that moves a composite score built for telling different capabilities apart."""
+    however little that moves a composite score built for telling different capabilities apart. A copy with
+    no history yet comes after one as sure that has served: what it would take is unknown."""
     def key(c: Candidate) -> tuple[float, float, float]:
         snap = lookup_perf(perf, c.capability.backend, intent)
         return (-health_score(statuses.get(c.capability.backend)), -(snap.success_rate_10 if snap else 1.0),
-                snap.mean_latency_ms_10 if snap else 0.0)
+                snap.mean_latency_ms_10 if snap else math.inf)
 
     out = list(candidates)
     for g in set(group):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,7 @@ from router.retrieval.catalog import Ranked
 from router.retrieval.hybrid import Hit
 from router.settings import RoutingSettings, ScoreWeights
 from router.stages.confidence import FEATURES, ConfidenceModel
+from router.stages.decide import too_close
 from router.stages.scoring import (
     ANY_INTENT,
     PerfSnapshot,
@@ -266,3 +269,30 @@ def test_copies_of_one_capability_are_one_choice_served_by_the_healthiest_fastes
     down = Scorer(RoutingSettings(), confidence=dense_model(0.3)).score(
         copies, "general", {"fast": status("fast", "down")}, perf)
     assert [c.capability.backend for c in down][:2] == ["slow", "flaky"]
+
+
+def test_a_copy_with_no_history_comes_after_one_as_sure_that_has_served() -> None:
+    copies = [ranked("new", 0.9, name="answer"), ranked("proven", 0.8, name="answer")]
+    perf = {("proven", "*"): snapshot("proven", 1.0, 50.0)}
+    out = Scorer(RoutingSettings(), confidence=dense_model(0.3)).score(copies, "general", {}, perf)
+    assert [c.capability.backend for c in out] == ["proven", "new"]
+    flaky = {("proven", "*"): snapshot("proven", 0.5, 50.0)}  # one that fails half its calls is not surer
+    out = Scorer(RoutingSettings(), confidence=dense_model(0.3)).score(copies, "general", {}, flaky)
+    assert [c.capability.backend for c in out] == ["new", "proven"]
+
+
+def test_too_close_compares_a_choice_with_the_next_different_capability_whichever_is_above() -> None:
+    scorer = Scorer(RoutingSettings(), confidence=dense_model(0.3))
+    out = scorer.score([ranked("a", 0.9, name="get_time"), ranked("b", 0.85, name="get_time"),
+                        ranked("c", 0.8, name="world_clock")], "general", {}, {})
+    first, copy, other = out
+    # A copy placed first on purpose, its composite below the other tool's: one choice, scored by its best copy.
+    below = dataclasses.replace(copy, scores=copy.scores.model_copy(update={"composite": 0.1}), placed="session")
+    assert not too_close(out, 0.0) and not too_close([below, first, other], 0.0)
+    assert not too_close([below, other], 0.0)  # placed above a higher composite: not a tie
+    assert too_close([first, dataclasses.replace(other, scores=first.scores)], 0.0)  # an exact tie
+    assert too_close(out, 0.2) and not too_close(out, 0.01)
+    # A tool of the same name that is not the same tool is another choice.
+    namesake = dataclasses.replace(other, capability=dataclasses.replace(other.capability, name="get_time",
+                                                                        description="Time in a city."))
+    assert too_close([first, namesake], 0.2)
