@@ -122,7 +122,7 @@ class Decider:
 
             def learn(owner: str | None) -> tuple[list[Candidate], float]:
                 """The candidates with what the examples say, and retrieval's own confidence in its first."""
-                ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool if owner == backend else None)
+                ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool)
                 plain = scored(ranked, owner)[:want]
                 unsure = plain[0].scores.confidence if plain else 0.0
                 if examples is None or not len(examples) or tool is not None:
@@ -137,10 +137,13 @@ class Decider:
             candidates, unsure = taught(backend)
             kind: DecisionKind = "override" if backend else "route"
             if backend is not None and request.fallback_on_override:
-                # The caller's backend first, then everything routing would have tried elsewhere.
+                # The caller's backend first, then everything routing would have tried elsewhere: of a named tool,
+                # its copies only (another tool of that name is not the one named).
                 routed, _ = taught(None)
-                candidates = first_placed(candidates[:1] + [c for c in routed if c.capability.backend != backend
-                                                            and c.relevant], "the caller's backend")
+                candidates = first_placed(candidates[:1] + [
+                    c for c in routed if c.capability.backend != backend and c.relevant
+                    and (tool is None or not candidates or c.capability.same_as(candidates[0].capability))],
+                    "the caller's backend")
             if live.sticky is not None and backend is None:
                 candidates, kind = _stick(candidates, live.sticky, live.statuses, kind)
             verdict, message = self._verdict(candidates, backend, session=kind == "session")

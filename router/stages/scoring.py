@@ -34,7 +34,7 @@ from router.models import ScoreBreakdown
 from router.retrieval.catalog import Ranked
 from router.settings import RoutingSettings
 from router.stages.confidence import ConfidenceModel, candidate_features, tool_features
-from router.values import BackendStatus, Candidate
+from router.values import BackendStatus, Candidate, Capability
 
 ANY_INTENT = "*"
 _HEALTH = {"healthy": 1.0, "degraded": 0.5, "starting": 0.5, "down": 0.0, "ejected": 0.0}
@@ -139,15 +139,18 @@ class Scorer:
             clear = tp >= settings.min_tool_confidence or not dense
             right = tp if backend_chosen else p * tp  # the estimated probability it is the one meant
             cap = r.capability
-            # A stand-in with nothing to call (a server known only by its description, a held tool) acts on nothing.
-            acts = not (cap.read_only or tool_chosen or cap.held or (cap.server_level and cap.target is None))
+            acts = may_act(cap) and not tool_chosen
             guess = acts and right < settings.min_action_confidence
+            # Examples that vouch for a capability on questions like this one make it worth calling; for one that
+            # acts, only examples of questions like this one do, not a default learned for whatever is unsure.
+            ev = (evidence or {}).get(cap.key)
+            v = v and (not acts or (ev is not None and ev.score > 0))
             scores = ScoreBreakdown(**kw, confidence=round(p, 4), tool_confidence=round(tp, 4))
             fits = backend_fits and clear
-            # Examples that vouch for a capability on questions like this one make it worth calling.
+            # With the backend named, it is called on its best match whatever the fit: unless that acts on a guess.
             out.append(Candidate(cap, scores, relevant=v or (fits and not guess),
                                  unclear_tool=not v and backend_fits and not clear,
-                                 unsure_action=not v and fits and guess))
+                                 unsure_action=not v and (fits or backend_chosen) and guess))
         order = sorted(range(len(out)), key=lambda i: -out[i].scores.composite)
         return _healthiest_copy_first([out[i] for i in order], [group[i] for i in order], statuses, perf, intent)
 
@@ -182,6 +185,12 @@ class Scorer:
             raws.append(_Raw(h.dense, h.bm25, match - learned, bonus))
             vouched.append(learned > 0)
         return parts, raws, vouched
+
+
+def may_act(cap: Capability) -> bool:
+    """Whether calling it may change something: not marked read-only, and something to call (a server known only
+    by its description, or a held tool, acts on nothing)."""
+    return not (cap.read_only or cap.held or (cap.server_level and cap.target is None))
 
 
 def _copies(ranked: Sequence[Ranked]) -> list[int]:

@@ -177,6 +177,21 @@ async def test_override_of_a_down_backend_falls_back_when_allowed() -> None:
     assert "clock" not in w.executor.called
 
 
+async def test_fallback_on_override_with_a_named_tool_falls_back_only_to_its_copies() -> None:
+    # The caller named clock's world_clock; time's get_current_time is another tool, which the caller did not
+    # name and routing would have had to judge on its own: it is not called in its place.
+    w = world()
+    w.stats.health["clock"] = "down"
+    request = QueryRequest(question=BOTH_CLOCKS, backend="clock", tool="world_clock", fallback_on_override=True)
+    resp = await query(w.router, request)  # nothing else may answer for it: the caller's backend, tried anyway
+    assert resp.backend == "clock" and w.executor.called == ["clock"]
+    copy = replace(w.router.catalogs["clock"].capabilities[0], backend="echo")  # echo serves a copy of it
+    w = world(catalogs=[*small_catalogs()[:3], catalog("echo", "world clock service", copy)])
+    w.stats.health["clock"] = "down"
+    resp = await query(w.router, request)
+    assert (resp.backend, resp.capability) == ("echo", "world_clock")
+
+
 async def test_fallback_on_override_only_falls_back_to_relevant_candidates() -> None:
     # The overridden calculator is down and the one relevant backend fails: the echo server, which would
     # take any question as free text, must not be called in its place.

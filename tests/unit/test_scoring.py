@@ -296,3 +296,16 @@ def test_too_close_compares_a_choice_with_the_next_different_capability_whicheve
     namesake = dataclasses.replace(other, capability=dataclasses.replace(other.capability, name="get_time",
                                                                         description="Time in a city."))
     assert too_close([first, namesake], 0.2)
+
+
+def test_a_default_learned_for_unsure_questions_makes_a_reader_callable_but_not_a_tool_that_acts() -> None:
+    from router.learning.evidence import Evidence
+
+    unsure = dense_model(0.9)  # retrieval far from sure of either
+    default = Evidence(examples=2, nearest=0.1, score=0.0, contribution=0.5, default=0.5)
+    near = Evidence(examples=2, nearest=0.95, score=0.8, contribution=1.6)
+    for read_only, evidence, callable_ in ((True, default, True), (False, default, False), (False, near, True)):
+        [c] = Scorer(RoutingSettings(), confidence=unsure).score(
+            [ranked("wolfram", 0.3, read_only=read_only)], "general", {}, {},
+            evidence={"wolfram/tool/t_wolfram": evidence})
+        assert c.relevant is callable_, (read_only, evidence)

@@ -3,6 +3,7 @@ and, with an LLM, the model's choice where retrieval could not settle it (no Ray
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -126,6 +127,21 @@ async def test_a_clear_tool_of_a_likely_backend_is_called() -> None:
     assert resp.backend == "notes"
     assert resp.routing is not None and resp.routing.chosen is not None
     assert resp.routing.chosen.scores.tool_confidence > 0.99
+
+
+async def test_a_named_backend_is_called_on_its_best_tool_unless_that_acts_on_a_guess() -> None:
+    def notes_on_echo(read_only: bool) -> World:  # the notes tools, served by a configured backend
+        tools = (dataclasses.replace(c, backend="echo", read_only=read_only) for c in NOTES.capabilities)
+        w = with_model(world(catalogs=[*small_catalogs()[:3], catalog("echo", NOTES.description, *tools)]), SURE)
+        w.router.decider.scorer.tool_confidence = TOOL_UNSURE
+        return w
+
+    w = notes_on_echo(read_only=True)
+    assert (await query(w.router, QueryRequest(question=QUESTION, backend="echo"))).backend == "echo"
+    w = notes_on_echo(read_only=False)
+    with pytest.raises(AmbiguousRoute, match="may change something"):
+        await query(w.router, QueryRequest(question=QUESTION, backend="echo"))
+    assert w.executor.calls == []
 
 
 async def test_a_named_tool_is_not_in_doubt() -> None:
