@@ -206,8 +206,8 @@ class Router:
         stages: dict[str, float] = {}
         d, arguments = await self._settled(request, stages)
         if self.llm is not None and assist.needs_choice(d):
-            d = await _in_time(assist.choose(self.llm, d, self.view(request.access).catalogs,
-                                             self.settings.routing.min_tool_confidence), request, started)
+            d = await _in_time(assist.choose(self.llm, d, self.view(request.access).catalogs, self.settings.routing),
+                               request, started)
         mark = time.perf_counter()
         statuses = self.stats.statuses()
         p = plan(d, arguments, statuses, self.settings)

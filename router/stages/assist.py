@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.llm.client import LLMClient
 from router.request import Request
+from router.settings import RoutingSettings
 from router.stages.arguments import schema_violation
 from router.stages.plan import MODEL_CHOICE, Arguments, planned_calls
+from router.stages.scoring import may_act
 from router.values import BackendStatus, Candidate, Catalog, Decision, Plan, PlannedCall
 
 
@@ -27,11 +29,11 @@ def needs_choice(d: Decision) -> bool:
     return d.kind != "override" and bool(d.candidates) and d.verdict in ("ambiguous", "no_match")
 
 
-async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], min_tool_confidence: float) -> Decision:
+async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], routing: RoutingSettings) -> Decision:
     """The model's choice among the candidates in contention (when none is, the closest ones). What it
     chooses becomes callable whatever its confidence: the model read the question, which retrieval
-    could only score. A server chosen without a tool, whose best tool is itself unclear, stays a
-    question of which tool (409)."""
+    could only score. A server chosen without a tool leaves the tool to retrieval: its best tool, when
+    unclear or when it may act and is not likely enough to be meant, stays a question of which tool (409)."""
     contending = [c for c in d.candidates if c.contending] or list(d.candidates)
     servers: dict[str, list[str]] = {}
     for c in contending:
@@ -47,13 +49,20 @@ async def choose(llm: LLMClient, d: Decision, catalogs: Mapping[str, Catalog], m
     def chosen(c: Candidate) -> bool:
         return c.capability.backend == choice.server and choice.tool in (None, c.capability.name)
 
+    def settled(c: Candidate) -> bool:
+        """The model named its tool, or retrieval is clear enough which tool of the chosen server it is."""
+        tp = c.scores.tool_confidence
+        return choice.tool is not None or (tp >= routing.min_tool_confidence and not (
+            may_act(c.capability) and tp < routing.min_action_confidence))
+
     ordered = sorted(d.candidates, key=lambda c: not chosen(c))  # stable: the chosen ones first, best first
-    if choice.tool is None and ordered[0].scores.tool_confidence < min_tool_confidence:
-        marked = [dataclasses.replace(c, relevant=False, unclear_tool=True) if chosen(c) else c for c in ordered]
+    if not settled(ordered[0]):
+        marked = [dataclasses.replace(c, relevant=False, unclear_tool=True, unsure_action=False) if chosen(c) else c
+                  for c in ordered]
         return dataclasses.replace(d, candidates=tuple(marked), verdict="ambiguous", kind="llm", message=(
             f"the model chose backend {choice.server!r} but not one of its tools ({choice.reasoning}); name the tool"))
     marked = [dataclasses.replace(c, relevant=True, unclear_tool=False, unsure_action=False, placed=MODEL_CHOICE)
-              if chosen(c) and c in contending else c for c in ordered]
+              if chosen(c) and settled(c) and c in contending else c for c in ordered]
     return dataclasses.replace(d, candidates=tuple(marked), verdict="route", kind="llm",
                                message=f"the model chose {choice.server}" + (f"/{choice.tool}" if choice.tool else "")
                                + f": {choice.reasoning}")
@@ -69,11 +78,18 @@ def needs_arguments(plan: Plan, request: Request) -> bool:
 async def fill_arguments(llm: LLMClient, plan: Plan, d: Decision, arguments: Arguments,
                          statuses: Mapping[str, BackendStatus]) -> Plan:
     request = arguments.request
-    top = next(c for c in d.candidates if c.relevant or request.backend)
+    # The one the plan would have called: up (unless none is), able to take the question's values.
+    asked = plan.refusal.details if plan.refusal is not None else {}
+    top = next((c for c in d.candidates if (c.capability.backend, c.capability.name) ==
+                (asked.get("backend"), asked.get("tool"))), None)
+    if top is None:
+        return plan
     args = await llm.fill_arguments(request.question, top.capability)
     invalid = schema_violation(top.capability, args)
     if invalid is not None:  # what the model filled is checked like any derived argument: no malformed call
         return Plan(calls=(), mode=plan.mode, refusal=invalid)
-    first = PlannedCall(candidate=top, arguments=args, arguments_source="llm")
+    status = statuses.get(top.capability.backend)
+    first = PlannedCall(candidate=top, arguments=args, arguments_source="llm",
+                        force=status is not None and not status.available_to(request.principal))
     rest, _ = planned_calls(d, arguments, statuses, skip=top)
     return Plan(calls=(first, *rest), mode=plan.mode)

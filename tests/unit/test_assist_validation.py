@@ -75,3 +75,24 @@ async def test_the_model_is_asked_within_the_requests_deadline() -> None:
     with pytest.raises(DeadlineExceeded, match=r"deadline of 0\.3 s passed while the LLM was asked"):
         await router.query(Request(question="turn the speaker volume up a lot", deadline_s=0.3))
     assert time.monotonic() - started < 2
+
+
+async def test_the_model_fills_the_arguments_of_the_tool_the_plan_would_call() -> None:
+    from dataclasses import replace
+
+    from router.values import BackendStatus
+    from tests.unit.helpers import catalog
+
+    about = "Speaker control: volume and playback."
+    spare = replace(VOLUME, backend="spare")
+    router, _ = router_for([catalog("speaker", about, VOLUME), catalog("spare", about, spare)])
+    request = Request(question="turn the speaker volume up a lot")
+    d = await router.decide(request)
+    arguments = Arguments(request)
+    first = next(c for c in d.candidates if c.relevant).capability.backend
+    other = "spare" if first == "speaker" else "speaker"
+    down = {first: BackendStatus(name=first, kind="mcp_http", transport="streamable-http", health="down")}
+    p = plan(d, arguments, down, router.settings)
+    assert p.refusal is not None and p.refusal.details["tool"] == "set_volume"
+    filled = await assist.fill_arguments(FillingModel({"level": 80}), p, d, arguments, down)  # type: ignore[arg-type]
+    assert [(c.backend, c.force) for c in filled.calls][:1] == [(other, False)]  # the one up, not the closest

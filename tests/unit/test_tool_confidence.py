@@ -241,6 +241,20 @@ async def test_a_server_the_model_picks_without_a_tool_still_asks_which_tool() -
     assert w.executor.calls == []
 
 
+async def test_a_server_the_model_picks_without_a_tool_does_not_make_its_likeliest_tool_act_on_a_guess() -> None:
+    writers = catalog("notes", NOTES.description,
+                      *(dataclasses.replace(c, read_only=False) for c in NOTES.capabilities))
+    w = with_model(world(answers(notes=ok("done")), catalogs=[writers, *small_catalogs()]), UNSURE)
+    w.router.decider.scorer.tool_confidence = tool_model(-0.4)  # 0.4: clear enough to read, not to act
+    with_llm(w, Choice("server", server="notes", reasoning="a notes question"))
+    with pytest.raises(AmbiguousRoute, match="not one of its tools"):
+        await query(w.router, QueryRequest(question=QUESTION))
+    assert w.executor.calls == []
+    w = notes_world(tool_model(-0.4), backends=UNSURE)  # the same tools, only reading: the model's server is enough
+    with_llm(w, Choice("server", server="notes", reasoning="a notes question"))
+    assert (await query(w.router, QueryRequest(question=QUESTION))).backend == "notes"
+
+
 async def test_when_nothing_is_likely_enough_the_model_may_choose_among_the_closest() -> None:
     w = notes_world(TOOL_SURE, backends=UNSURE)
     chooser = with_llm(w, Choice("server", server="notes", tool="list_notes", reasoning="notes"))
