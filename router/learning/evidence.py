@@ -76,12 +76,12 @@ class ExampleIndex:
         """`min_confidence`: `routing.min_confidence`, below which retrieval counts as unsure."""
         self.settings = settings
         self.threshold = min_confidence
-        ordered = sorted(examples, key=lambda e: (e.key, e.id or 0))
-        dims = {np.asarray(e.vector).size for e in ordered}
-        # Mixed sizes: a change of embedding model left stale vectors; they say nothing until deleted.
-        self.dim = dims.pop() if len(dims) == 1 else None
-        if self.dim is None:
-            ordered = []
+        # Mixed sizes: a change of embedding model left stale vectors. They say nothing until deleted; those of
+        # the size of the newest example, given since the change, speak.
+        newest = max(examples, key=lambda e: e.created, default=None)
+        self.dim = None if newest is None else np.asarray(newest.vector).size
+        ordered = sorted((e for e in examples if np.asarray(e.vector).size == self.dim),
+                         key=lambda e: (e.key, e.id or 0))
         self.size = len(ordered)
         keys = [e.key for e in ordered]
         starts = [i for i, key in enumerate(keys) if i == 0 or keys[i - 1] != key]  # sorted: one run per key

@@ -4,6 +4,7 @@ backend nobody judged in its place (no Ray, no model)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -136,3 +137,10 @@ def test_a_store_written_before_the_confidence_columns_opens_and_gets_them(tmp_p
     assert (first.key, first.confidence, first.top_confidence) == ("a/tool/t", None, None)
     store.add([ex("a/t", -1, unit(0, 1), confidence=0.7, top_confidence=0.7)])
     assert [(e.confidence, e.top_confidence) for e in ExampleStore(path, cap=10).all()] == [(None, None), (0.7, 0.7)]
+
+
+def test_after_a_change_of_model_the_examples_given_since_speak_and_the_stale_ones_do_not() -> None:
+    stale = dataclasses.replace(ex("old/t", 1, unit(1, 0)), created=1.0)  # a two-dimensional model's, given first
+    fresh = dataclasses.replace(ex("new/t", 1, unit(1, 0, 0)), created=2.0)
+    both = index(stale, fresh)
+    assert len(both) == 1 and set(both.evidence(unit(1, 0, 0))) == {"new/tool/t"}
