@@ -67,6 +67,7 @@ class BackendSupervisor:
         self._max_answer = security.max_answer_bytes
         self._listed: Catalog | None = None
         self._review: CatalogReview | None = None
+        self._held_uris: frozenset[str] = frozenset()  # of the held resources
         self.backend = build_backend(spec)
         self.backend.on_change = self._mark_stale
         if hasattr(self.backend, "max_answer_bytes"):  # a flow's body stops being read past it
@@ -180,6 +181,9 @@ class BackendSupervisor:
                 log.warning("backend %s: %s %r held out of routing: %s", self.spec.name, held["kind"], held["tool"],
                             held["reason"])
         self._review = review
+        held = {(h["kind"], h["tool"]) for h in review.held}
+        self._held_uris = frozenset(c.target for c in listed.capabilities if c.kind == "resource" and c.target and (
+            ("resource", c.name) in held or ("resource", c.name.encode("unicode_escape").decode("ascii")) in held))
         capabilities = review.capabilities
         if self.spec.read_only is not None:  # the operator's word over the server's annotations
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
@@ -247,6 +251,9 @@ class BackendSupervisor:
         named = params.get("name") if method in _NAMED else None
         if isinstance(named, str) and self._held(_NAMED[method], named):
             yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(named))
+            return
+        if method == "resources/read" and params.get("uri") in self._held_uris:  # read by its URI, not its name
+            yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(str(params["uri"])))
             return
         admission, refusal = await self._admit(what, timeout_s, False, principal)
         if refusal is not None:
