@@ -181,9 +181,9 @@ class BackendSupervisor:
                 log.warning("backend %s: %s %r held out of routing: %s", self.spec.name, held["kind"], held["tool"],
                             held["reason"])
         self._review = review
-        held = {(h["kind"], h["tool"]) for h in review.held}
+        names = {h["tool"] for h in review.held if h["kind"] == "resource"}  # a renamed one by its escaped name
         self._held_uris = frozenset(c.target for c in listed.capabilities if c.kind == "resource" and c.target and (
-            ("resource", c.name) in held or ("resource", c.name.encode("unicode_escape").decode("ascii")) in held))
+            c.name in names or c.name.encode("unicode_escape").decode("ascii") in names))
         capabilities = review.capabilities
         if self.spec.read_only is not None:  # the operator's word over the server's annotations
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
