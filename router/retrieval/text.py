@@ -7,11 +7,14 @@ prose. Both go through `tokenize` so that "search repositories" meets ``searchRe
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_WORD = re.compile(r"[A-Za-z0-9]+")
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+CJK = re.compile(f"[{_CJK_RANGES}]")
+# Letters and digits of every script but those (a word of accented Latin, Cyrillic or Greek is one word).
+_WORD = re.compile(f"[^\\W_{_CJK_RANGES}]+")
 
 STOP_WORDS = frozenset(
     """
@@ -53,11 +56,19 @@ def split_identifier(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of `text`, identifiers split, stop words kept."""
-    out = [w.lower() for w in _WORD.findall(split_identifier(text))]
+    """Lower-case words of `text`, identifiers split, stop words kept, accents dropped ("résumé" is "resume",
+    as many write it)."""
+    out = [w.lower() for w in _WORD.findall(split_identifier(text if text.isascii() else _unaccented(text)))]
     # CJK scripts have no spaces: index their characters one by one.
     out.extend(CJK.findall(text))
     return out
+
+
+def _unaccented(text: str) -> str:
+    """Decomposed and without combining marks; CJK characters as they are (a Hangul syllable would come apart
+    into its letters)."""
+    return "".join(d for c in text for d in (c if CJK.match(c) else unicodedata.normalize("NFKD", c))
+                   if not unicodedata.combining(d))
 
 
 def tokenize(text: str) -> list[str]:

@@ -72,6 +72,13 @@ def test_cjk_characters_are_indexed_one_by_one() -> None:
     assert set(tokenize("東京")) <= set(tokenize("東京の時間を教えて"))
 
 
+def test_words_of_every_script_are_whole_and_accents_do_not_split_or_separate_them() -> None:
+    assert tokenize("Build my résumé") == tokenize("build my resume") == ["build", "resume"]
+    assert tokenize("weather in Zürich") == ["weath", "zurich"]  # not "rich": no calculator's "sum" in "résumé"
+    assert tokenize("погода в Москве") == ["погода", "москве"]
+    assert tokenize("서울 날씨") == ["서", "울", "날", "씨"]  # a Hangul syllable is not taken apart
+
+
 @pytest.mark.parametrize(
     ("question", "expected"),
     [
