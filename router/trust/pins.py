@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -143,9 +143,11 @@ class PinStore:
         else:
             write_json(self.path, data)
 
-    def review(self, capabilities: Sequence[Capability], *, trust_changes: bool = False) -> PinReview:
+    def review(self, capabilities: Sequence[Capability], *, trust_changes: bool = False,
+               unpinned: Collection[str] = ()) -> PinReview:
         """The capabilities that may be routed to, the held ones as {tool, kind, reason, changed}, and the
-        held ones as last approved (where the pin kept their definition)."""
+        held ones as last approved (where the pin kept their definition). `unpinned`: names whose definition is
+        not to be pinned as it is now (quarantined: it would stand in for a later one as approved)."""
         data = self._load()
         locked = read_json(self.lock_file).get(self.backend)
         reference: dict[str, Any] = locked if isinstance(locked, dict) else data["pinned"]
@@ -166,6 +168,8 @@ class PinStore:
                     dirty = True
                 continue
             if (before is None or trust_changes) and locked is None:
+                if cap.name in unpinned:
+                    continue  # neither pinned nor kept: held by the caller's quarantine
                 data["pinned"][key] = {**now, "definition": definition(cap)}  # first seen, or trusted
                 dirty = True
                 kept.append(cap)

@@ -77,14 +77,15 @@ class CatalogGuard:
                                 "rules": list(rules)})
         clean = tuple(c for i, c in enumerate(clean) if i not in renamed)
         approved: tuple[Capability, ...] = ()
+        quarantined = {f["tool"] for f in flagged} if self.settings.quarantine_suspicious else set()
         if self.pins is not None:
-            clean, pinned_out, approved = self.pins.review(clean, trust_changes=self.trust_changes)
+            clean, pinned_out, approved = self.pins.review(clean, trust_changes=self.trust_changes,
+                                                           unpinned=quarantined)
             held.extend(pinned_out)
-        if self.settings.quarantine_suspicious and flagged:
-            names = {f["tool"] for f in flagged}
+        if quarantined:
             held.extend({"tool": f["tool"], "kind": f["kind"], "reason": "suspicious description",
                          "rules": f["rules"]} for f in flagged)
-            clean = tuple(c for c in clean if c.name not in names)
+            clean = tuple(c for c in clean if c.name not in quarantined)
         return CatalogReview(description=clean_description, capabilities=tuple(clean), sanitized=notes,
                              held=tuple(held), flagged=tuple(flagged), approved=approved)
 

@@ -252,3 +252,12 @@ def test_the_gateway_lists_a_tool_as_the_review_serves_it_not_as_the_server_sent
     prompt = reviewed({"name": "p", "arguments": [{"name": "a", "description": f"a{hidden}"}]},
                       Capability(backend="b", name="p", kind="prompt"))
     assert prompt == {"name": "p", "arguments": [{"name": "a", "description": "a"}]}
+
+
+def test_a_quarantined_new_tool_is_not_pinned_so_it_never_stands_in_for_a_later_definition(tmp_path: Path) -> None:
+    settings = SecuritySettings(quarantine_suspicious=True)
+    poisoned = [tool("add", POISONED["sensitive_files"])]
+    first = CatalogGuard("b", settings, state_dir=str(tmp_path)).review("", poisoned)
+    assert first.capabilities == () and first.held[0]["reason"] == "suspicious description"
+    later = CatalogGuard("b", settings, state_dir=str(tmp_path)).review("", [tool("add", "Add two numbers.")])
+    assert [c.name for c in later.capabilities] == ["add"] and later.approved == ()  # first seen now, clean
