@@ -77,7 +77,7 @@ class CatalogGuard:
                                 "rules": list(rules)})
         clean = tuple(c for i, c in enumerate(clean) if i not in renamed)
         approved: tuple[Capability, ...] = ()
-        quarantined = {f["tool"] for f in flagged} if self.settings.quarantine_suspicious else set()
+        quarantined = {str(f["tool"]) for f in flagged} if self.settings.quarantine_suspicious else set()
         if self.pins is not None:
             clean, pinned_out, approved = self.pins.review(clean, trust_changes=self.trust_changes,
                                                            unpinned=quarantined)
