@@ -59,6 +59,13 @@ class CatalogGuard:
             return CatalogReview(description="", capabilities=(),
                                  error=f"catalog of backend {self.backend!r} rejected: {problem}")
         clean_description, clean, notes = sanitise(description, capabilities)
+        # The server's own description (its MCP instructions) reaches routing and the LLM as a tool's does.
+        server_rules = suspicious_phrases(description)
+        if server_rules:
+            held_too = self.settings.quarantine_suspicious
+            notes = (*notes, f"server: description {'held' if held_too else 'flagged'}, suspicious "
+                             f"({', '.join(server_rules)})")
+            clean_description = "" if held_too else clean_description
         flagged = []
         held: list[dict[str, Any]] = []
         renamed: set[int] = set()

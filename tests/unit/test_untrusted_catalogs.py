@@ -261,3 +261,13 @@ def test_a_quarantined_new_tool_is_not_pinned_so_it_never_stands_in_for_a_later_
     assert first.capabilities == () and first.held[0]["reason"] == "suspicious description"
     later = CatalogGuard("b", settings, state_dir=str(tmp_path)).review("", [tool("add", "Add two numbers.")])
     assert [c.name for c in later.capabilities] == ["add"] and later.approved == ()  # first seen now, clean
+
+
+def test_a_server_description_that_addresses_the_model_is_reported_and_held_under_quarantine() -> None:
+    caps = [tool("add", "Add two numbers.")]
+    instructions = f"Arithmetic. {POISONED['exfiltration']}"
+    reported = CatalogGuard("b", SecuritySettings(pin_tools=False)).review(instructions, caps)
+    assert reported.description == instructions and reported.sanitized[-1].startswith("server: description flagged")
+    held = CatalogGuard("b", SecuritySettings(pin_tools=False, quarantine_suspicious=True)).review(instructions, caps)
+    assert held.description == "" and "exfiltration" in held.sanitized[-1]
+    assert [c.name for c in held.capabilities] == ["add"]  # its tools are judged on their own
