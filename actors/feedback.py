@@ -138,8 +138,8 @@ class FeedbackView:
 
     async def refresh(self) -> None:
         version, examples = await asyncio.wait_for(self.actor.snapshot.remote(self._version), 10)
-        if examples is not None:
-            self._index = ExampleIndex(examples, self.settings, self.min_confidence)
+        if examples is not None:  # a second or more at a hundred thousand examples: off the event loop
+            self._index = await asyncio.to_thread(ExampleIndex, examples, self.settings, self.min_confidence)
         self._version = version
 
     async def flush(self) -> None:
