@@ -126,7 +126,7 @@ class RouterService:
                              session_key=self._session_key(access, query.session_id),
                              request_id=caller.request_id, charge=self.charge(caller))
         caller.note(mode=request.mode, arguments=query.arguments)
-        access.check_request(mode=request.mode, deadline_s=query.deadline_s, backend=query.backend)
+        access.check_request(mode=request.mode, deadline_s=query.deadline_s, backend=query.backend, tool=query.tool)
         response = await self.metrics.track_query(request, self.router.query(request))
         caller.note(backend=response.backend, tool=response.capability,
                     arguments=response.routing.arguments if response.routing else query.arguments)

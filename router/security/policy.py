@@ -95,14 +95,15 @@ class Access:
                          policy=self.principal.policy)
 
     def check_request(self, *, mode: str | None = None, deadline_s: float | None = None,
-                      backend: str | None = None) -> None:
+                      backend: str | None = None, tool: str | None = None) -> None:
         p = self.policy
         if mode is not None and mode not in p.modes:
             raise self.refuse(f"mode {mode!r} (allowed: {', '.join(p.modes)})")
         if deadline_s is not None and p.max_deadline_s is not None and deadline_s > p.max_deadline_s:
             raise self.refuse(f"deadline_s above {p.max_deadline_s}")
-        if backend is not None and not p.backend_override:
-            raise self.refuse("naming a backend")
+        if (backend is not None or tool is not None) and not p.backend_override:
+            # A named tool is called without the checks routing makes of a guess: as much a choice as a backend.
+            raise self.refuse("naming a backend" if backend is not None else "naming a tool")
 
     def deadline(self, requested: float | None, default: float) -> float:
         """A request's deadline: what it asks for (else `default`), never above the policy's largest; asking

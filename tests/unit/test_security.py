@@ -273,7 +273,7 @@ def test_requests_beyond_the_policy_are_403_naming_it() -> None:
     a = access({"modes": ["fallback"], "max_deadline_s": 5, "backend_override": False, "chat": False})
     a.check_request(mode="fallback", deadline_s=5)
     for kwargs, needle in (({"mode": "parallel"}, "mode 'parallel'"), ({"deadline_s": 6}, "deadline_s"),
-                           ({"backend": "time"}, "naming a backend")):
+                           ({"backend": "time"}, "naming a backend"), ({"tool": "multiply"}, "naming a tool")):
         with pytest.raises(Forbidden, match=needle) as err:
             a.check_request(**kwargs)
         assert "policy 'pol'" in err.value.message and err.value.status_code == 403
