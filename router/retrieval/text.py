@@ -108,7 +108,9 @@ def spelled(question: str) -> str:
     return _PERCENT.sub(" percent", question) if "%" in question else question
 
 
-_CLAUSE = re.compile(r"(?:[.;!?]\s+|,\s*(?:and\s+|then\s+)?|\s+and\s+then\s+|\s+then\s+|\s+and\s+(?=[a-z]+\b))", re.I)
+# A run of spaces is entered at its start only: tried from each of its spaces, a long run took a minute.
+_CLAUSE = re.compile(r"(?:[.;!?]\s+|,\s*(?:and\s+|then\s+)?|(?<!\s)\s+and\s+then\s+|(?<!\s)\s+then\s+"
+                     r"|(?<!\s)\s+and\s+(?=[a-z]+\b))", re.I)
 
 
 def clauses(text: str) -> list[str]:

@@ -189,7 +189,10 @@ def _part_of_other_value(question: str, start: int, end: int) -> bool:
     """A number that belongs to a date ("August 8, 2008", "8 Aug"), a time ("11:00", "9 am"), a range or code
     ("2-68") or a name or address ("88 Century Avenue") is not an operand: taken for one, it made a latitude
     of a street number and a gender of a day of the month."""
-    return bool(_OTHER_VALUE_BEFORE.search(question, 0, start) or _OTHER_VALUE_AFTER.match(question, end)
+    # What comes before is read within a window that holds a date's longest lead ("September 30th, "): read to
+    # the start for every number, a long question of numbers took minutes.
+    before = _OTHER_VALUE_BEFORE.search(question, max(0, start - 32), start)
+    return bool(before or _OTHER_VALUE_AFTER.match(question, end)
                 or _NAME_AFTER.match(question, end))
 
 

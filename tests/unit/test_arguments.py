@@ -98,6 +98,14 @@ def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_t
                       ArgumentsRequired)  # not a call with infinity
 
 
+@pytest.mark.timeout(10)  # minutes before: what came before each number was read back to the start
+def test_a_long_question_of_times_and_ranges_is_read_in_one_pass() -> None:
+    add = tool("add", NUMBERS_SCHEMA)
+    assert derive_arguments(add, "Add 2 and 3. " + "1:00 " * 20_000)[0] == {"a": 2, "b": 3}
+    assert derive_arguments(add, "Add 2 and 3 " + "1-" * 50_000)[0] == {"a": 2, "b": 3}
+    assert derive_arguments(add, "On September 30th, 2008 add 4 and 5")[0] == {"a": 4, "b": 5}  # a date's parts
+
+
 def test_resources_and_flows_need_no_arguments() -> None:
     assert derive_arguments(tool("readme", TIMEZONE_SCHEMA, kind="resource"), "read it")[0] == {}
     assert derive_arguments(tool("chatflow", MESSAGE_SCHEMA, kind="flow"), "hi")[0] == {}

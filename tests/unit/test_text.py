@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.retrieval.text import STOP_WORDS, question_tokens, split_identifier, stem, tokenize, words
+from router.retrieval.text import STOP_WORDS, clauses, question_tokens, split_identifier, stem, tokenize, words
 
 
 @pytest.mark.parametrize(
@@ -101,3 +101,10 @@ def test_a_percent_sign_after_a_number_is_read_as_a_word() -> None:
 
     assert question_tokens("What's 7% of 300?") == ["7", "percent", "300"]
     assert spelled("7 % of 300, 50%") == "7 percent of 300, 50 percent" and spelled("100% sure") == "100 percent sure"
+
+
+@pytest.mark.timeout(10)  # minutes before: each space of a long run began a match that ran to its end
+def test_a_long_run_of_spaces_is_split_into_steps_in_one_pass() -> None:
+    assert clauses("a" + " " * 200_000 + "b") == []
+    assert clauses("find the weather in Paris   and then   save it to a file") == [
+        "find the weather in Paris", "save it to a file"]
