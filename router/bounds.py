@@ -29,17 +29,23 @@ def bounded_arguments(value: dict[str, Any] | None, what: str = "arguments") -> 
     """`value` if a backend can be sent it: JSON within the size and depth bounds (`what` names it in errors)."""
     if value is None:
         return value
+    size = json_size(value, what)
+    if size > MAX_ARGUMENT_BYTES:
+        raise ValueError(f"{what} are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
+    return value
+
+
+def json_size(value: Any, what: str) -> int:
+    """The UTF-8 bytes of `value` as JSON, once it is known to be JSON anyone can be sent: nested at most
+    MAX_ARGUMENT_DEPTH levels (checked first, before anything walks it deeper), text, and finite numbers."""
     if _depth(value) > MAX_ARGUMENT_DEPTH:
         raise ValueError(f"{what} are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
-        size = len(json.dumps(value, default=str, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+        return len(json.dumps(value, default=str, allow_nan=False, ensure_ascii=False).encode("utf-8"))
     except UnicodeEncodeError:
         raise ValueError(LONE_SURROGATE.format(what)) from None
     except ValueError:  # Python's JSON reads NaN, Infinity and 1e999; no backend can be sent them as JSON
         raise ValueError(f"{what} hold a number JSON cannot carry (NaN or an infinity)") from None
-    if size > MAX_ARGUMENT_BYTES:
-        raise ValueError(f"{what} are {size} bytes as JSON; the limit is {MAX_ARGUMENT_BYTES}")
-    return value
 
 
 def json_nests_deeper(text: str, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
@@ -80,8 +86,9 @@ def check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if m.get("role") not in ("system", "user", "assistant", "tool", "developer"):
             raise ValueError(f"messages[{i}].role must be system, user, assistant, tool or developer")
         content = m.get("content")
-        if not is_unicode(json.dumps(content, ensure_ascii=False, default=str)):
-            raise ValueError(LONE_SURROGATE.format(f"messages[{i}].content"))
+        # Every field of a message goes on to a model's API as JSON, not only its content: the same bounds as a
+        # tool's arguments (depth first, before anything walks it; text; numbers JSON can carry).
+        json_size(m, f"messages[{i}]")
         if not isinstance(content, str | list) and (content is not None or m["role"] != "assistant"):
             raise ValueError(f"messages[{i}].content must be a string or a list of parts"
                              + (" (null only for an assistant's tool calls)" if content is None else ""))

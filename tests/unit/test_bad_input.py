@@ -94,12 +94,26 @@ def test_arguments_holding_a_number_json_cannot_carry_are_a_400_naming_them(clie
     assert "arguments" in message and "NaN or an infinity" in message
 
 
+@pytest.mark.parametrize("path", ["/v1/tools/select", "/v1/chat"])
+@pytest.mark.parametrize(("field", "named"), [
+    ('"content": ' + "[" * 300 + "]" * 300, "messages[0] are nested deeper than 12 levels"),
+    ('"content": "hi", "tool_calls": ' + "[" * 40 + "]" * 40, "messages[0] are nested deeper than 12 levels"),
+    ('"content": "hi", "x": NaN', "messages[0] hold a number JSON cannot carry"),
+])
+def test_any_field_of_a_message_that_a_model_could_not_be_sent_is_a_400(client: TestClient, path: str, field: str,
+                                                                         named: str) -> None:
+    body = '{"messages": [{"role": "user", ' + field + "}]}"
+    resp = client.post(path, content=body.encode(), headers={"content-type": "application/json"})
+    assert named in error(resp, 400, "invalid_request")
+
+
 @pytest.mark.parametrize(("path", "body", "named"), [
     ("/v1/query", '{"question": "time?", "arguments": {"timezone": "\\ud800"}}', "in arguments"),
     ("/v1/tools/select", '{"messages": [{"role": "user", "content": "\\udc00 time in Tokyo"}]}',
-     "in messages[0].content"),
+     "in messages[0]"),
     ("/v1/chat", '{"messages": [{"role": "user", "content": [{"type": "text", "text": "\\ud800"}]}]}',
-     "in messages[0].content"),
+     "in messages[0]"),
+    ("/v1/chat", '{"messages": [{"role": "user", "content": "hi", "name": "\\ud800"}]}', "in messages[0]"),
 ])
 def test_a_lone_surrogate_is_a_400_naming_the_field(client: TestClient, path: str, body: str, named: str) -> None:
     # Valid JSON with no UTF-8 form: sent on, it failed a stdio backend's session for every caller, and the
