@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from router.bounds import MAX_MESSAGES, bounded_arguments, check_messages
 from router.literals import CapabilityKind, DecisionKind, HealthState, IntentSource, Mode, Outcome, Verdict
@@ -313,6 +313,8 @@ class BackendDetail(BackendInfo):
 class LoadtestReport(_Model):
     """What `mcp-router loadtest` reports: its summary and the timeline the console draws."""
 
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # JSON's reader takes NaN; JSON cannot say it
+
     url: str = Field(max_length=2000)
     protocol: str = Field(default="http", max_length=16)
     mode: str | None = Field(default=None, max_length=32)
@@ -332,6 +334,12 @@ class LoadtestReport(_Model):
     timeline: list[dict[str, float]] = Field(default_factory=list, max_length=100_000, description=(
         "Per second of the run: t (s from the start), rps, p50_ms, p95_ms, p99_ms, errors."))
     finished_at: float | None = None
+
+    @model_validator(mode="after")
+    def _counted(self) -> LoadtestReport:
+        if self.ok + self.errors != self.requests:
+            raise ValueError(f"ok ({self.ok}) and errors ({self.errors}) must add up to requests ({self.requests})")
+        return self
 
 
 class HealthResponse(_Model):

@@ -118,3 +118,17 @@ def test_json_nesting_is_measured_without_parsing_and_brackets_in_strings_do_not
     assert json_nests_deeper("[" * 5000 + "]" * 5000) and json_nests_deeper('{"a":' * 13 + "1" + "}" * 13)
     assert not json_nests_deeper('{"a":' * 12 + "1" + "}" * 12)
     assert not json_nests_deeper(json.dumps({"q": '[[[[[[[[[[[[[[{{{{{{ " [[[[[[['}))
+
+
+def test_a_loadtest_report_json_cannot_hold_or_whose_counts_disagree_is_refused() -> None:
+    import pydantic
+
+    from router.models import LoadtestReport
+
+    good = {"url": "http://127.0.0.1:8000", "concurrency": 1, "elapsed_s": 1.0, "requests": 5, "ok": 4, "errors": 1,
+            "throughput_rps": 5.0, "latency_ms": {"p50": 2.0}, "timeline": [{"t": 0.0, "rps": 5.0}]}
+    assert LoadtestReport.model_validate(good).requests == 5
+    for bad in ({"elapsed_s": float("inf")}, {"throughput_rps": float("nan")}, {"latency_ms": {"p50": float("nan")}},
+                {"timeline": [{"t": float("nan")}]}, {"ok": 5}):
+        with pytest.raises(pydantic.ValidationError):
+            LoadtestReport.model_validate({**good, **bad})
