@@ -239,7 +239,8 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
     request = arguments.request
     if not (request.backend or request.tool or readable(decision.analysis.question)):
         return Plan(calls=(), mode=request.mode, refusal=NoRelevantBackend(
-            "the question has no word and no number to route by", candidates=[], request_id=request.request_id))
+            "the question has no word and no number to route by", candidates=[],
+            request_id=request.request_id if decision.candidates else None))  # only a remembered one
     refusal = _refusal(decision, arguments, statuses, settings)
     if refusal is not None:
         return Plan(calls=(), mode=request.mode, refusal=refusal)

@@ -17,7 +17,7 @@ from actors.executor import ActorTable
 from deployments.caller import Caller
 from deployments.middleware import TraceContext
 from deployments.service import RouterService
-from router.errors import ErrorKind, PayloadTooLarge, RateLimited
+from router.errors import ErrorKind, NoRelevantBackend, PayloadTooLarge, RateLimited
 from router.llm.selection import ToolSelector
 from router.models import QueryRequest, RouteRequest
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
@@ -345,3 +345,14 @@ async def test_a_callers_baggage_never_travels_on_to_backends() -> None:
                (b"baggage", b"tenant=admin,role=operator")]
     await TraceContext(app)({"type": "http", "headers": headers}, None, None)
     assert seen == {"baggage": {}, "trace_id": 0x0af7651916cd43dd8448eb211c80319c}
+
+
+async def test_a_refusal_names_its_request_only_when_feedback_on_it_would_find_it() -> None:
+    w = world()
+    nothing = access({"allow": ["nowhere/*"]})  # a view with nothing in it
+    with pytest.raises(NoRelevantBackend) as refused:
+        await query(w.router, QueryRequest(question="?!"), nothing)
+    assert "request_id" not in refused.value.details
+    with pytest.raises(NoRelevantBackend) as declined:
+        await query(w.router, QueryRequest(question="?!"))
+    assert "request_id" in declined.value.details
