@@ -94,7 +94,7 @@ class ToolSelectRequest(_Model):
 class ChatRequest(_Model):
     messages: Conversation
     session_id: SessionId | None = None
-    max_turns: int | None = Field(default=None, ge=1, le=50, description=(
+    max_turns: int | None = Field(default=None, ge=1, description=(
         "Model calls at most (default and cap: `llm.max_tool_turns`; more is a 422)."))
     deadline_s: float | None = Field(default=None, gt=0, le=600, description=(
         "The whole conversation turn's deadline, model and tool calls included (default `llm.deadline_s`)."))

@@ -74,10 +74,11 @@ async def test_chat_without_an_llm_raises_the_configured_error() -> None:
 async def test_a_turn_asking_for_more_model_calls_than_the_router_allows_is_a_422_naming_the_cap() -> None:
     service = ChatService(ScriptedLLM(reroute=False), ToolSelector(SMALL, fake_embed), executor=None,  # type: ignore[arg-type]
                           max_turns=8)
-    request = ChatRequest(messages=[{"role": "user", "content": "rain"}], max_turns=50)
-    with pytest.raises(LimitExceeded, match=r"llm\.max_tool_turns") as refused:
-        await service.chat(request, index(catalogs()), deadline_s=30)
-    assert refused.value.status_code == 422
+    for asked in (50, 51, 10**9):  # whatever is asked, the answer names the setting
+        request = ChatRequest(messages=[{"role": "user", "content": "rain"}], max_turns=asked)
+        with pytest.raises(LimitExceeded, match=r"llm\.max_tool_turns") as refused:
+            await service.chat(request, index(catalogs()), deadline_s=30)
+        assert refused.value.status_code == 422
 
 
 async def test_a_turn_that_outlives_its_deadline_is_a_504_and_stops_the_loop() -> None:
