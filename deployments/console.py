@@ -14,6 +14,8 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse, Response
 
+from router.errors import NotFound
+
 UI = Path(__file__).resolve().parent / "ui"
 PREFIX = "/ui"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -33,6 +35,6 @@ def add_console(app: FastAPI) -> None:
     @app.get(PREFIX + "/{name:path}", include_in_schema=False)
     async def console_file(name: str) -> Response:
         path = FILES.get(name or "index.html")
-        if path is None:
-            return Response("not found", status_code=404, media_type="text/plain", headers=_HEADERS)
+        if path is None:  # in the API's error format, as any other unknown path
+            raise NotFound(f"GET {PREFIX}/{name}: no such file of the console")
         return Response(path.read_bytes(), media_type=_TYPES[path.suffix], headers=_HEADERS)

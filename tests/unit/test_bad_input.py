@@ -125,10 +125,12 @@ def test_a_lone_surrogate_is_a_400_naming_the_field(client: TestClient, path: st
 def test_an_unknown_route_and_a_wrong_method_answer_in_the_apis_error_format(client: TestClient,
                                                                            audit: Path) -> None:
     assert "GET /v1/nothing-here" in error(client.get("/v1/nothing-here"), 404, "not_found")
+    assert "GET /ui/nope.js" in error(client.get("/ui/nope.js"), 404, "not_found")  # the console's too
     wrong = client.get("/v1/query")
     assert "GET /v1/query" in error(wrong, 405, "method_not_allowed") and wrong.headers["allow"] == "POST"
     records = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert [(r["status"], r["error"]) for r in records] == [(404, "not_found"), (405, "method_not_allowed")]
+    assert [(r["status"], r["error"]) for r in records] == [(404, "not_found"), (404, "not_found"),
+                                                             (405, "method_not_allowed")]
 
 
 def test_a_streamed_body_over_the_limit_is_a_413_not_a_parse_error(client: TestClient) -> None:
