@@ -211,11 +211,13 @@ class BackendSupervisor:
         if self._held(capability.kind, capability.name):
             return CallOutcome.failed(capability, ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(capability.name),
                                       0.0, sent=False)
+        entered = time.perf_counter()
         admission, refusal = await self._admit(capability, timeout_s, force, context.principal)
         if refusal is not None:
             return refusal
         self._called_at = time.monotonic()
         started = time.perf_counter()
+        timeout_s -= started - entered  # a wait for a restarting backend's first connection is the call's time too
         self._inflight += 1
         given = timeout_s  # what the backend had, once a call slot was free
         try:
@@ -255,15 +257,18 @@ class BackendSupervisor:
         if method == "resources/read" and params.get("uri") in self._held_uris:  # read by its URI, not its name
             yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(str(params["uri"])))
             return
+        entered = time.perf_counter()
         admission, refusal = await self._admit(what, timeout_s, False, principal)
         if refusal is not None:
             yield router_error_event(ErrorKind.BACKEND_UNAVAILABLE, refusal.error or "")
             return
         self._called_at = time.monotonic()
         started = time.perf_counter()
+        timeout_s -= started - entered
         self._inflight += 1
         outcome = CallOutcome(backend=self.spec.name, capability=method, ok=True, latency_ms=0.0)
         given = timeout_s
+        failed: dict[str, Any] | None = None
         try:
             async with self._slots.held(principal, timeout_s):
                 given = timeout_s - (time.perf_counter() - started)
@@ -282,10 +287,12 @@ class BackendSupervisor:
         except Exception as exc:
             outcome = self._failure(what, exc, given, started)
             assert outcome.error_kind is not None
-            yield router_error_event(outcome.error_kind, outcome.error or "")
+            failed = router_error_event(outcome.error_kind, outcome.error or "")
         finally:
             self._inflight -= 1
         self._judge(what, outcome, admission, principal)
+        if failed is not None:  # yielded once judged: a client gone at this yield leaves no probe out
+            yield failed
 
     async def watch(self) -> AsyncIterator[dict[str, Any]]:
         """The MCP server's notifications outside requests (lists changed, subscribed resources updated), for

@@ -376,3 +376,38 @@ async def test_a_held_resource_is_not_read_by_its_uri_through_the_gateway() -> N
     assert refused[-1]["event"] == "error" and "held by the catalog review" in refused[-1]["message"]
     read = [e async for e in sup.relay("resources/read", {"uri": "file:///readme.txt"}, 5.0)]
     assert read[-1] == {"event": "result", "result": {}}
+
+
+async def test_a_relayed_probe_whose_client_leaves_at_its_error_does_not_leave_the_backend_refusing_calls() -> None:
+    class TimingOut(ScriptedBackend):
+        async def relay(self, method: str, params: dict[str, Any], *, timeout_s: float,
+                        log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+            raise BackendTimeout("no answer")
+            yield {}  # a generator, as the real relay is
+
+    sup = supervisor(["boom", "ok"])
+    sup.backend = TimingOut(["boom", "ok"])  # type: ignore[assignment]
+    await sup.start(wait_s=2)
+    assert not (await call(sup)).ok  # ejected after one failure
+    await asyncio.sleep(0.06)
+    events = sup.relay("tools/call", {}, 5.0)
+    assert (await anext(events))["event"] == "error"  # the probe failed; its client is gone before reading on
+    await events.aclose()
+    for _ in range(50):  # the next probe goes through once the ejection is over
+        await asyncio.sleep(0.05)
+        if (outcome := await call(sup)).ok:
+            break
+    assert outcome.ok and sup.status().health == "healthy"
+    await sup.shutdown()
+
+
+async def test_the_wait_for_a_restarting_backends_first_connection_is_part_of_the_calls_time() -> None:
+    class SlowToConnect(ScriptedBackend):
+        async def connect(self) -> None:
+            await asyncio.sleep(0.5)
+
+    sup = supervisor(["time-left"])
+    sup.backend = SlowToConnect(["time-left"])  # type: ignore[assignment]
+    answer = await call(sup, timeout_s=5.0)  # reaches the backend while it connects
+    assert answer.ok and float(answer.text or "") < 4.6  # what the wait left of its five seconds
+    await sup.shutdown()
