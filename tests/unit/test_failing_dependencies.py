@@ -163,3 +163,22 @@ async def test_a_content_part_whose_text_is_not_a_string_is_refused_by_the_selec
     finally:
         CURRENT.reset(token)
     assert caller.error is not None and caller.error.status_code == 400
+
+
+async def test_a_retired_backend_whose_host_does_not_answer_leaves_the_hosts_other_backends_running(
+        monkeypatch: Any) -> None:
+    from actors import pool
+    from actors.host import BackendRef
+
+    killed: list[Any] = []
+    monkeypatch.setattr(ray, "kill", lambda actor, no_restart=True: killed.append(actor))
+
+    class Host:
+        class retire:  # as a Ray actor's method is reached
+            @staticmethod
+            async def remote(member: str) -> int:
+                raise ray.exceptions.ActorUnavailableError("the host is restarting", b"x" * 16)
+
+    host = Host()
+    await pool._retire(BackendRef(host, "a@1"))
+    assert killed == []
