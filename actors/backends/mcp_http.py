@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import secrets
+import signal
 import ssl
 import time
 from contextlib import AsyncExitStack
@@ -30,7 +32,6 @@ def _die_with_parent() -> None:
     """Linux: the launched server gets SIGTERM when the actor process dies, even if it is killed."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
-        import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -78,7 +79,8 @@ class McpHttpBackend(McpBackend):
             env[launch.token_env] = self._token
         self._process = await asyncio.create_subprocess_exec(
             resolve_command(launch.command), *launch.args, cwd=launch.cwd, env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=None, preexec_fn=_die_with_parent)
+            stdout=asyncio.subprocess.DEVNULL, stderr=None, preexec_fn=_die_with_parent,
+            start_new_session=True)  # a group of its own: a wrapper (sh, npx, uv run) is ended with its server
         parts = urlsplit(self.http_spec.url)
         host, port = parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
         deadline = time.monotonic() + launch.startup_timeout_s
@@ -99,8 +101,12 @@ class McpHttpBackend(McpBackend):
         await self.close()
         process, self._process = self._process, None
         if process is not None and process.returncode is None:
-            process.terminate()
+            _signal_group(process, signal.SIGTERM)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(process.wait(), 5)
-            if process.returncode is None:
-                process.kill()
+            _signal_group(process, signal.SIGKILL)  # whatever of the group outlived its leader
+
+
+def _signal_group(process: asyncio.subprocess.Process, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)

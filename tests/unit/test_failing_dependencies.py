@@ -4,6 +4,7 @@ exception in an MCP tool call (a tool error, audited as a failure, logged with i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -182,3 +183,35 @@ async def test_a_retired_backend_whose_host_does_not_answer_leaves_the_hosts_oth
     host = Host()
     await pool._retire(BackendRef(host, "a@1"))
     assert killed == []
+
+
+async def test_a_launched_server_behind_a_wrapper_is_ended_with_it(tmp_path: Any) -> None:
+    import os
+    import socket
+    import sys
+
+    from actors.backends.mcp_http import McpHttpBackend
+    from router.settings import RouterSettings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pid_file = tmp_path / "server.pid"
+    server = f"{sys.executable} -c 'import os,http.server as h; open(\"{pid_file}\",\"w\").write(str(os.getpid())); " \
+             f"h.HTTPServer((\"127.0.0.1\",{port}),h.BaseHTTPRequestHandler).serve_forever()'"
+    spec = RouterSettings.model_validate({"backends": [{
+        "name": "wrapped", "kind": "mcp_http", "url": f"http://127.0.0.1:{port}/mcp",
+        "launch": {"command": "sh", "args": ["-c", f"{server} & wait"], "startup_timeout_s": 20}}]}).backends[0]
+    backend = McpHttpBackend(spec)  # type: ignore[arg-type]
+    await backend._ensure_process()  # the server, a child of the shell, listens
+    pid = int(pid_file.read_text())
+    await backend.shutdown()
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the server outlived its wrapper's shutdown")
