@@ -83,6 +83,14 @@ class Relay:
             self.waiting.pop(rid, None)
             self.client_s += time.monotonic() - started
 
+    def end(self) -> None:
+        """The relayed request is over: its server's requests still waiting are answered with an error, not
+        left waiting for the life of the session."""
+        for method, answer in self.waiting.values():
+            if not answer.done():
+                answer.set_result({"error": {"code": types.INTERNAL_ERROR,
+                                             "message": f"{method}: the request it was asked in has ended"}})
+
     def unanswered(self) -> str | None:
         """The method of a server request still waiting for the client's answer, if any."""
         return next((method for method, _ in self.waiting.values()), None)
@@ -229,6 +237,7 @@ class RelayHub:
         finally:
             task.cancel()
             self.active.pop(relay.id, None)
+            relay.end()
             if session is not None and method == "resources/subscribe" and not answered:
                 self._leave(str(params.get("uri")), str(session))  # the server refused it: nothing held
 

@@ -135,3 +135,25 @@ async def test_a_timeout_after_the_client_took_its_time_to_answer_the_server_is_
         with pytest.raises(TimeoutError) as info:
             await anext(run)
         assert (type(info.value) is ClientDidNotAnswer) == (blamed == "client"), client_s
+
+
+async def test_a_server_request_still_waiting_when_its_relay_ends_is_answered_with_an_error() -> None:
+    """The SDK handles a server's request in a task of its own, which the relay's end does not cancel."""
+    hub = RelayHub("notes", lambda: 1)
+    asked: list[asyncio.Task[Any]] = []
+
+    class AsksInItsOwnTask:
+        protocol_version = "2025-11-25"
+
+        async def call_tool(self, name: str, arguments: Any, **_: Any) -> types.CallToolResult:
+            asked.append(asyncio.create_task(hub.elicitation(None, types.ElicitRequestFormParams(  # type: ignore[arg-type]
+                message="which one?", requested_schema={"type": "object", "properties": {}}))))
+            await asyncio.sleep(60)
+            return types.CallToolResult(content=[])
+
+    run = hub.run(AsksInItsOwnTask(), "tools/call", {"name": "t"}, 30.0)  # type: ignore[arg-type]
+    await anext(run)
+    assert (await anext(run))["event"] == "request"
+    await run.aclose()  # the gateway's client is gone
+    answer = await asyncio.wait_for(asked[0], 1)
+    assert isinstance(answer, types.ErrorData) and "has ended" in answer.message
