@@ -141,13 +141,13 @@ class BackendDirectory:
             spec = self.settings.backend(name)
             statuses[name] = BackendStatus(name=name, kind=spec.kind if spec else "?", transport="?",
                                            health="down", last_error=f"backend actor unreachable: {res}")
-        # Gone, retired, or pinned to a node that is lost (its host then neither answers nor dies): the pool
-        # has the current place of every backend, asked once per host; the next refresh sees it.
-        for name in unreachable.values():
-            await self.actors.refresh(handles[name], name)
-        self._statuses = statuses
+        self._statuses = statuses  # published before the pool is asked, which may take a minute
         if self._on_status is not None:
             self._on_status(statuses)
+        # Gone, retired, or pinned to a node that is lost (its host then neither answers nor dies): the pool
+        # has the current place of every backend, asked once per host, all at once; the next refresh sees it.
+        await asyncio.gather(*(self.actors.refresh(handles[name], name) for name in unreachable.values()),
+                             return_exceptions=True)
         changed = [n for n, s in statuses.items()
                    if s.catalog_version and s.catalog_version != getattr(self._catalogs.get(n), "version", None)]
         if (changed or self._embed_again()) and (self._syncing is None or self._syncing.done()):

@@ -286,5 +286,6 @@ async def test_a_status_read_does_not_wait_on_a_backend_pool_that_never_answers(
     table = ActorTable({"a": BackendRef(Silent(["a"]), "a")}, never)
     directory = BackendDirectory(settings, table, None, None, on_index=lambda cats, index: None)
     await asyncio.wait_for(directory.fresh_statuses(max_age_s=0), 1.0)  # the reader's wait is bounded
+    assert not directory._refreshing.done() and directory.statuses()["a"].health == "down"  # and it reads it
     await asyncio.wait_for(directory._refreshing, 1.0)  # and so is the refresh: the pool was asked, in vain
     assert table.reacquired == 1 and directory.statuses()["a"].health == "down"
