@@ -44,6 +44,7 @@ from router.values import BackendStatus, CallContext, CallOutcome, Capability, C
 
 log = logging.getLogger("mcp_router.backend")
 _MAX_BACKOFF_S = 30.0
+_RELIST_S = 1.0  # the shortest time between two listings of a backend's catalog on its changes
 # Health intervals vary by this fraction (Envoy's interval jitter): backends that connected together spread out.
 _JITTER = 0.1
 # When Ray kills an actor, the worker kills its child processes (a stdio server, a launched one) before
@@ -152,6 +153,8 @@ class BackendSupervisor:
 
     async def _check(self) -> None:
         try:
+            if self._stale:  # a server announcing changes on end is listed at most once a _RELIST_S
+                await asyncio.sleep(max(0.0, _RELIST_S - (time.monotonic() - self._catalog_at)))
             if self._stale or time.monotonic() - self._catalog_at > self.spec.catalog_ttl_s:
                 await self._refresh_catalog()
             elif self._listed is not None and self.guard.pins_changed():

@@ -411,3 +411,22 @@ async def test_the_wait_for_a_restarting_backends_first_connection_is_part_of_th
     answer = await call(sup, timeout_s=5.0)  # reaches the backend while it connects
     assert answer.ok and float(answer.text or "") < 4.6  # what the wait left of its five seconds
     await sup.shutdown()
+
+
+async def test_a_server_announcing_changes_on_end_is_listed_at_most_once_a_second() -> None:
+    class Announcing(ScriptedBackend):
+        listings = 0
+
+        async def list_capabilities(self) -> Catalog:
+            self.listings += 1
+            return await super().list_capabilities()
+
+    sup = supervisor([])
+    backend = sup.backend = Announcing([])  # type: ignore[assignment]
+    await sup.start(wait_s=2)
+    first = backend.listings
+    for _ in range(30):  # thirty notices within a second and a half
+        sup._mark_stale()
+        await asyncio.sleep(0.05)
+    assert 1 <= backend.listings - first <= 2
+    await sup.shutdown()
