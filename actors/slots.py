@@ -18,7 +18,7 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from router.errors import DeadlineExceeded
+from router.errors import BackendBusy, DeadlineExceeded
 
 
 class NoSlot(DeadlineExceeded):
@@ -27,8 +27,11 @@ class NoSlot(DeadlineExceeded):
 
 
 class FairSlots:
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_waiting: int | None = None) -> None:
+        """`max_waiting`: calls that may wait at once (default four times `limit`, at least 64); one more is
+        refused, never sent: each waiting call holds a place in its host, which its other backends' calls need."""
         self.limit = limit
+        self.max_waiting = max(4 * limit, 64) if max_waiting is None else max_waiting
         self._held: Counter[str] = Counter()
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # in the order each began to wait
 
@@ -41,6 +44,9 @@ class FairSlots:
         """A slot for the block; waiting for one at most `wait_s` (then `NoSlot`)."""
         key = principal or ""
         if self._waiting or self.in_use >= self.limit:
+            if sum(map(len, self._waiting.values())) >= self.max_waiting:
+                raise BackendBusy(f"all {self.limit} of the backend's call slots are taken and {self.max_waiting} "
+                                  "calls already wait for one; the call was not sent")
             turn = asyncio.get_running_loop().create_future()
             self._waiting.setdefault(key, deque()).append(turn)
             try:

@@ -75,3 +75,21 @@ async def test_a_cancelled_wait_gives_up_its_place_and_never_its_slot() -> None:
     assert waiting.cancelled() and slots.in_use == 0
     async with slots.held("carol"):  # the slot is free again
         assert slots.in_use == 1
+
+
+async def test_calls_beyond_those_that_may_wait_are_refused_unsent_and_a_freed_place_is_taken_again() -> None:
+    import pytest
+
+    from router.errors import BackendBusy
+
+    slots, order, release = FairSlots(2, max_waiting=3), [], asyncio.Event()
+    flood = asyncio.create_task(_calls(slots, order, "alice", 5, release))  # two in slots, three waiting
+    await asyncio.sleep(0.01)
+    with pytest.raises(BackendBusy, match="not sent"):
+        async with slots.held("bob"):
+            pass
+    release.set()
+    await flood
+    async with slots.held("bob"):  # the queue drained: room again
+        assert slots.in_use == 1
+    assert FairSlots(64).max_waiting == 256
