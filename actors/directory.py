@@ -245,7 +245,10 @@ class BackendDirectory:
 
     async def _publish(self, catalogs: list[Catalog], index: CatalogIndex, provisional: int) -> None:
         if self._prepare is not None:
-            await asyncio.to_thread(self._prepare(catalogs, index))
+            try:
+                await asyncio.to_thread(self._prepare(catalogs, index))
+            except Exception:  # the index is served all the same; a view not prepared is built when asked for
+                log.exception("preparing the callers' views of the new index failed")
         self._on_index(catalogs, index)
         self._index, self.provisional = index, provisional
         self.index_built_at = time.time()

@@ -200,7 +200,8 @@ def create_performance_actor(resilience: ResilienceSettings, snapshot_key: str) 
 async def _retire(ref: BackendRef) -> None:
     """The backend drained and stopped in its host; the host stopped with its last backend."""
     try:
-        left = await asyncio.wait_for(ref.host.retire.remote(ref.member), _DRAIN_S + _STOP_S)
+        # its drain, then its stop: a session's close and a launched server's end, each bounded
+        left = await asyncio.wait_for(ref.host.retire.remote(ref.member), _DRAIN_S + 4 * _STOP_S)
     except (ray.exceptions.RayError, TimeoutError) as exc:
         # Not known to be the host's last: its other backends, and their calls, are not ended with it.
         log.warning("the replaced backend %s did not stop in time (%s); its host is left running", ref.name, exc)
@@ -212,5 +213,5 @@ async def _retire(ref: BackendRef) -> None:
 
 async def _stop_host(host: Any) -> None:
     with contextlib.suppress(ray.exceptions.RayError, TimeoutError):  # its drain, then its backends' stop
-        await asyncio.wait_for(host.stop.remote(), _DRAIN_S + _STOP_S)
+        await asyncio.wait_for(host.stop.remote(), _DRAIN_S + 4 * _STOP_S)
     ray.kill(host, no_restart=True)

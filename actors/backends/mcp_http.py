@@ -71,6 +71,8 @@ class McpHttpBackend(McpBackend):
         assert launch is not None
         if self._process is not None and self._process.returncode is None:
             return
+        if self._process is not None:  # exited: what it started may still hold the port
+            await _end_group(self._process)
         # Like stdio servers (the MCP SDK's rule): a minimal inherited environment plus the configured
         # one, so the router's own secrets never reach a server that might echo its environment.
         env = {**get_default_environment(), **launch.env}
@@ -100,11 +102,17 @@ class McpHttpBackend(McpBackend):
     async def shutdown(self) -> None:
         await self.close()
         process, self._process = self._process, None
-        if process is not None and process.returncode is None:
-            _signal_group(process, signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), 5)
-            _signal_group(process, signal.SIGKILL)  # whatever of the group outlived its leader
+        if process is not None:
+            await _end_group(process)
+
+
+async def _end_group(process: asyncio.subprocess.Process) -> None:
+    """The launched server's whole group: a wrapper that already exited may have left its server running."""
+    if process.returncode is None:
+        _signal_group(process, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 5)
+    _signal_group(process, signal.SIGKILL)  # whatever of the group outlived its leader
 
 
 def _signal_group(process: asyncio.subprocess.Process, sig: int) -> None:

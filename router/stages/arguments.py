@@ -166,6 +166,8 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
             continue
         raw = m.group(0)
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
+        if len(raw) > _MAX_DIGITS:  # no tool takes such a number, and Python reads no more than 4,300 digits
+            continue
         if kind == "integer":
             if "." in raw.rstrip("0").rstrip("."):  # 2.5 is no integer; 2.0 is 2
                 continue
@@ -179,6 +181,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
     return None
 
 
+_MAX_DIGITS = 64
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
 _OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)

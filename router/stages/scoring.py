@@ -144,7 +144,7 @@ class Scorer:
             # Examples that vouch for a capability on questions like this one make it worth calling; for one that
             # acts, only examples of questions like this one do, not a default learned for whatever is unsure.
             ev = (evidence or {}).get(cap.key)
-            v = v and (not acts or (ev is not None and ev.score > 0))
+            v = v and (not acts or (ev is not None and ev.contribution - ev.default > 0))
             scores = ScoreBreakdown(**kw, confidence=round(p, 4), tool_confidence=round(tp, 4))
             fits = backend_fits and clear
             # With the backend named, it is called on its best match whatever the fit: unless that acts on a guess.

@@ -96,6 +96,8 @@ def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_t
     assert isinstance(derive_arguments(tool("show_order", schema), "Show order 4.5"), ArgumentsRequired)
     assert isinstance(derive_arguments(tool("add", NUMBERS_SCHEMA), "Add " + "9" * 400 + " and 1"),
                       ArgumentsRequired)  # not a call with infinity
+    assert isinstance(derive_arguments(tool("show_order", schema), "Show order " + "7" * 5000),
+                      ArgumentsRequired)  # more digits than Python reads: not taken, and no crash
 
 
 @pytest.mark.timeout(10)  # minutes before: what came before each number was read back to the start
