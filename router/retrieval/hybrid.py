@@ -217,6 +217,10 @@ class HybridIndex:
             if len(vectors) != self.size:
                 raise ValueError(f"{len(vectors)} vectors for {self.size} documents")
             store = InMemoryVectorStore(vectors)
+        # Rows on a zero vector stand for texts the model could not embed yet: no cosine recalls them, so every
+        # search takes them in for BM25 to score.
+        self._unembedded = (np.flatnonzero(~np.asarray(vectors).any(axis=1)) if vectors is not None
+                            else np.empty(0, dtype=np.int64))
         self._store = store
 
     @property
@@ -264,6 +268,10 @@ class HybridIndex:
         if self._store is not None and query_vector is not None:
             ids, dense = self._store.top(query_vector, recall or self.dense_top_n, within)
             dense = dense.astype(np.float64)
+            if self._unembedded.size:
+                extra = self._unembedded if within is None else np.intersect1d(self._unembedded, within)
+                extra = extra[~np.isin(extra, ids)]
+                ids, dense = np.concatenate([ids, extra]), np.concatenate([dense, np.zeros(extra.size)])
         else:
             ids = within if within is not None else np.arange(self.size)
             dense = np.zeros(ids.size)

@@ -360,3 +360,13 @@ async def test_tune_alpha_is_off_when_the_setting_is() -> None:
     settings = RoutingSettings(self_tune_alpha=False)
     index = CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense), settings)
     assert await index.tune_alpha(fake_embed) == (0.6, 0.6)
+
+
+def test_a_document_on_a_zero_vector_is_still_scored_by_its_words() -> None:
+    # The model could not embed its text yet: no cosine recalls it, so every search takes it in.
+    texts = [*DOCS, "calibrate the quantum flux capacitor"]
+    vectors = np.vstack([embed_texts(DOCS), np.zeros((1, embed_texts(DOCS).shape[1]), dtype=np.float32)])
+    index = HybridIndex(texts, vectors, alpha=0.5, dense_top_n=1)
+    query = "calibrate the flux capacitor"
+    hits = index.search(query, embed_texts([query])[0], k=3)
+    assert hits[0].doc == len(DOCS) and hits[0].dense == 0.0 and hits[0].bm25 > 0
