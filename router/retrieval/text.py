@@ -10,11 +10,15 @@ import re
 import unicodedata
 from functools import lru_cache
 
+import regex
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 CJK = re.compile(f"[{_CJK_RANGES}]")
-# Letters and digits of every script but those (a word of accented Latin, Cyrillic or Greek is one word).
-_WORD = re.compile(f"[^\\W_{_CJK_RANGES}]+")
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+# Letters, digits and the marks that belong to them (a Hindi vowel sign, a Thai tone), in every script but
+# those: a word of accented Latin, Cyrillic, Greek or Devanagari is one word.
+_WORD = regex.compile(f"(?V1)[[\\p{{L}}\\p{{N}}\\p{{M}}]--[{_CJK_RANGES}]]+")
 
 STOP_WORDS = frozenset(
     """
@@ -58,17 +62,27 @@ def split_identifier(text: str) -> str:
 def words(text: str) -> list[str]:
     """Lower-case words of `text`, identifiers split, stop words kept, accents dropped ("résumé" is "resume",
     as many write it)."""
-    out = [w.lower() for w in _WORD.findall(split_identifier(text if text.isascii() else _unaccented(text)))]
+    found = _ASCII_WORD.findall(split_identifier(text)) if text.isascii() else \
+        _WORD.findall(split_identifier(_unaccented(text)))
+    out = [w.lower() for w in found]
     # CJK scripts have no spaces: index their characters one by one.
     out.extend(CJK.findall(text))
     return out
 
 
 def _unaccented(text: str) -> str:
-    """Decomposed and without combining marks; CJK characters as they are (a Hangul syllable would come apart
-    into its letters)."""
-    return "".join(d for c in text for d in (c if CJK.match(c) else unicodedata.normalize("NFKD", c))
-                   if not unicodedata.combining(d))
+    """Latin, Greek and Cyrillic letters without their accents ("é" is "e"); the marks of other scripts are part
+    of their letters (a Devanagari vowel sign), and a Hangul syllable is not taken apart."""
+    out: list[str] = []
+    for c in unicodedata.normalize("NFKC", text):  # compatibility forms first: "ﬁ" is "fi", "２" is "2"
+        if c < _ACCENTED_SCRIPTS_END:
+            out.extend(d for d in unicodedata.normalize("NFKD", c) if not unicodedata.combining(d))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+_ACCENTED_SCRIPTS_END = "\u0530"  # Latin, its extensions, Greek and Cyrillic come before
 
 
 def tokenize(text: str) -> list[str]:

@@ -77,6 +77,8 @@ def test_words_of_every_script_are_whole_and_accents_do_not_split_or_separate_th
     assert tokenize("weather in Zürich") == ["weath", "zurich"]  # not "rich": no calculator's "sum" in "résumé"
     assert tokenize("погода в Москве") == ["погода", "москве"]
     assert tokenize("서울 날씨") == ["서", "울", "날", "씨"]  # a Hangul syllable is not taken apart
+    assert tokenize("हिन्दी भाषा में मौसम") == ["हिन्दी", "भाषा", "में", "मौसम"]  # vowel signs are part of words
+    assert tokenize("ﬁle ２ items") == ["file", "2", "item"]
 
 
 @pytest.mark.parametrize(
