@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -229,6 +230,10 @@ class CatalogIndex:
     def __len__(self) -> int:
         return len(self.texts.capabilities)
 
+    @functools.cached_property
+    def _row_of(self) -> dict[str, int]:
+        return {c.key: i for i, c in enumerate(self.texts.capabilities)}
+
     def restricted(self, keep: Callable[[Capability], bool], backends: Collection[str]) -> CatalogIndex:
         """The index of a subset (one principal's allowed capabilities), reusing the texts and vectors row
         by row, so a stand-in keeps its flow and a left-out one leaves no row behind. A backend of which
@@ -282,10 +287,14 @@ class CatalogIndex:
         return self.tools.alpha, self.servers.alpha
 
     def search(self, query: str, query_vector: np.ndarray | None, k: int, *, method: str | None = None,
-               alpha: float | None = None, backends: set[str] | None = None, whole: bool = False) -> list[Ranked]:
-        """`whole`: score every capability (of `backends`), not only those the dense half recalls: a named or
-        learned capability is looked for wherever it ranks."""
+               alpha: float | None = None, backends: set[str] | None = None,
+               keys: Collection[str] | None = None) -> list[Ranked]:
+        """`keys`: only these capabilities, looked for wherever they rank (every capability of `backends` is
+        scored, not only those the dense half recalls): a named or learned capability."""
         method = method or self.settings.method
+        whole = keys is not None
+        wanted = None if keys is None else np.array([self._row_of[k] for k in keys if k in self._row_of],
+                                                    dtype=np.int64)
         within = self._restrict(backends)
         if within is not None and within.size == 0:
             return []
@@ -295,13 +304,14 @@ class CatalogIndex:
         recall = len(self) if whole else None
         w = self.settings.server_weight
         if w <= 0 or len(self.texts.catalogs) < 2:
-            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens, recall=recall)
+            hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens, recall=recall,
+                                     wanted=wanted)
             return [Ranked(self.texts.capabilities[h.doc], h, h.hybrid) for h in hits]
         # Each tool's score takes in its server's own document: what a server is for tells which of two
         # similar tools belongs to the task, and keeps a task's tools on its server.
         server_score = self._server_scores(query, tokens, query_vector, alpha)
         hits = self.tools.search(query, query_vector, k, alpha=alpha, within=within, tokens=tokens,
-                                 prior=server_score[self._server_of], prior_weight=w, recall=recall)
+                                 prior=server_score[self._server_of], prior_weight=w, recall=recall, wanted=wanted)
         out = []
         for h in hits:
             server = float(server_score[self._server_of[h.doc]])

@@ -257,10 +257,12 @@ class HybridIndex:
         prior: np.ndarray | None = None,
         prior_weight: float = 0.0,
         recall: int | None = None,
+        wanted: np.ndarray | None = None,
     ) -> list[Hit]:
         """Rank documents for `query`; `within` restricts the search to some document ids. With a
         `prior` (a score per document), the order is ``(1 - prior_weight) * hybrid + prior_weight * prior``.
-        `recall`: how many documents the dense half recalls for BM25 to score (`dense_top_n` unless given)."""
+        `recall`: how many documents the dense half recalls for BM25 to score (`dense_top_n` unless given);
+        `wanted`: only these documents are returned, scored among all the recalled ones."""
         if self.size == 0:
             return []
         a = self.alpha if alpha is None else alpha
@@ -281,7 +283,10 @@ class HybridIndex:
         bm25_norm = minmax(bm25) if bm25.max(initial=0.0) > 0 else np.zeros(ids.size)
         hybrid = a * dense_norm + (1 - a) * bm25_norm
         ranking = hybrid if prior is None else (1 - prior_weight) * hybrid + prior_weight * prior[ids]
-        order = np.argsort(-ranking, kind="stable")[:k]
+        order = np.argsort(-ranking, kind="stable")
+        if wanted is not None:
+            order = order[np.isin(ids[order], wanted)]
+        order = order[:k]
         return [
             Hit(int(ids[i]), float(dense[i]), float(bm25[i]), float(dense_norm[i]), float(bm25_norm[i]),
                 float(hybrid[i]))

@@ -74,7 +74,7 @@ def _unaccented(text: str) -> str:
     """Latin, Greek and Cyrillic letters without their accents ("é" is "e"); the marks of other scripts are part
     of their letters (a Devanagari vowel sign), and a Hangul syllable is not taken apart."""
     out: list[str] = []
-    for c in unicodedata.normalize("NFKC", text):  # compatibility forms first: "ﬁ" is "fi", "２" is "2"
+    for c in unicodedata.normalize("NFKC", text):  # compatibility forms first: ligatures, full-width digits
         if c < _ACCENTED_SCRIPTS_END:
             out.extend(d for d in unicodedata.normalize("NFKD", c) if not unicodedata.combining(d))
         else:

@@ -178,14 +178,14 @@ class Decider:
         if named:
             return named
         where = list(catalogs.values()) if backend is None else [catalogs[backend]] if backend in catalogs else []
-        if not any(c.name == tool for cat in where for c in (*cat.capabilities, *cat.held)):
+        keys = {c.key for cat in where for c in (*cat.capabilities, *cat.held) if c.name == tool}
+        if not keys:
             whose = "no backend has a" if backend is None else f"backend {backend!r} has no"
             raise UnknownCapability(f"{whose} tool, prompt, resource or flow named {tool!r}",
                                     backend=backend, tool=tool)
         # The named tool ranks below the cut: score the backend's (or every) whole catalog to find it.
-        everything = index.search(analysis.question, analysis.vector, len(index),
-                                  backends={backend} if backend else None, whole=True)
-        return [r for r in everything if r.capability.name == tool]
+        return index.search(analysis.question, analysis.vector, len(keys), backends={backend} if backend else None,
+                            keys=keys)
 
     def _verdict(self, candidates: Sequence[Candidate], backend: str | None, session: bool) -> tuple[Verdict, str]:
         relevant = [c for c in candidates if c.relevant]
@@ -292,8 +292,8 @@ def _with_learned(ranked: list[Ranked], analysis: Analysis, index: CatalogIndex 
     if index is None or not backends or not ranked:
         return ranked
     floor = min(r.score for r in ranked)
-    found = index.search(analysis.question, analysis.vector, len(index), backends=backends, whole=True)
-    return ranked + [dataclasses.replace(r, score=floor) for r in found if r.capability.key in wanted]
+    found = index.search(analysis.question, analysis.vector, len(wanted), backends=backends, keys=wanted)
+    return ranked + [dataclasses.replace(r, score=floor) for r in found]
 
 
 def _guarded(plain: list[Candidate], learned: list[Candidate], examples: ExampleIndex, vector: object,

@@ -78,7 +78,7 @@ def test_words_of_every_script_are_whole_and_accents_do_not_split_or_separate_th
     assert tokenize("погода в Москве") == ["погода", "москве"]
     assert tokenize("서울 날씨") == ["서", "울", "날", "씨"]  # a Hangul syllable is not taken apart
     assert tokenize("हिन्दी भाषा में मौसम") == ["हिन्दी", "भाषा", "में", "मौसम"]  # vowel signs are part of words
-    assert tokenize("ﬁle ２ items") == ["file", "2", "item"]
+    assert tokenize("\ufb01le \uff12 items") == ["file", "2", "item"]  # a ligature, a full-width digit
 
 
 @pytest.mark.parametrize(
