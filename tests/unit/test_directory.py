@@ -95,8 +95,8 @@ class GatedEmbedder:
         return embed_texts(texts)
 
 
-async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new_descriptions_are_embedded(
-        tmp_path: Path) -> None:
+def _two_backends() -> tuple[RouterSettings, dict[str, list[Capability]], FakeHost]:
+    """Backends a and b of one tool each, whose catalogs the test changes through `tools`."""
     settings = RouterSettings.model_validate({"backends": [
         {"name": n, "kind": "mcp_http", "url": f"http://127.0.0.1:9/{n}/mcp"} for n in ("a", "b")]})
     tools = {"a": [Capability(backend="a", name="forecast", description="Weather forecast for a city.")],
@@ -105,6 +105,12 @@ async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new
     host.catalog = lambda name: make_catalog(name, f"{name} service", tools[name])  # type: ignore[method-assign]
     host._statuses = lambda members: _versions(host, members)  # type: ignore[method-assign]
     host.get_statuses = _Method(host._statuses)
+    return settings, tools, host
+
+
+async def test_a_changed_catalog_is_served_on_its_previous_vectors_until_its_new_descriptions_are_embedded(
+        tmp_path: Path) -> None:
+    settings, tools, host = _two_backends()
     embedder = GatedEmbedder(slow="REVISED")
     published: list[tuple[dict[str, str], CatalogIndex]] = []
     directory = BackendDirectory(settings, ActorTable({n: BackendRef(host, n) for n in ("a", "b")}), None,
@@ -162,14 +168,7 @@ class FailingEmbedder:
 async def test_a_catalog_the_model_fails_to_embed_keeps_the_vectors_it_had_and_is_embedded_again(
         tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(directory_module, "_RETRY_S", 0.0)
-    settings = RouterSettings.model_validate({"backends": [
-        {"name": n, "kind": "mcp_http", "url": f"http://127.0.0.1:9/{n}/mcp"} for n in ("a", "b")]})
-    tools = {"a": [Capability(backend="a", name="forecast", description="Weather forecast for a city.")],
-             "b": [Capability(backend="b", name="convert", description="Convert between units.")]}
-    host = FakeHost(["a", "b"])
-    host.catalog = lambda name: make_catalog(name, f"{name} service", tools[name])  # type: ignore[method-assign]
-    host._statuses = lambda members: _versions(host, members)  # type: ignore[method-assign]
-    host.get_statuses = _Method(host._statuses)
+    settings, tools, host = _two_backends()
     model = FailingEmbedder()
     published: list[CatalogIndex] = []
     directory = BackendDirectory(settings, ActorTable({n: BackendRef(host, n) for n in ("a", "b")}), None,
