@@ -26,20 +26,19 @@ import random
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import ray
 
 from actors.backends import build_backend
-from actors.backends.base import make_catalog
 from actors.backends.relay import router_error_event
+from actors.served import ServedCatalog
 from actors.slots import FairSlots, NoSlot
 from router.errors import BackendBusy, BackendUnreachable, ErrorKind, RouterError
 from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
 from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
-from router.trust.review import CatalogGuard, CatalogReview
+from router.trust.review import CatalogGuard
 from router.values import BackendStatus, CallContext, CallOutcome, Capability, Catalog, json_bytes
 
 log = logging.getLogger("mcp_router.backend")
@@ -64,18 +63,15 @@ class BackendSupervisor:
         self.spec = spec
         # What the backend lists is checked, cleaned and pinned before it is served (router.trust.review).
         security = security or SecuritySettings()
-        self.guard = CatalogGuard(spec.name, security, state_dir=state_dir, trust_changes=spec.trust_changes)
+        self.served = ServedCatalog(spec, CatalogGuard(spec.name, security, state_dir=state_dir,
+                                                       trust_changes=spec.trust_changes))
         self._max_answer = security.max_answer_bytes
-        self._listed: Catalog | None = None
-        self._review: CatalogReview | None = None
-        self._held_uris: frozenset[str] = frozenset()  # of the held resources
         self.backend = build_backend(spec)
         self.backend.on_change = self._mark_stale
         if hasattr(self.backend, "max_answer_bytes"):  # a flow's body stops being read past it
             self.backend.max_answer_bytes = self._max_answer
         self.detector = OutlierDetector(resilience.ejection)
         self._slots = FairSlots(spec.max_concurrency)
-        self._catalog: Catalog | None = None
         self._catalog_at = 0.0
         self._catalog_refreshed_at: float | None = None
         self._stale = False
@@ -144,7 +140,7 @@ class BackendSupervisor:
         check, or once something is pending (a changed catalog, an approval); idle, at the idle interval."""
         idle = self.spec.health_idle_interval_s or 6 * self.spec.health_interval_s
         return (self._called_at > self._checked_at or self._stale or time.monotonic() - self._checked_at >= idle
-                or (self._listed is not None and self.guard.pins_changed()))
+                or self.served.approvals_pending())
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -157,8 +153,8 @@ class BackendSupervisor:
                 await asyncio.sleep(max(0.0, _RELIST_S - (time.monotonic() - self._catalog_at)))
             if self._stale or time.monotonic() - self._catalog_at > self.spec.catalog_ttl_s:
                 await self._refresh_catalog()
-            elif self._listed is not None and self.guard.pins_changed():
-                self._apply_review(self._listed)  # an approval: what was held may be served now
+            elif self.served.approvals_pending() and self.served.listed is not None:
+                self.served.serve(self.served.listed)  # an approval: what was held may be served now
             await self.backend.health(self.spec.health_timeout_s)
             self._set_health_ok()
         except Exception as exc:  # the health loop outlives any failure of one check
@@ -170,29 +166,8 @@ class BackendSupervisor:
     async def _refresh_catalog(self) -> Catalog:
         self._stale = False
         listed = await self.backend.list_capabilities()
-        self._listed, self._catalog_at = listed, time.monotonic()
-        self._catalog_refreshed_at = time.time()
-        return self._apply_review(listed)
-
-    def _apply_review(self, listed: Catalog) -> Catalog:
-        """Serve the reviewed catalog: a rejected one as empty (nothing indexed, not even its description)."""
-        review = self.guard.review(listed.description, listed.capabilities)
-        if review.error and (self._review is None or self._review.error != review.error):
-            log.warning("backend %s: %s", self.spec.name, review.error)
-        for held in review.held:
-            if not any(h == held for h in (self._review.held if self._review else ())):
-                log.warning("backend %s: %s %r held out of routing: %s", self.spec.name, held["kind"], held["tool"],
-                            held["reason"])
-        self._review = review
-        names = {h["tool"] for h in review.held if h["kind"] == "resource"}  # a renamed one by its escaped name
-        self._held_uris = frozenset(c.target for c in listed.capabilities if c.kind == "resource" and c.target and (
-            c.name in names or c.name.encode("unicode_escape").decode("ascii") in names))
-        capabilities = review.capabilities
-        if self.spec.read_only is not None:  # the operator's word over the server's annotations
-            capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
-        self._catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents,
-                                     read_only=self.spec.read_only is True, held=review.approved)
-        return self._catalog
+        self._catalog_at, self._catalog_refreshed_at = time.monotonic(), time.time()
+        return self.served.serve(listed)
 
     def _mark_stale(self) -> None:
         self._stale = True
@@ -211,9 +186,9 @@ class BackendSupervisor:
 
     async def call(self, capability: Capability, arguments: dict[str, Any], timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
-        if self._held(capability.kind, capability.name):
-            return CallOutcome.failed(capability, ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(capability.name),
-                                      0.0, sent=False)
+        if self.served.held(capability.kind, capability.name):
+            return CallOutcome.failed(capability, ErrorKind.BACKEND_NOT_CALLABLE,
+                                      self.served.held_message(capability.name), 0.0, sent=False)
         entered = time.perf_counter()
         admission, refusal = await self._admit(capability, timeout_s, force, context.principal)
         if refusal is not None:
@@ -254,11 +229,10 @@ class BackendSupervisor:
             yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, f"backend {self.spec.name!r} is not an MCP server")
             return
         named = params.get("name") if method in _NAMED else None
-        if isinstance(named, str) and self._held(_NAMED[method], named):
-            yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(named))
-            return
-        if method == "resources/read" and params.get("uri") in self._held_uris:  # read by its URI, not its name
-            yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self._held_message(str(params["uri"])))
+        held = named if isinstance(named, str) and self.served.held(_NAMED[method], named) else \
+            params.get("uri") if method == "resources/read" and self.served.held_uri(params.get("uri")) else None
+        if held is not None:
+            yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self.served.held_message(str(held)))
             return
         entered = time.perf_counter()
         admission, refusal = await self._admit(what, timeout_s, False, principal)
@@ -346,14 +320,6 @@ class BackendSupervisor:
             return admission, _refused(capability, f"backend {self.spec.name!r} is down: {self._last_error}")
         return admission, None
 
-    def _held(self, kind: str, name: str) -> bool:
-        """Held by the catalog review (a changed definition) since the caller's view of the catalog was taken:
-        never sent, however it is asked for."""
-        return self._review is not None and any(h["tool"] == name and h["kind"] == kind for h in self._review.held)
-
-    def _held_message(self, name: str) -> str:
-        return f"{self.spec.name}/{name} is held by the catalog review"
-
     def _too_large(self) -> str:
         return f"backend {self.spec.name!r} answered more than security.max_answer_bytes ({self._max_answer})"
 
@@ -395,18 +361,16 @@ class BackendSupervisor:
     async def catalog(self, known_version: str | None = None) -> Catalog | None:
         """The cached catalog, or None when the caller already has this version (or there is none)."""
         self._ensure_started()
-        if self._catalog is None or self._catalog.version == known_version:
-            return None
-        return self._catalog
+        catalog = self.served.catalog
+        return None if catalog is None or catalog.version == known_version else catalog
 
     async def refresh(self) -> Catalog | None:
         self._mark_stale()
-        return self._catalog
+        return self.served.catalog
 
     def status(self) -> BackendStatus:
-        cat = self._catalog
+        cat, review = self.served.catalog, self.served.review
         counts = Counter(c.kind for c in cat.capabilities) if cat else Counter()
-        review = self._review
         health: HealthState = self._health
         if health == "healthy" and self.detector.ejected:
             health = "ejected"

@@ -37,6 +37,7 @@ class CatalogReview:
     held: tuple[dict[str, Any], ...] = ()
     flagged: tuple[dict[str, Any], ...] = ()
     approved: tuple[Capability, ...] = ()  # held changes as last approved: ranked, never called
+    held_uris: frozenset[str] = frozenset()  # the held resources' URIs: not read by URI either
 
 
 class CatalogGuard:
@@ -93,8 +94,11 @@ class CatalogGuard:
             held.extend({"tool": f["tool"], "kind": f["kind"], "reason": "suspicious description",
                          "rules": f["rules"]} for f in flagged)
             clean = tuple(c for c in clean if c.name not in quarantined)
+        held_resources = {h["tool"] for h in held if h["kind"] == "resource"}  # a renamed one by its escaped name
+        held_uris = frozenset(c.target for c in capabilities if c.kind == "resource" and c.target
+                              and (c.name in held_resources or _escaped(c.name) in held_resources))
         return CatalogReview(description=clean_description, capabilities=tuple(clean), sanitized=notes,
-                             held=tuple(held), flagged=tuple(flagged), approved=approved)
+                             held=tuple(held), flagged=tuple(flagged), approved=approved, held_uris=held_uris)
 
 
 def _renamed(raw: Capability, clean: Capability) -> bool:

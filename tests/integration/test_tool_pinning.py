@@ -45,7 +45,7 @@ async def until(predicate: Callable[[], Any], within_s: float = 20.0) -> Any:
 
 
 def served(sup: BackendSupervisor) -> set[str]:
-    return {c.name for c in (sup._catalog.capabilities if sup._catalog else ())}
+    return {c.name for c in (sup.served.catalog.capabilities if sup.served.catalog else ())}
 
 
 def routed(catalog: Catalog, question: str) -> list[str]:
@@ -83,7 +83,7 @@ async def test_a_tool_whose_description_changes_leaves_routing_until_approved(pi
                                                                             tmp_path: Path) -> None:
     sup = pinned
     question = "repeat this text in capital letters"
-    assert sup._catalog is not None and routed(sup._catalog, question)[0] == "shout"
+    assert sup.served.catalog is not None and routed(sup.served.catalog, question)[0] == "shout"
     assert (tmp_path / "pins" / "dyn.json").is_file()
 
     await redescribe(sup, "shout", POISON)
@@ -94,9 +94,9 @@ async def test_a_tool_whose_description_changes_leaves_routing_until_approved(pi
     assert held and held[0]["changed"] == ["description"] and "changed" in held[0]["reason"]
     flagged = {f["tool"]: f["rules"] for f in status.flagged_tools}
     assert {"override", "exfiltration"} <= set(flagged["shout"])
-    stand_in = next(c for c in sup._catalog.held if c.name == "shout")  # ranked as approved, never callable
+    stand_in = next(c for c in sup.served.catalog.held if c.name == "shout")  # ranked as approved, never callable
     assert stand_in.description == "Repeat the text in capital letters." and stand_in.held
-    assert routed(sup._catalog, question)[0] == "shout"
+    assert routed(sup.served.catalog, question)[0] == "shout"
     # A caller whose view of the catalog was taken before the change still cannot have it called.
     late = await sup.call(Capability(backend="dyn", name="shout"), {"text": "hi"}, 10.0, CTX)
     assert not late.ok and not late.sent and "held by the catalog review" in (late.error or "")
@@ -106,14 +106,14 @@ async def test_a_tool_whose_description_changes_leaves_routing_until_approved(pi
     assert approve(tmp_path / "pins", None, "dyn", "shout") == ["tool/shout"]
     await until(lambda: "shout" in served(sup))
     assert not sup.status().held_tools
-    assert routed(sup._catalog, question)[0] == "shout"
+    assert routed(sup.served.catalog, question)[0] == "shout"
 
 
 async def test_a_backend_that_is_trusted_keeps_a_changed_tool_in_routing(tmp_path: Path) -> None:
     async with supervisor(tmp_path, trust_changes=True) as sup:
-        version = sup._catalog.version if sup._catalog else None
+        version = sup.served.catalog.version if sup.served.catalog else None
         await redescribe(sup, "whoami", "The process id of the server, as a number.")
-        await until(lambda: sup._catalog is not None and sup._catalog.version != version)
+        await until(lambda: sup.served.catalog is not None and sup.served.catalog.version != version)
         assert "whoami" in served(sup) and not sup.status().held_tools
 
 
@@ -158,7 +158,7 @@ async def test_a_question_meant_for_a_held_tool_is_refused_by_name_not_sent_to_a
     sup = pinned
     await redescribe(sup, "shout", POISON)
     await until(lambda: "shout" not in served(sup))
-    assert sup._catalog is not None
+    assert sup.served.catalog is not None
     yell = Capability(backend="loud", name="yell", description="Say the given words loudly.",
                       input_schema={"type": "object", "properties": {"text": {"type": "string"}}}, read_only=True)
     settings = RouterSettings.model_validate({"backends": [stdio("dyn", TEST_SERVERS / "dynamic.py"),
@@ -186,15 +186,15 @@ async def test_a_question_meant_for_a_held_tool_is_refused_by_name_not_sent_to_a
 
     question = QueryRequest(question="Repeat the text 'hello there' in capital letters")
     with pytest.raises(BackendNotCallable) as refused:
-        await query(router_over(sup._catalog), question)
+        await query(router_over(sup.served.catalog), question)
     assert "'shout'" in refused.value.message and "mcp-router approve dyn/shout" in refused.value.message
     assert called == []  # neither the held tool nor the look-alike of another backend was called
     # Giving the arguments, or naming the held tool as well, is no way around the review.
     for asked in (question.model_copy(update={"arguments": {"text": "hello there"}}),
                   question.model_copy(update={"arguments": {"text": "hi"}, "backend": "dyn", "tool": "shout"})):
         with pytest.raises(BackendNotCallable):
-            await query(router_over(sup._catalog), asked)
+            await query(router_over(sup.served.catalog), asked)
     assert called == []
     # Without the held tool in the index, the look-alike would have been called in its place.
-    await query(router_over(replace(sup._catalog, held=())), question)
+    await query(router_over(replace(sup.served.catalog, held=())), question)
     assert called == ["loud/tool/yell"]

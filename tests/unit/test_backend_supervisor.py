@@ -370,7 +370,7 @@ async def test_a_held_resource_is_not_read_by_its_uri_through_the_gateway() -> N
     sup = BackendSupervisor(settings.backends[0], settings.resilience,
                             SecuritySettings(pin_tools=False, quarantine_suspicious=True))
     sup.backend = ScriptedBackend([])  # type: ignore[assignment]
-    served = sup._apply_review(Catalog(backend="flaky", version="1", description="", capabilities=(poisoned, plain)))
+    served = sup.served.serve(Catalog(backend="flaky", version="1", description="", capabilities=(poisoned, plain)))
     assert [c.name for c in served.capabilities] == ["readme"]
     refused = [e async for e in sup.relay("resources/read", {"uri": "file:///notes.txt"}, 5.0)]
     assert refused[-1]["event"] == "error" and "held by the catalog review" in refused[-1]["message"]

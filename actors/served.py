@@ -1,0 +1,60 @@
+"""ServedCatalog: what a backend lists, as the router serves it, and what it holds back from every caller.
+
+The server's listing goes through the catalog review (`router.trust.review`: limits, cleaning, poisoning
+scan, pins), then the operator's `read_only` word over the server's annotations. What the review holds is
+never sent, however it is asked for: by a routed call, by name through the gateway, or a resource by URI.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from actors.backends.base import make_catalog
+from router.settings import BackendSpec
+from router.trust.review import CatalogGuard, CatalogReview
+from router.values import Catalog
+
+log = logging.getLogger("mcp_router.backend")
+
+
+class ServedCatalog:
+    def __init__(self, spec: BackendSpec, guard: CatalogGuard) -> None:
+        self.spec = spec
+        self.guard = guard
+        self.listed: Catalog | None = None  # as the server last listed it
+        self.review: CatalogReview | None = None
+        self.catalog: Catalog | None = None  # as served
+
+    def serve(self, listed: Catalog) -> Catalog:
+        """Serve the reviewed catalog: a rejected one as empty (nothing indexed, not even its description)."""
+        review = self.guard.review(listed.description, listed.capabilities)
+        before = self.review
+        if review.error and (before is None or before.error != review.error):
+            log.warning("backend %s: %s", self.spec.name, review.error)
+        for held in review.held:
+            if not any(h == held for h in (before.held if before else ())):
+                log.warning("backend %s: %s %r held out of routing: %s", self.spec.name, held["kind"], held["tool"],
+                            held["reason"])
+        self.listed, self.review = listed, review
+        capabilities = review.capabilities
+        if self.spec.read_only is not None:  # the operator's word over the server's annotations
+            capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
+        self.catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents,
+                                    read_only=self.spec.read_only is True, held=review.approved)
+        return self.catalog
+
+    def approvals_pending(self) -> bool:
+        """An approval (or a new lock file) since the last review: the last listing should be served again."""
+        return self.listed is not None and self.guard.pins_changed()
+
+    def held(self, kind: str, name: str) -> bool:
+        """Held by the review (a changed definition) since the caller's view of the catalog was taken."""
+        return self.review is not None and any(h["tool"] == name and h["kind"] == kind for h in self.review.held)
+
+    def held_uri(self, uri: object) -> bool:
+        """A held resource, read by its URI rather than named."""
+        return self.review is not None and uri in self.review.held_uris
+
+    def held_message(self, name: str) -> str:
+        return f"{self.spec.name}/{name} is held by the catalog review"
