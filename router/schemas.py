@@ -47,6 +47,9 @@ def validation_errors(value: Any, schema: Any) -> list[ValidationError]:
         return sorted(validator.iter_errors(value), key=_error_order)
     except (Unresolvable, UnknownType, re.error, OverflowError):  # a reference to nowhere, a bad pattern: the schema's
         return []
+    except RecursionError:  # a reference to itself ({"$ref": "#"}): the schema's, and never walked again
+        _VALIDATORS[id(schema)] = (schema, None)
+        return []
     except _Undecided:  # neither passed nor refused by a pattern: refused, never let through unchecked
         return [ValidationError(f"the value could not be checked against the schema's patterns within "
                                 f"{PATTERN_BUDGET_S * 1000:g} ms of matching")]

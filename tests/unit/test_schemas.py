@@ -53,3 +53,13 @@ def test_patterns_still_judge_as_before_and_one_re_cannot_compile_is_the_schemas
     assert schema_errors({"id": "Not ok"}, schema) == ["$.id: 'Not ok' does not match '^[a-z]+$'"]
     too_large = {"type": "object", "properties": {"x": {"type": "string", "pattern": "x{4294967296}"}}}
     assert schema_errors({"x": "1"}, too_large) == []  # was an OverflowError out of re: a 500
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "$ref": "#"},
+    {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}},
+])
+def test_a_schema_that_refers_to_itself_is_the_schemas_fault_not_a_crash(schema: dict) -> None:
+    # a backend's tool listing such a schema made every question routed near it a 500 (RecursionError)
+    assert schema_errors({"a": 1}, schema) == []
+    assert schema_errors({"a": 1}, schema) == []  # remembered: not walked down to the recursion limit again
