@@ -166,7 +166,7 @@ def sections(text: str) -> Iterator[tuple[str, str]]:
     """(heading, body) of each Markdown section; headings inside fenced code blocks are ignored."""
     heading, fenced = "", False
     lines: list[str] = []
-    for line in text.splitlines():
+    for line in _lines(text):
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
         m = None if fenced else _HEADING.match(line)
@@ -189,13 +189,20 @@ def document_parts(path: Path, source: str, raw: str, warnings: list[str]) -> li
     if doc_type == "txt":
         return [("", raw, {})]
     parts: list[tuple[str, str, dict[str, Any]]] = []
-    for n, line in enumerate(raw.splitlines(), 1):
+    for n, line in enumerate(_lines(raw), 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_constant=_no_constant)
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
         except json.JSONDecodeError as exc:
             warnings.append(f"{source}:{n}: not valid JSON ({exc.msg}); line skipped")
+            continue
+        except UnicodeEncodeError:  # "\ud800": valid JSON, but no text a store or a model can hold
+            warnings.append(f"{source}:{n}: a lone surrogate (\\ud800-\\udfff) is not text; line skipped")
+            continue
+        except (ValueError, RecursionError) as exc:  # NaN and Infinity; nesting past Python's limit
+            warnings.append(f"{source}:{n}: {exc or 'nested too deeply'}; line skipped")
             continue
         text = record.get("text") if isinstance(record, dict) else None
         if not isinstance(text, str) or not text.strip():
@@ -222,6 +229,17 @@ def parse_document(path: Path, source: str, raw: str, chunking: Chunking,
     return chunks
 
 
+def _lines(text: str) -> list[str]:
+    """Lines ended by "\n" (or "\r\n") only: `str.splitlines` also ends one at U+2028, U+0085 and others,
+    which JSON keeps raw inside a string and so cut a record in two."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _no_constant(name: str) -> Any:
+    # SQLite's JSON functions refuse a stored NaN, and with it every filtered query of the collection
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def folder_sections(folder: Path) -> list[tuple[str, str, str]]:
     """(source, heading, text) of every part of the folder's documents, in a stable order."""
     out: list[tuple[str, str, str]] = []
@@ -229,7 +247,7 @@ def folder_sections(folder: Path) -> list[tuple[str, str, str]]:
         source = path.relative_to(folder).as_posix()
         try:
             raw = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, OSError):
             continue  # ingesting reports it
         out += [(source, heading, text.strip()) for heading, text, _ in document_parts(path, source, raw, [])]
     return out
@@ -250,7 +268,11 @@ def scan_folder(root: Path, known: dict[str, tuple[str, str]], fingerprint: str,
     for path in discover(root):
         source = path.relative_to(root).as_posix()
         report.documents += 1
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:  # unreadable, or gone since listed: as a file that is not text
+            report.warnings.append(f"{source}: could not be read ({exc.strerror or type(exc).__name__}); skipped")
+            continue
         digest = hashlib.sha256(data).hexdigest()
         if known.get(source) == (digest, fingerprint):
             seen.add(source)

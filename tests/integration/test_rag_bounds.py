@@ -111,3 +111,32 @@ async def test_a_failed_model_call_names_no_detail_of_the_provider(tmp_path: Pat
     engine._client = type("Client", (), {"chat": type("Chat", (), {"completions": failing})})
     result = await engine.query("How long do refunds take?")
     assert result["retrieval"]["warnings"][0] == "LLM call failed (RuntimeError); answered extractively"
+
+
+async def test_a_record_no_store_can_hold_is_skipped_and_the_rest_of_the_file_served(
+        tmp_path: Path, docs: Path, model: LocalMiniLM) -> None:
+    # each was an abort of the whole ingestion (the server never started) or a collection whose every
+    # filtered query failed ("malformed JSON" from SQLite), or a record cut in two at U+2028
+    lines = ['{"text": "Cats sleep \\ud800 all day.", "topic": "pets"}',
+             '{"text": "Dogs bark at the mail carrier.", "topic": "pets", "score": NaN}',
+             '{"text": "Parrots copy words.", "topic": "pets", "weight": -Infinity}',
+             '{"text": "Hamsters run\u2028at night\u0085in wheels.", "topic": "pets"}']
+    (docs / "pets.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    engine, _ = make_engine(tmp_path, model)
+    report = await engine.ingest(docs)
+    warned = [w for w in report.warnings if w.startswith("pets.jsonl")]
+    assert [w.split(":")[1] for w in warned] == ["1", "2", "3"], warned
+    assert "lone surrogate" in warned[0] and "NaN" in warned[1] and "-Infinity" in warned[2]
+    kept = engine.store.load({"topic": "pets"})[0]
+    assert [c.text for c in kept] == ["Hamsters run\u2028at night\u0085in wheels."]
+
+
+async def test_a_file_that_cannot_be_read_is_a_warning_not_a_server_that_never_starts(
+        tmp_path: Path, docs: Path, model: LocalMiniLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_router.servers.knowledge_base import ingest
+    listed = ingest.discover
+    monkeypatch.setattr(ingest, "discover", lambda folder: [*listed(folder), folder / "gone.md"])  # removed since
+    engine, _ = make_engine(tmp_path, model)
+    report = await engine.ingest(docs)
+    assert any(w.startswith("gone.md: could not be read") for w in report.warnings), report.warnings
+    assert engine.store.count()[1] > 0
