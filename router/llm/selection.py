@@ -141,6 +141,10 @@ class ToolSelector:
             ranked = await self._rank(index, text, messages)
         except (ValueError, RuntimeError, OSError) as exc:
             return self._build(tools, servers, "all_tools_fallback", len(tools), f"retrieval failed ({exc})")
+        # Servers are ranked by all they list (flows, prompts, resources, held tools): only those with a tool to
+        # offer may take one of the `max_servers` places.
+        offering = set(servers)
+        ranked = [b for b in ranked if b in offering]
         chosen = self._budget(ranked, tools, max_servers)
         path, reasoning = "retrieval", "servers ranked by hybrid retrieval over the conversation and its steps"
         if self._chooser is not None:

@@ -196,3 +196,14 @@ def test_thousands_of_names_sharing_their_first_64_characters_are_made_unique_in
         names = unique_tool_names(caps)
         assert time.perf_counter() - started < 0.1  # each name no longer tries every suffix before it
         assert len(names) == len(caps) and all(len(n) <= 64 for n in names)
+
+
+@pytest.mark.parametrize("kind", ["flow", "prompt"])
+async def test_a_server_with_no_tool_to_offer_takes_no_place_among_the_servers(kind: str) -> None:
+    # it was ranked first and took the only place: an empty tool set for a question the weather server answers
+    forecasts = Catalog(backend="forecast-flow", version="1", description="forecast rain weather flow",
+                        capabilities=(Capability(backend="forecast-flow", name="forecast", kind=kind,
+                                                 description="forecast rain temperature weather alerts"),))
+    sel = await ToolSelector(SMALL, fake_embed).select(index([*catalogs(), forecasts]),
+                                                       user("forecast rain weather alerts"), max_servers=1)
+    assert sel.servers == ["weather"] and len(sel.name_map) == 3
