@@ -335,3 +335,11 @@ async def test_hedged_returns_nothing_when_every_candidate_fails() -> None:
     result = await STRATEGIES["hedged"](plan("a", "b", "c"), h.ctx)
     assert result.outcome is None
     assert chain(h) == [("a", "error"), ("b", "timeout")]
+
+
+async def test_hedged_skips_other_tools_of_a_backend_that_failed_as_a_whole_as_fallback_does() -> None:
+    # it spent every attempt on the timed-out backend's other tools and failed where fallback answered
+    h = harness(ScriptedExecutor({"a": timeout(), "b": ok("B")}), max_attempts=3)
+    result = await STRATEGIES["hedged"](plan("a/t1", "a/t2", "a/t3", "b/t9"), h.ctx)
+    assert result.call is not None and result.call.capability.name == "t9"
+    assert [(c.backend, c.capability) for c in h.executor.calls] == [("a", "t1"), ("b", "t9")]
