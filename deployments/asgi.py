@@ -18,8 +18,9 @@ from starlette.types import ASGIApp
 
 from deployments.gateway import Gateway
 from deployments.http import build_http_app
-from deployments.mcp import build_mcp_server, host_check, mcp_app
+from deployments.mcp import build_mcp_server, mcp_app
 from deployments.middleware import BodyLimit, Guard, TraceContext
+from deployments.middleware.hosts import AnsweredHosts, host_check
 from deployments.service import RouterService
 from router.security.audit import AuditLog
 
@@ -42,5 +43,5 @@ def build_asgi_app(service: RouterService, audit: AuditLog) -> ASGIApp:
     server = settings.server
     guarded = Guard(BodyLimit(app, server.max_body_bytes, server.body_timeout_s), server.auth,
                     max_header_bytes=server.max_header_bytes, max_in_flight=server.max_in_flight, audit=audit,
-                    limiter=service.limiter)
+                    limiter=service.limiter, hosts=AnsweredHosts.for_server(server))
     return TraceContext(guarded)

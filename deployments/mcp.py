@@ -22,11 +22,11 @@ from typing import Annotated, Any, Literal, TypeVar
 import mcp_types as types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field, ValidationError
 from starlette.types import ASGIApp
 
 from deployments.caller import CURRENT, Caller
+from deployments.middleware.hosts import host_check
 from deployments.middleware.request_id import RequestIdCheck
 from deployments.service import RouterService
 from router.errors import InvalidRequest, RouterError, internal_error
@@ -181,23 +181,6 @@ async def _run(work: Any) -> Any:
         rid = caller.request_id if caller is not None else uuid.uuid4().hex
         log.error("unhandled error in an MCP tool call (request id %s)", rid, exc_info=exc)
         raise _refused(internal_error(rid)) from None
-
-
-_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-
-
-def host_check(allowed: list[str]) -> TransportSecuritySettings | None:
-    """The DNS-rebinding protection for `server.allowed_hosts`: loopback names and the configured ones
-    (a bare name at any port); None keeps the SDK's default (on for a loopback bind, off otherwise)."""
-    if not allowed:
-        return None
-    if "*" in allowed:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    hosts = [h for name in (*_LOOPBACK, *allowed)
-             for h in ((name,) if ":" in name.rsplit("]", 1)[-1] else (name, f"{name}:*"))]
-    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                     allowed_origins=origins)
 
 
 def _refused(error: RouterError) -> ToolError:

@@ -58,6 +58,7 @@ class ErrorKind(StrEnum):
     HEADERS_TOO_LARGE = "headers_too_large"
     LIMIT_EXCEEDED = "limit_exceeded"
     METHOD_NOT_ALLOWED = "method_not_allowed"
+    MISDIRECTED_REQUEST = "misdirected_request"
     COMPONENT_UNAVAILABLE = "component_unavailable"
     ANSWER_TOO_LARGE = "answer_too_large"
 
@@ -373,6 +374,13 @@ class MethodNotAllowed(InvalidRequest):
 
     status_code = 405
     kind = ErrorKind.METHOD_NOT_ALLOWED
+
+
+class MisdirectedRequest(InvalidRequest):
+    """A `Host` the router does not answer by (`server.allowed_hosts`): DNS rebinding's tell."""
+
+    status_code = 421
+    kind = ErrorKind.MISDIRECTED_REQUEST
 
 
 class ComponentUnavailable(RouterError):

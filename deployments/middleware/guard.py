@@ -1,5 +1,5 @@
-"""The edge every HTTP and MCP request passes: header bounds, authentication, the replica's in-flight
-bound, the principal's rate limits, and the audit record.
+"""The edge every HTTP and MCP request passes: header bounds, the hosts answered, authentication, the
+replica's in-flight bound, the principal's rate limits, and the audit record.
 
 A refusal is answered here, before any route or JSON-RPC runs (the MCP authorization spec expects a
 resource server to answer 401 at the HTTP level). An admitted request runs with its `Caller` in
@@ -20,6 +20,7 @@ from opentelemetry import trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deployments.caller import CURRENT, Caller
+from deployments.middleware.hosts import AnsweredHosts
 from deployments.middleware.reply import reply
 from router.errors import HeadersTooLarge, RouterError
 from router.security.audit import CLIENT_CLOSED, AuditLog
@@ -57,8 +58,9 @@ def client_request_id(headers: Mapping[str, str]) -> str | None:
 
 class Guard:
     def __init__(self, app: ASGIApp, settings: AuthSettings, *, max_header_bytes: int, max_in_flight: int,
-                 audit: AuditLog, limiter: Limiter) -> None:
+                 audit: AuditLog, limiter: Limiter, hosts: AnsweredHosts | None = None) -> None:
         self.app = app
+        self.hosts = hosts
         self.settings = settings
         self.auth = Authenticator(settings)
         self.limiter = limiter
@@ -93,6 +95,8 @@ class Guard:
         try:
             if sum(len(k) + len(v) for k, v in raw) > self.max_header_bytes:
                 raise HeadersTooLarge(f"request headers exceed {self.max_header_bytes} bytes")
+            if self.hosts is not None and not public(path) and (refused := self.hosts.refusal(headers)):
+                raise refused
             if public(path):
                 principal = await self._optional_principal(headers)
             else:

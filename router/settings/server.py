@@ -45,8 +45,9 @@ class ServerSettings(Strict):
         "API keys, JWTs and per-principal policies; off only on loopback addresses."))
     allowed_hosts: list[str] = Field(default_factory=list, description=(
         "`Host` names `/mcp/` answers besides loopback ones (the MCP SDK's DNS-rebinding protection answers 421 "
-        "to others): the name a load balancer or clients reach the router by, e.g. `router.example.com` (any "
-        "port) or `router.example.com:8443`; `*` turns the check off."))
+        "to others; with authentication off, every other path too): the name a load balancer or clients reach "
+        "the router by, e.g. `router.example.com` (any port) or `router.example.com:8443`; `*` turns the check "
+        "off."))
     gateway: bool = Field(default=True, description=(
         "Serve the MCP backends to MCP clients: each at `/mcp/backends/{name}/`, all of them at `/mcp/backends/` "
         "(a caller's policy needs `backend_override`; its allow and deny lists apply)."))

@@ -158,6 +158,14 @@ def test_route_is_a_dry_run_with_every_score_component(app: dict[str, Any]) -> N
         0.5 * top["scores"]["match"] + 0.3 * top["scores"]["health"] + 0.2 * top["scores"]["perf"], abs=1e-3)
 
 
+def test_a_page_rebound_to_the_router_is_not_answered_as_its_local_operator(app: dict[str, Any]) -> None:
+    question = {"question": "What time is it in Tokyo?"}
+    rebound = post(app, "/v1/route", question, headers={"host": "evil.example:8000"})
+    assert rebound.status_code == 421 and "server.allowed_hosts" in rebound.text
+    assert post(app, "/v1/route", question, headers={"origin": "http://evil.example"}).status_code == 403
+    assert post(app, "/v1/route", question, headers={"host": "localhost"}).status_code == 200
+
+
 def test_openapi_docs_are_served(app: dict[str, Any]) -> None:
     assert httpx.get(f"{app['url']}/docs").status_code == 200
     assert "/v1/query" in httpx.get(f"{app['url']}/openapi.json").json()["paths"]
