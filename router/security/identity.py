@@ -142,7 +142,9 @@ class _JwtVerifier:
                 raise ConfigError(f"jwt.jwks_file {settings.jwks_file}: {getattr(exc, 'strerror', None) or exc}",
                                   setting="jwt.jwks_file") from None
         else:
-            self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=True, lifespan=300,
+            # Keys are looked up in the set, read again every 5 minutes: PyJWT's per-kid cache (`cache_keys`)
+            # never expires, and kept trusting a key the issuer had rotated out until the process restarted.
+            self._client = jwt.PyJWKClient(str(settings.jwks_url), cache_keys=False, lifespan=300,
                                            timeout=_JWKS_TIMEOUT_S)
 
     async def _keys(self, token: str) -> list[Any]:

@@ -225,6 +225,30 @@ async def test_a_key_set_served_by_url_verifies_a_token_without_kid_and_a_page_t
         await unreachable.authenticate({"authorization": f"Bearer {no_kid}"})
 
 
+async def test_a_key_removed_from_the_issuers_set_verifies_no_token_once_the_set_is_read_again(
+        signing_key: rsa.RSAPrivateKey) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tests.fakes import serve_app
+
+    rsa_jwk = json.loads(RSAAlgorithm.to_jwk(signing_key.public_key()))
+    served = {"keys": [{**rsa_jwk, "kid": "k1", "use": "sig"}]}
+    app = Starlette(routes=[Route("/jwks", lambda r: JSONResponse(served))])
+    body = {"iss": "https://idp.example", "aud": "mcp-router", "sub": "svc", "exp": int(time.time()) + 600}
+    token = jwt.encode(body, signing_key, algorithm="RS256", headers={"kid": "k1"})
+    with serve_app(app) as url:
+        auth = Authenticator(AuthSettings.model_validate({"jwt": {
+            "issuer": "https://idp.example", "audience": "mcp-router", "jwks_url": f"{url}/jwks"}}))
+        assert (await auth.authenticate({"authorization": f"Bearer {token}"})).name == "jwt:svc"
+        fresh = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+        served["keys"] = [{**json.loads(RSAAlgorithm.to_jwk(fresh)), "kid": "k2", "use": "sig"}]  # k1 leaked: out
+        auth._jwt._client.jwk_set_cache.put(None)  # type: ignore[union-attr]  # the set's 300 s have passed
+        with pytest.raises(Unauthenticated):  # PyJWT's per-kid cache kept trusting it until a restart
+            await auth.authenticate({"authorization": f"Bearer {token}"})
+
+
 # -- policies ------------------------------------------------------------------------------------
 
 
