@@ -23,10 +23,11 @@ import mcp_types as types
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, ValidationError
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deployments.caller import CURRENT, Caller
 from deployments.middleware.hosts import host_check
+from deployments.middleware.reply import reply
 from deployments.middleware.request_id import RequestIdCheck
 from deployments.service import RouterService
 from router.errors import InvalidRequest, RouterError, internal_error
@@ -159,7 +160,24 @@ def mcp_app(server: MCPServer, settings: RouterSettings) -> ASGIApp:
     app = server.streamable_http_app(streamable_http_path="/", stateless_http=True, json_response=True,
                                      host=settings.server.host,
                                      transport_security=host_check(settings.server.allowed_hosts))
-    return RequestIdCheck(app)
+    return _NoStandingStream(RequestIdCheck(app))
+
+
+class _NoStandingStream:
+    """A GET is a session's standing stream, for messages outside its requests. The stateless face has no
+    session and sends nothing outside a request, so the SDK's stream stayed open, idle, holding one of the
+    replica's standing-stream places for as long as the client liked: answered 405, as the transport allows."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await reply(send, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": types.INVALID_REQUEST, "message": "Method Not Allowed: this endpoint keeps no session, "
+                "and so no stream outside a request"}}, 405, {"Allow": "POST"})
+            return
+        await self.app(scope, receive, send)
 
 
 def _caller() -> Caller:

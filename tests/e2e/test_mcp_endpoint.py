@@ -78,6 +78,12 @@ def test_malformed_json_rpc_gets_a_json_rpc_error(url: str) -> None:
     assert r.json()["error"]["code"] in (-32700, -32600)
 
 
+def test_a_standing_stream_on_the_stateless_face_is_refused_not_held_open(url: str) -> None:
+    # it stayed open and idle, one of the replica's standing-stream places each, for as long as a client liked
+    r = httpx.get(f"{url}/mcp/", headers={"accept": "text/event-stream"}, timeout=10)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
 def test_mcp_inspector_cli_lists_and_calls_tools(url: str) -> None:
     # The MCP Inspector CLI and its Node, installed by `make setup` (tests/conformance/package.json).
     bin_dir = ROOT / "tests" / "conformance" / "node_modules" / ".bin"
