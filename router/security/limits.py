@@ -48,6 +48,15 @@ class TokenBucket:
         self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
         self.updated = now
 
+    def retune(self, rate: float, capacity: float) -> None:
+        """Another policy's limit for the same principal (a JWT's scopes choose its policy token by token): the
+        tokens left carry over, never more than the new capacity. A full bucket at every change of limit let
+        a principal alternating two tokens take a burst at each request."""
+        if (rate, capacity) != (self.rate, self.capacity):
+            self._refill()
+            self.rate, self.capacity = rate, capacity
+            self.tokens = min(self.tokens, capacity)
+
     def take(self, n: float = 1.0) -> float:
         """0 when `n` tokens were taken; else the seconds until they would be there (nothing taken)."""
         self._refill()
@@ -102,8 +111,9 @@ class SharedBuckets:
 
     def grant(self, key: str, rate: float, capacity: float, want: float) -> tuple[int, float]:
         bucket = self._buckets.get(key)
-        if bucket is None or (bucket.rate, bucket.capacity) != (rate, capacity):
+        if bucket is None:
             bucket = self._buckets.add(key, TokenBucket(rate, capacity, self.clock))
+        bucket.retune(rate, capacity)
         return bucket.take_up_to(want)
 
 
@@ -132,10 +142,11 @@ class Limiter:
         self._states: Pruned[_State] = Pruned(lambda state: state.idle)
 
     def _state(self, principal: str, limit: RateLimit) -> _State:
+        cap = None if limit.max_in_flight is None else max(1, round(limit.max_in_flight * self.share))
         state = self._states.get(principal)
         if state is None:
-            cap = None if limit.max_in_flight is None else max(1, round(limit.max_in_flight * self.share))
-            state = self._states.add(principal, _State(cap))
+            return self._states.add(principal, _State(cap))
+        state.max_in_flight = cap  # the policy of this request's credential, not of the principal's first
         return state
 
     async def admit(self, principal: str, limit: RateLimit, standing: bool = False) -> None:
@@ -197,9 +208,11 @@ class Limiter:
                 if total >= n:
                     return
                 raise RateLimited(f"{principal!r} is over {what}", retry_after_s=round(wait, 3))
+        rate, capacity = rate * self.share, max(1.0, capacity * self.share)
         bucket = state.local.get(kind)
         if bucket is None:
-            bucket = state.local[kind] = TokenBucket(rate * self.share, max(1.0, capacity * self.share), self.clock)
+            bucket = state.local[kind] = TokenBucket(rate, capacity, self.clock)
+        bucket.retune(rate, capacity)
         wait = bucket.take(n)
         if wait:
             raise RateLimited(f"{principal!r} is over {what}", retry_after_s=round(wait, 3))

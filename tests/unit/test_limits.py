@@ -192,3 +192,32 @@ async def test_backend_calls_are_charged_per_call() -> None:
     await limiter.charge_calls("a", limit, 3)
     with pytest.raises(RateLimited, match="backend calls"):
         await limiter.charge_calls("a", limit, 1)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_principal_alternating_two_policies_limits_gets_no_fresh_burst_at_each_change(shared: bool) -> None:
+    # a JWT's scopes choose its policy token by token: each change of limit made a new, full bucket
+    clock = FakeClock(100.0)
+    buckets = SharedBuckets(clock)
+
+    async def grant(key: str, rate: float, capacity: float, want: float) -> tuple[float, float]:
+        return buckets.grant(key, rate, capacity, want)
+
+    limiter = Limiter(replicas=1, clock=clock, grant=grant if shared else None)
+    slow, faster = RateLimit(requests_per_s=1, burst=5), RateLimit(requests_per_s=1.5, burst=5)
+    admitted = 0
+    for i in range(100):
+        try:
+            await limiter.admit("jwt:alice", slow if i % 2 else faster)
+            admitted += 1
+            limiter.release("jwt:alice")
+        except RateLimited:
+            pass
+    assert admitted == 5
+
+
+async def test_the_in_flight_cap_is_the_policy_of_each_requests_credential() -> None:
+    limiter = Limiter()
+    await limiter.admit("jwt:alice", RateLimit())  # a token whose policy sets no cap came first
+    with pytest.raises(RateLimited, match="in flight"):
+        await limiter.admit("jwt:alice", RateLimit(max_in_flight=1))
