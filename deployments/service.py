@@ -219,7 +219,7 @@ class RouterService:
             return backend in visible and (not capability or access.allows(backend, capability))
 
         return [r for r in rows if (r["backend"] is None or sees(r["backend"], r.get("capability")))
-                and all(sees(*call.split("/", 1)) for call in r.get("calls") or ())]
+                and all(sees(*call.split("/", 1)) for call in (*(r.get("calls") or ()), *(r.get("candidates") or ())))]
 
     async def loadtest(self, caller: Caller, report: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The last `mcp-router loadtest` report (operators), or, given one, keep it."""

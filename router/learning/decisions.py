@@ -30,6 +30,7 @@ from router.values import Capability, CapabilityId, Catalog, Decision
 # What is kept of a question (its vector is of the whole): more than the model reads, and 50,000 decisions of
 # questions at the 32 KiB request limit would otherwise hold 1.6 GB.
 MAX_REMEMBERED_CHARS = 2000
+REFUSED_CANDIDATES = 3  # a refused decision's closest candidates its row names (a 409 names two, a 404 a few)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,12 +67,15 @@ class RecentDecision:
 
     def row(self) -> dict[str, Any]:
         """The decision as the operators' list shows it: what answered, or what was called and failed (`calls`:
-        every call the failed request could make, so that an operator sees it only if it may see them all)."""
+        every call the failed request could make), or, refused, its closest `candidates`: an operator sees the row
+        only if it may see them all."""
         chosen = self.chosen or (self.attempted[0] if self.attempted else None)
+        closest = self.candidates[:REFUSED_CANDIDATES] if self.outcome == "refused" else ()
         return {"request_id": self.request_id, "time": self.time, "principal": self.principal or "anonymous",
                 "question": self.question, "intent": self.intent, "verdict": self.verdict,
                 "backend": chosen.backend if chosen else None, "capability": chosen.name if chosen else None,
                 "calls": [f"{c.backend}/{c.name}" for c in self.attempted],
+                "candidates": [f"{c.backend}/{c.name}" for c in closest],
                 "outcome": self.outcome, "error": self.error, "latency_ms": self.latency_ms}
 
     def confidence_of(self, cap: CapabilityId) -> float | None:

@@ -18,6 +18,7 @@ from deployments.caller import Caller
 from deployments.middleware import TraceContext
 from deployments.service import RouterService
 from router.errors import ErrorKind, NoRelevantBackend, PayloadTooLarge, RateLimited
+from router.learning.decisions import RecentDecision
 from router.llm.selection import ToolSelector
 from router.models import QueryRequest, RouteRequest
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
@@ -27,7 +28,7 @@ from router.settings import AuthSettings, Policy, RouterSettings
 from router.stages.scoring import health_score
 from router.strategies import STRATEGIES
 from router.strategies.base import ChargedExecutor
-from router.values import BackendStatus, CallOutcome, Capability, Catalog
+from router.values import BackendStatus, CallOutcome, Capability, CapabilityId, Catalog
 from tests.unit.fake_executor import ScriptedExecutor, fail, ok
 from tests.unit.helpers import embed_texts, fake_embed, small_catalogs
 from tests.unit.router_world import ONLY_TIME, answers, query, world
@@ -302,6 +303,12 @@ async def test_an_operator_sees_no_decision_of_a_tool_its_policy_denies() -> Non
             {"backend": None, "capability": None, "question": "declined"},
             {"backend": "fs", "capability": "read_file", "question": "failed on both",
              "calls": ["fs/read_file", "fs/read_secrets"]}]
+    # a question the router asked about names its closest candidates: seen only where they all may be
+    asked = [RecentDecision(request_id=q, question=q, vector=None, chosen=None, outcome="refused",
+                            candidates=tuple(CapabilityId("fs", "tool", n) for n in names)).row()
+             for q, names in (("salary of Jane Doe", ("read_secrets", "read_file")), ("which notes", ("read_file",)))]
+    rows += asked
+    assert asked[0]["candidates"] == ["fs/read_secrets", "fs/read_file"]
 
     async def latest(limit: int) -> list[dict[str, Any]]:
         return rows
@@ -310,7 +317,7 @@ async def test_an_operator_sees_no_decision_of_a_tool_its_policy_denies() -> Non
     service.router = SimpleNamespace(visible_backends=lambda access: ["fs"])  # type: ignore[assignment]
     service.learning = SimpleNamespace(latest=latest)  # type: ignore[assignment]
     shown = await service.decisions(50, Caller(ops))
-    assert [r["question"] for r in shown] == ["read notes", "declined"]
+    assert [r["question"] for r in shown] == ["read notes", "declined", "which notes"]
 
 
 async def test_an_operators_stats_count_only_the_capabilities_its_policy_allows() -> None:
