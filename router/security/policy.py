@@ -18,6 +18,7 @@ from router.errors import Forbidden
 from router.models import BackendInfo
 from router.security.identity import Principal
 from router.settings import AuthSettings, Policy
+from router.trust.untrusted import noted_capability
 from router.values import BackendStatus, Catalog
 
 # What a principal whose policy is not configured gets (the `public` caller of /health, say): nothing.
@@ -85,8 +86,7 @@ class Access:
             "flow_count": counts["flow"],
             "held_tools": [h for h in info.held_tools if mine(h.tool)],
             "flagged_tools": [f for f in info.flagged_tools if mine(f.tool)],
-            # Notes read "server: description" or "<capability>: <fields>".
-            "sanitized": [n for n in info.sanitized if n.startswith("server:") or mine(n.split(":", 1)[0])],
+            "sanitized": [n for n in info.sanitized if (cap := noted_capability(n)) is None or mine(cap)],
             # A rejected catalog's reason may name any of its capabilities.
             "catalog_error": "the backend's catalog was rejected" if info.catalog_error else None})
 

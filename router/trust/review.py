@@ -24,7 +24,7 @@ from typing import Any
 from router.settings import SecuritySettings
 from router.trust.pins import PinStore
 from router.trust.poisoning import suspicious_phrases
-from router.trust.untrusted import over_limits, sanitise
+from router.trust.untrusted import SERVER_NOTE, over_limits, sanitise
 from router.values import Capability
 
 
@@ -64,7 +64,7 @@ class CatalogGuard:
         server_rules = suspicious_phrases(description)
         if server_rules:
             held_too = self.settings.quarantine_suspicious
-            notes = (*notes, f"server: description {'held' if held_too else 'flagged'}, suspicious "
+            notes = (*notes, f"{SERVER_NOTE} {'held' if held_too else 'flagged'}, suspicious "
                              f"({', '.join(server_rules)})")
             clean_description = "" if held_too else clean_description
         flagged = []

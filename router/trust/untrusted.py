@@ -99,13 +99,23 @@ def over_limits(description: str, capabilities: Sequence[Capability], limits: Se
     return None
 
 
+# A note on the server's own description has no ": ", which every capability's note has ("<name>: <fields>"), so
+# that a tool named "server" is never taken for the server.
+SERVER_NOTE = "the server's description"
+
+
+def noted_capability(note: str) -> str | None:
+    """The capability a `sanitise` or review note is about; None for the server's own description."""
+    return note.rsplit(": ", 1)[0] if ": " in note else None
+
+
 def sanitise(description: str, capabilities: Sequence[Capability]
              ) -> tuple[str, tuple[Capability, ...], tuple[str, ...]]:
     """Every text without invisible characters, and the fields that lost some ("search: description")."""
     notes: list[str] = []
     clean_description = strip_invisible(description)
     if clean_description != description:
-        notes.append("server: description")
+        notes.append(SERVER_NOTE)
     out = []
     for cap in capabilities:
         name = strip_invisible(cap.name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -51,12 +52,16 @@ def test_a_principal_sees_counts_held_flagged_and_cleaned_only_of_capabilities_i
         name="time", kind="mcp_stdio", transport="stdio", health="healthy", tool_count=2, resource_count=1,
         held_tools=({"tool": "convert_time", "kind": "tool", "reason": "definition changed"},),
         flagged_tools=({"tool": "convert_time", "kind": "tool", "rules": ["hidden text"]},),
-        sanitized=("server: description", "convert_time: description"),
+        sanitized=("the server's description", "convert_time: description"),
         catalog_error="catalog of backend 'time' rejected: tool 'convert_time' is too long")
     bob = access({"deny": ["time/convert_time"]}).backend_info(status, catalog)
     assert (bob.tool_count, bob.resource_count) == (1, 1)
-    assert bob.held_tools == [] and bob.flagged_tools == [] and bob.sanitized == ["server: description"]
+    assert bob.held_tools == [] and bob.flagged_tools == [] and bob.sanitized == ["the server's description"]
     assert "convert_time" not in bob.model_dump_json()
+    # A denied tool whose name holds ":" (or is "server") was shown by the part of its name before the colon.
+    colons = access({"deny": ["time/admin:*", "time/server"]}).backend_info(replace(
+        status, sanitized=("admin:drop_all: description", "server: description", "admin: title")), catalog)
+    assert colons.sanitized == ["admin: title"]
     everything = access({}).backend_info(status, catalog)  # an unrestricted principal sees it all
     assert everything.tool_count == 2 and everything.held_tools[0].tool == "convert_time"
 

@@ -44,7 +44,7 @@ def test_sanitise_cleans_names_descriptions_and_schema_strings_and_says_which_fi
     assert out[0].name == "search" and out[0].description == "Find pages"
     assert out[0].input_schema == {"properties": {"q": {"description": "text"}}}
     assert out[1] is caps[1]
-    assert notes == ("server: description", "search: description, input_schema, name")
+    assert notes == ("the server's description", "search: description, input_schema, name")
 
 
 # --- limits ------------------------------------------------------------------------------------
@@ -267,7 +267,8 @@ def test_a_server_description_that_addresses_the_model_is_reported_and_held_unde
     caps = [tool("add", "Add two numbers.")]
     instructions = f"Arithmetic. {POISONED['exfiltration']}"
     reported = CatalogGuard("b", SecuritySettings(pin_tools=False)).review(instructions, caps)
-    assert reported.description == instructions and reported.sanitized[-1].startswith("server: description flagged")
+    assert reported.description == instructions
+    assert reported.sanitized[-1].startswith("the server's description flagged")
     held = CatalogGuard("b", SecuritySettings(pin_tools=False, quarantine_suspicious=True)).review(instructions, caps)
     assert held.description == "" and "exfiltration" in held.sanitized[-1]
     assert [c.name for c in held.capabilities] == ["add"]  # its tools are judged on their own
