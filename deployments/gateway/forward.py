@@ -164,11 +164,15 @@ async def _ask_client(ctx: ServerRequestContext[Any, Any], method: str,
 def versioned(handler: Handler) -> Handler:
     """A gateway handler whose result is in the client's protocol version (the SDK checks a handler's result
     against it before any middleware sees it): a 2026-07-28 answer needs `resultType`, which a 2025
-    server's result lacks; a 2025 answer has none."""
+    server's result lacks; a 2025 answer has none. The backend's own cache hints are dropped for the
+    gateway's (`private`, kept 0 ms): the backend has one client, the router, and may call an answer `public`,
+    but what the gateway answers is filtered by the caller's policy, and a shared cache would serve it to others."""
 
     async def answer(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
         result = await handler(ctx, params)
         if isinstance(result, dict):
+            result.pop("cacheScope", None)
+            result.pop("ttlMs", None)
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 result.setdefault("resultType", "complete")
             else:

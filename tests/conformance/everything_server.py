@@ -19,6 +19,7 @@ from typing import Any, get_args
 import anyio
 import mcp_types as types
 import uvicorn
+from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
@@ -340,6 +341,8 @@ def build_server() -> Server:
         on_list_resources=list_resources, on_list_resource_templates=list_templates, on_read_resource=read_resource,
         on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe,
         on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_completion=complete,
+        # A server with one audience may call its answers public (2026-07-28): a gateway in front of it may not.
+        cache_hints={m: CacheHint(ttl_ms=3_600_000, scope="public") for m in ("tools/list", "resources/read")},
     )
     # logging/setLevel via add_request_handler avoids the constructor's MCPDeprecationWarning
     # (on_set_logging_level=...); get_capabilities() derives `logging` from the registered method.

@@ -74,7 +74,7 @@ def app(ray_local: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> 
             "state_dir": fresh_state(),
         })
         with running_app(settings, ray_local["url"]) as url:
-            yield {"url": url, "audit": audit, "primary": proc}
+            yield {"url": url, "audit": audit, "primary": proc, "backends": {"modern": main}}
 
 
 @contextlib.asynccontextmanager
@@ -256,6 +256,16 @@ async def test_a_denied_resource_is_not_read_by_its_uri_nor_by_a_template(app: d
         assert (await dave.list_resource_templates()).resource_templates == []
     async with connect(f"{app['url']}/mcp/backends/everything/", "2025-11-25") as alice:
         assert (await alice.read_resource("test://template/7/data")).contents
+
+
+async def test_what_the_gateway_answers_for_one_caller_is_never_marked_for_a_shared_cache(app: dict[str, Any]) -> None:
+    # the backend's "public" (it has one client, the router) was passed on with a listing filtered by policy
+    async with connect(f"{app['url']}/mcp/backends/modern/", "2026-07-28") as alice:
+        listed = await alice.list_tools()
+        read = await alice.read_resource("test://static-text")
+    assert (listed.cache_scope, read.cache_scope) == ("private", "private") and read.ttl_ms == 0
+    async with Client(app["backends"]["modern"], mode="2026-07-28") as direct:
+        assert (await direct.read_resource("test://static-text")).cache_scope == "public"
 
 
 def test_a_backend_the_caller_may_not_reach_is_refused_before_any_session(app: dict[str, Any]) -> None:
