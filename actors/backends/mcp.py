@@ -153,13 +153,13 @@ class McpBackend:
                                 list_roots_callback=hub.roots, logging_callback=hub.log)
                 await stack.enter_async_context(client)
                 self._client = client
-                hub.new_session()
                 info = client.server_info
                 if not self.server_description:
                     self.server_description = (client.instructions or (info.description if info else None)
                                                or (info.title if info else None) or "")
                 ready.set()
                 async with anyio.create_task_group() as tg:
+                    tg.start_soon(hub.resubscribe, client)
                     if self._modern(client):
                         tg.start_soon(self._listen, client)
                     await self._stop.wait()

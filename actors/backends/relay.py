@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 import uuid
 import warnings
@@ -38,6 +39,8 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from router.errors import ErrorKind
+
+log = logging.getLogger("mcp_router.relay")
 
 # What the gateway forwards (ping is answered by the gateway itself).
 RELAYED = ("tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list", "resources/templates/list",
@@ -241,10 +244,21 @@ class RelayHub:
             if session is not None and method == "resources/subscribe" and not answered:
                 self._leave(str(params.get("uri")), str(session))  # the server refused it: nothing held
 
-    def new_session(self) -> None:
-        """The router's session with the server is new: it holds no subscription, so the next session to
-        subscribe to a resource subscribes it again."""
-        self._subscribers.clear()
+    async def resubscribe(self, client: Client) -> None:
+        """The router's session with the server is new and holds no subscription: the resources gateway sessions
+        still hold are subscribed again (a 2026-07-28 server takes none: `identity`); one the server now
+        refuses is let go, its holders told nothing more of it."""
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            self._subscribers.clear()
+            return
+        for uri in list(self._subscribers):
+            try:
+                await client.subscribe_resource(uri)
+            except Exception as exc:  # refused, or the session ended again: its next start tries once more
+                log.info("backend %s: subscribing to %s again failed: %r", self.backend, uri, exc)
+                if not isinstance(exc, MCPError) or exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
+                    return
+                self._subscribers.pop(uri, None)
 
     def _server_hears(self, method: str, uri: str, session: str) -> bool:
         """Whether a gateway session's subscribe or unsubscribe goes to the server. Its session is every gateway
@@ -287,8 +301,11 @@ def session_gone(exc: MCPError) -> bool:
 def identity(client: Client) -> dict[str, Any]:
     """What the backend told the router about itself, for the gateway's handshake with its clients."""
     caps, info = client.server_capabilities, client.server_info
+    offered = caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps else {}
+    if client.protocol_version in MODERN_PROTOCOL_VERSIONS and isinstance(offered.get("resources"), dict):
+        offered["resources"].pop("subscribe", None)  # not relayed from a 2026-07-28 server (`_send`)
     return {"protocolVersion": client.protocol_version,
-            "capabilities": caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps else {},
+            "capabilities": offered,
             "serverInfo": info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None,
             "instructions": client.instructions}
 
@@ -321,9 +338,14 @@ async def _send(client: Client, method: str, p: Mapping[str, Any], relay: Relay,
             kind = types.PromptReference if ref.get("type") == "ref/prompt" else types.ResourceTemplateReference
             context = (p.get("context") or {}).get("arguments")
             result = await client.complete(kind.model_validate(ref), dict(p["argument"]), context)
-        elif modern and method in ("logging/setLevel", "resources/subscribe", "resources/unsubscribe"):
-            # Not in 2026-07-28 (a level travels with each request; changes are listened for): accepted, as the
-            # 2025 client asking expects, with nothing to tell the server.
+        elif modern and method == "resources/subscribe":
+            # 2026-07-28 has no subscribe: a resource's updates come on a `subscriptions/listen` stream, which the
+            # router does not hold for its clients; the handshake the gateway mirrors offers none (`identity`).
+            raise MCPError(code=types.METHOD_NOT_FOUND, message="resources/subscribe: the backend speaks "
+                           "2026-07-28, whose resource updates the router does not relay")
+        elif modern and method in ("logging/setLevel", "resources/unsubscribe"):
+            # Not in 2026-07-28 (a level travels with each request): accepted, as the 2025 client asking
+            # expects, with nothing to tell the server.
             return {}
         elif method == "logging/setLevel":
             result = await client.set_logging_level(p["level"])

@@ -58,8 +58,10 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
         session = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
         if session and ctx.method != "resources/read":  # the backend's session is shared: it counts subscribers
             params[SUBSCRIBER] = session
-        result = await gate.relay(ctx, caller, name, ctx.method, params)
         subscribed = gate.seen(ctx, name)
+        if ctx.method == "resources/subscribe":
+            gate.may_subscribe(caller, name, subscribed, uri)
+        result = await gate.relay(ctx, caller, name, ctx.method, params)
         if ctx.method == "resources/subscribe":
             subscribed.add(uri)
         elif ctx.method == "resources/unsubscribe":

@@ -25,7 +25,15 @@ from deployments.caller import CURRENT, Caller
 from deployments.gateway.forward import FAILOVER_KINDS, error_kind, forward, log_level, router_error
 from deployments.service import RouterService
 from router.bounds import bounded_arguments
-from router.errors import ErrorKind, InvalidRequest, RouterError, UnknownBackend, UnknownCapability, error_of_kind
+from router.errors import (
+    ErrorKind,
+    InvalidRequest,
+    LimitExceeded,
+    RouterError,
+    UnknownBackend,
+    UnknownCapability,
+    error_of_kind,
+)
 from router.values import Capability, Catalog
 
 log = logging.getLogger("mcp_router.gateway")
@@ -33,6 +41,8 @@ log = logging.getLogger("mcp_router.gateway")
 _IDENTITY_TTL_S = 30.0
 _NOTIFICATION: TypeAdapter[Any] = TypeAdapter(types.ServerNotification)
 _MAX_SESSIONS = 10_000  # sessions (and log levels) remembered per backend; past it the longest unused go
+# A tenth of what a backend's session holds subscribed for every caller (actors.backends.relay._MAX_SUBSCRIBED).
+_MAX_SUBSCRIBED_PER_PRINCIPAL = 1_000
 _RELEASE_TIMEOUT_S = 10.0
 _LISTINGS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 
@@ -45,6 +55,7 @@ class Gate:
         # Per backend, its 2025 sessions (by id, least recently used first) and the resources each subscribed
         # to: where the server's notifications outside requests go.
         self.sessions: dict[str, dict[str, tuple[Any, set[str]]]] = {}
+        self._principals: dict[str, str] = {}  # each of those sessions' principal
         # Whether the SDK still serves a backend's session (the gateway says; an ended one is told nothing).
         self.alive: Callable[[str, str], bool] = lambda backend, session: True
         self._releasing: set[asyncio.Task[None]] = set()
@@ -94,9 +105,14 @@ class Gate:
         return caller.access.allows_all(backend)
 
     @staticmethod
-    def refuse(caller: Caller, error: RouterError, code: int = types.INVALID_REQUEST) -> MCPError:
+    def refuse(caller: Caller, error: RouterError, code: int = types.INTERNAL_ERROR) -> MCPError:
+        """The router's refusal as the client hears it: -32603 with `data.kind` (-32602 where a param is what
+        was wrong; -32600 would tell the client its message itself was malformed)."""
         caller.fail(error)
-        return MCPError(code=code, message=error.message, data={"kind": error.code})
+        data: dict[str, Any] = {"kind": error.code}
+        if "retry_after_s" in error.details:
+            data["retry_after_s"] = error.details["retry_after_s"]
+        return MCPError(code=code, message=error.message, data=data)
 
     def remember_level(self, ctx: ServerRequestContext[Any, Any], level: str) -> None:
         session = ctx.request.headers.get("mcp-session-id") if ctx.request is not None else None
@@ -113,6 +129,8 @@ class Gate:
         if not session:
             return set()
         known = self.sessions.setdefault(backend, {})
+        caller = CURRENT.get()
+        self._principals.setdefault(session, caller.access.principal.name if caller is not None else "-")
         entry = known.pop(session, None) or (ctx.session, set())
         known[session] = entry  # last used goes last
         if len(known) > _MAX_SESSIONS:
@@ -122,10 +140,23 @@ class Gate:
                 self.forget(backend, next(iter(known)))
         return entry[1]
 
+    def may_subscribe(self, caller: Caller, backend: str, subscribed: set[str], uri: str) -> None:
+        """A principal holds at most `_MAX_SUBSCRIBED_PER_PRINCIPAL` of a backend's resources subscribed, over all
+        its sessions: the backend's one session with the server holds a bounded number for every caller."""
+        principal = caller.access.principal.name
+        if uri in subscribed:
+            return
+        held = sum(len(uris) for sid, (_, uris) in self.sessions.get(backend, {}).items()
+                   if self._principals.get(sid) == principal)
+        if held >= _MAX_SUBSCRIBED_PER_PRINCIPAL:
+            raise self.refuse(caller, LimitExceeded(
+                f"{principal!r} holds {held} subscriptions to resources of backend {backend!r}, its limit"))
+
     def forget(self, backend: str, session: str) -> None:
         """A session that ended (or is pushed out): nothing more is sent to it, and the resources it subscribed
         to are released at the backend, whose one session with the server carries every client's."""
         self.levels.pop(session, None)
+        self._principals.pop(session, None)
         entry = self.sessions.get(backend, {}).pop(session, None)
         if entry is not None and entry[1]:
             task = asyncio.get_running_loop().create_task(self._release(backend, session, sorted(entry[1])))

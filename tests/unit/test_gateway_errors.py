@@ -174,3 +174,31 @@ async def test_the_aggregate_servers_tool_names_are_ones_function_calling_apis_a
             await call(CTX, NS(name="flowise__Customer Support (1a2b)", arguments={}))
     finally:
         CURRENT.reset(token)
+
+
+async def test_one_principal_holds_a_bounded_share_of_a_backends_subscriptions_over_all_its_sessions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # one key filled the backend's 10,000 subscriptions, every caller's, and nobody else could subscribe
+    monkeypatch.setattr("deployments.gateway.gate._MAX_SUBSCRIBED_PER_PRINCIPAL", 3)
+    g, failed = gate({}, Metrics()), []
+    mallory, alice = caller(failed), caller(failed)
+    alice.access.principal = NS(anonymous=False, name="alice")
+    for n, session in enumerate(("m1", "m1", "m2")):
+        ctx = NS(session=None, request=NS(headers={"mcp-session-id": session}))
+        token = CURRENT.set(mallory)
+        try:
+            held = g.seen(ctx, "b")  # type: ignore[arg-type]
+            g.may_subscribe(mallory, "b", held, f"x://{n}")
+            held.add(f"x://{n}")
+        finally:
+            CURRENT.reset(token)
+    with pytest.raises(MCPError) as refused:
+        g.may_subscribe(mallory, "b", set(), "x://more")
+    assert refused.value.error.code == -32603 and refused.value.error.data == {"kind": "limit_exceeded"}
+    g.may_subscribe(mallory, "b", {"x://0"}, "x://0")  # held already: no more held
+    token = CURRENT.set(alice)
+    try:
+        g.may_subscribe(alice, "b", g.seen(NS(session=None, request=NS(headers={"mcp-session-id": "a1"})), "b"),
+                        "x://0")  # type: ignore[arg-type]
+    finally:
+        CURRENT.reset(token)

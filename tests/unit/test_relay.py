@@ -59,9 +59,36 @@ async def test_the_server_hears_the_first_subscribe_and_the_last_unsubscribe() -
     assert server.sent == [("subscribe", URI), ("unsubscribe", URI)]
     await ask(hub, server, "resources/subscribe", "carol")
     assert server.sent[-1] == ("subscribe", URI)
-    hub.new_session()  # connected again: the server's new session holds no subscription
+
+
+async def test_a_new_session_with_the_server_subscribes_again_to_what_clients_still_hold() -> None:
+    # every gateway subscription died silently at a reconnect: clients believed they were subscribed
+    hub, server = RelayHub("notes", lambda: 0), Server()
     await ask(hub, server, "resources/subscribe", "carol")
-    assert server.sent[-2:] == [("subscribe", URI), ("subscribe", URI)]
+    await ask(hub, server, "resources/subscribe", "dave")
+    again = Server()  # connected again: the server's new session holds no subscription
+    await hub.resubscribe(again)  # type: ignore[arg-type]
+    assert again.sent == [("subscribe", URI)]
+    await ask(hub, again, "resources/unsubscribe", "carol")
+    await ask(hub, again, "resources/unsubscribe", "dave")
+    assert again.sent[-1] == ("unsubscribe", URI)
+    await ask(hub, again, "resources/subscribe", "erin")
+    refusing = Server(refuse=True)  # a resource the new server no longer has: let go, not held forever
+    await hub.resubscribe(refusing)  # type: ignore[arg-type]
+    assert hub._subscribers == {}
+
+
+async def test_a_2026_backend_offers_no_subscription_it_would_never_deliver() -> None:
+    from actors.backends.relay import identity
+
+    modern = Server()
+    modern.protocol_version = "2026-07-28"
+    refused = await ask(RelayHub("notes", lambda: 0), modern, "resources/subscribe", "alice")
+    assert refused["event"] == "error" and "2026-07-28" in refused["message"] and modern.sent == []
+    modern.server_capabilities = types.ServerCapabilities(  # type: ignore[attr-defined]
+        resources=types.ResourcesCapability(subscribe=True, list_changed=True))
+    modern.server_info, modern.instructions = None, None  # type: ignore[attr-defined]
+    assert identity(modern)["capabilities"]["resources"] == {"listChanged": True}  # type: ignore[arg-type]
 
 
 async def test_a_subscribe_the_server_refused_holds_nothing() -> None:
