@@ -121,18 +121,19 @@ def build_backend_server(gate: Gate, name: str) -> Server[Any]:
 
 
 def _mirror(gate: Gate, name: str) -> Any:
-    """Middleware: the handshake answers as the backend did (its capabilities, server info and instructions)."""
+    """Middleware: the handshake answers as the backend did (its capabilities, server info and instructions), a
+    2025 client's `initialize` and a 2026-07-28 client's `server/discover` alike."""
 
     async def mirror(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
-        if ctx.method != "initialize":
+        if ctx.method not in ("initialize", "server/discover"):
             return result
         found = await gate.identity(name)
         if found is None or not isinstance(result, dict):  # the SDK's handshake answers with a wire dict
             return result
         answer = dict(result)
         answer["capabilities"] = found["capabilities"]
-        if found.get("serverInfo"):
+        if found.get("serverInfo") and "serverInfo" in answer:
             answer["serverInfo"] = clean_strings(found["serverInfo"])
         if isinstance(found.get("instructions"), str) and found["instructions"]:
             answer["instructions"] = strip_invisible(found["instructions"])

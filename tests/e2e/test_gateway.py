@@ -268,6 +268,15 @@ async def test_what_the_gateway_answers_for_one_caller_is_never_marked_for_a_sha
         assert (await direct.read_resource("test://static-text")).cache_scope == "public"
 
 
+async def test_a_2026_client_discovers_the_backends_own_capabilities(app: dict[str, Any]) -> None:
+    # server/discover was answered by the gateway's own server: no subscriptions where the backend offers them
+    async with httpx2.AsyncClient(headers=bearer("alice"), timeout=30) as http, Client(streamable_http_client(
+            f"{app['url']}/mcp/backends/everything/", http_client=http), mode="auto") as alice:  # probes discover
+        assert alice.protocol_version in MODERN_PROTOCOL_VERSIONS
+        resources = alice.server_capabilities.resources
+    assert resources is not None and resources.subscribe is True
+
+
 def test_a_backend_the_caller_may_not_reach_is_refused_before_any_session(app: dict[str, Any]) -> None:
     # A backend bob may not see is one that does not exist; carol may not name backends at all.
     hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
