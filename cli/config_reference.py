@@ -33,7 +33,8 @@ One YAML file configures the router (`mcp-router serve --config FILE`; the bundl
 [examples/router.yaml](../examples/router.yaml)). A JSON file in the `mcpServers` format of Claude
 Desktop and Cursor works as it is: an entry with `command` becomes an `mcp_stdio` backend, one with
 `url` an `mcp_http` backend. `${{VAR}}` and `${{VAR:-default}}` in values are expanded from the
-environment, and relative paths are relative to the file. Environment variables with the prefix
+environment; a path starting `~` is in the home folder, and a relative one is relative to the file (to
+the working folder when an environment variable gives it). Environment variables with the prefix
 `ROUTER_` override settings, with `__` between levels: `ROUTER_ROUTING__ALPHA=0.5` (backends are
 set in the file only; a text setting takes the value as written, others read it as YAML; a variable that
 names no setting, such as the `ROUTER_SERVICE_HOST` Kubernetes sets, is ignored with a warning). Unknown keys

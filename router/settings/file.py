@@ -44,12 +44,17 @@ def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mappin
         where = str(file)
         # ${MCP_ROUTER_STATE_DIR} names the state folder, known only once every file is read.
         data = _load_file(file, {STATE_DIR_VAR: _STATE_MARK, **env})
+    _overlay_environment(data, env)
+    _resolve_relative_paths(data, Path.cwd())  # a path the environment gave: from the working folder
+    if path is not None:
         data.setdefault("state_dir", str(user_state_dir(file, env)))
         if not isinstance(data["state_dir"], str):
             raise ConfigError(f"{where}: state_dir must be a path (a string), got {type(data['state_dir']).__name__}",
                               file=where, field="state_dir")
         _substitute(data, _STATE_MARK, data["state_dir"])
-    _overlay_environment(data, env)
+        # The lock file beside the file named, unless this file or one it extends names one.
+        if isinstance(security := data.setdefault("security", {}), dict):
+            security.setdefault("lock_file", str(file.parent.resolve() / "mcp-router.lock.json"))
     if overrides:
         _deep_merge(data, dict(overrides))
     try:
@@ -173,24 +178,22 @@ def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str
 
 
 def _resolve_relative_paths(data: dict[str, Any], base: Path) -> None:
+    """Every path setting as an absolute path: `~` is the user's home, a relative one is from `base`."""
+    def resolved(holder: Any, key: str) -> None:
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str) and _STATE_MARK not in value:  # that one is a path once the state folder is known
+            path = Path(os.path.expanduser(value))
+            holder[key] = str(path if path.is_absolute() else (base / path).resolve())
+
     for spec in data.get("backends") or []:
         for holder in (spec, spec.get("launch") if isinstance(spec, dict) else None):
-            if isinstance(holder, dict) and isinstance(holder.get("cwd"), str) and not os.path.isabs(holder["cwd"]):
-                holder["cwd"] = str((base / holder["cwd"]).resolve())
-    auth = (data.get("server") or {}).get("auth") if isinstance(data.get("server"), dict) else None
-    jwt = auth.get("jwt") if isinstance(auth, dict) else None
-    audit = data.get("audit")
-    for holder, key in ((jwt, "jwks_file"), (audit, "path")):
-        if isinstance(holder, dict) and isinstance(holder.get(key), str) and not os.path.isabs(holder[key]):
-            holder[key] = str((base / holder[key]).resolve())
-    state = data.get("state_dir")
-    if isinstance(state, str) and not os.path.isabs(os.path.expanduser(state)):
-        data["state_dir"] = str((base / state).resolve())
-    security = data.get("security")
-    security = security if isinstance(security, dict) else {}
-    lock = security.get("lock_file", "mcp-router.lock.json")
-    if isinstance(lock, str) and not os.path.isabs(os.path.expanduser(lock)):
-        data["security"] = {**security, "lock_file": str((base / lock).resolve())}
+            resolved(holder, "cwd")
+    server = data.get("server")
+    auth = server.get("auth") if isinstance(server, dict) else None
+    resolved(auth.get("jwt") if isinstance(auth, dict) else None, "jwks_file")
+    resolved(data.get("audit"), "path")
+    resolved(data, "state_dir")
+    resolved(data.get("security"), "lock_file")
 
 
 def user_state_dir(config: Path, env: Mapping[str, str]) -> Path:
