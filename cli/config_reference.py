@@ -32,8 +32,9 @@ _HEADER = f"""# Configuration reference
 One YAML file configures the router (`mcp-router serve --config FILE`; the bundled example is
 [examples/router.yaml](../examples/router.yaml)). A JSON file in the `mcpServers` format of Claude
 Desktop and Cursor works as it is: an entry with `command` becomes an `mcp_stdio` backend, one with
-`url` an `mcp_http` backend. `${{VAR}}` and `${{VAR:-default}}` in values are expanded from the
-environment; a path starting `~` is in the home folder, and a relative one is relative to the file (to
+`url` an `mcp_http` backend (a `type` of `sse`, the older HTTP+SSE transport, is refused by name; an
+entry's `${{VAR}}` is looked up in its own `env` first). `${{VAR}}` and `${{VAR:-default}}` in values are
+expanded from the environment; a path starting `~` is in the home folder, and a relative one is relative to the file (to
 the working folder when an environment variable gives it). Environment variables with the prefix
 `ROUTER_` override settings, with `__` between levels: `ROUTER_ROUTING__ALPHA=0.5` (backends are
 set in the file only; a text setting takes the value as written, others read it as YAML; a variable that

@@ -68,7 +68,12 @@ def _load_file(file: Path, env: Mapping[str, str], seen: tuple[Path, ...] = ()) 
     settings and merges this one's over them (lists such as `backends` are replaced, not appended)."""
     where = str(file)
     try:
-        data = _from_mcp_servers(_expand_env(_read_file(file), env, where), where)
+        raw = _read_file(file)
+        servers = raw.pop("mcpServers", None)
+        data = _expand_env(raw, env, where)
+        if servers is not None:
+            data["mcpServers"] = _expand_servers(servers, env, where)
+        data = _from_mcp_servers(data, where)
     except RecursionError:
         # A YAML alias can refer to itself (`x: &a [*a]`): a value that never ends.
         raise ConfigError(f"{where}: a value refers to itself (a YAML alias inside its own anchor) or nests "
@@ -135,6 +140,23 @@ def _expand_env(value: Any, env: Mapping[str, str], where: str) -> Any:
     return value
 
 
+def _expand_servers(servers: Any, env: Mapping[str, str], where: str) -> Any:
+    """`mcpServers` entries expanded each with its own `env` over the router's: a client config passes a
+    secret to `mcp-remote` as `"args": [..., "Bearer ${KEY}"], "env": {"KEY": ...}`."""
+    if not isinstance(servers, dict):
+        return servers
+    out = {}
+    for name, entry in servers.items():
+        own = _expand_env(entry.get("env"), env, where) if isinstance(entry, dict) else None
+        scope = {**env, **{k: v for k, v in own.items() if isinstance(v, str)}} if isinstance(own, dict) else env
+        out[name] = _expand_env(entry, scope, where)
+    return out
+
+
+# How client configs name a server's transport; the older HTTP+SSE one is not spoken here.
+_TRANSPORTS = {"stdio", "http", "streamable-http", "streamable_http", "streamableHttp"}
+
+
 def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str, Any]:
     """Turn Claude Desktop / Cursor ``mcpServers`` entries into backend specs."""
     servers = data.pop("mcpServers", None)
@@ -153,8 +175,12 @@ def _from_mcp_servers(data: dict[str, Any], where: str = "<config>") -> dict[str
             raise ConfigError(f"{where}: mcpServers.{name}: expected a mapping, got {type(entry).__name__}",
                               file=where)
         entry = dict(entry)
-        entry.pop("type", None)
-        entry.pop("transport", None)
+        for key in ("type", "transport"):
+            given = entry.pop(key, None)
+            if given is not None and given not in _TRANSPORTS:
+                raise ConfigError(f"{where}: mcpServers.{name}.{key} {given!r} is not supported: the router speaks "
+                                  "stdio and streamable HTTP (not the older HTTP+SSE transport)",
+                                  file=where, field=f"mcpServers.{name}.{key}")
         spec: dict[str, Any] = {"name": name}
         if "command" in entry:
             spec["kind"] = "mcp_stdio"

@@ -80,6 +80,18 @@ def test_mcp_servers_json_becomes_stdio_and_http_backends(tmp_path: Path) -> Non
     assert [b.name for b in s.enabled_backends] == ["time", "remote"]
 
 
+def test_a_client_configs_entry_expands_its_own_env_and_an_sse_server_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    remote = {"command": "npx", "args": ["mcp-remote", "https://x.example/mcp", "--header",
+                                         "Authorization:Bearer ${REMOTE_KEY}"], "env": {"REMOTE_KEY": "k-123"}}
+    path.write_text(json.dumps({"mcpServers": {"remote": remote}}))
+    s = load_settings(path, environ={"REMOTE_KEY": "the router's own"})  # was refused unset, or took this one
+    assert s.backends[0].args[-1] == "Authorization:Bearer k-123"  # type: ignore[union-attr]
+    path.write_text(json.dumps({"mcpServers": {"legacy": {"url": "https://x.example/sse", "type": "sse"}}}))
+    with pytest.raises(ConfigError, match=r"mcpServers.legacy.type 'sse' is not supported"):
+        load_settings(path, environ=NO_ENV)  # was taken for streamable HTTP, and down at run time
+
+
 def test_mcp_servers_entry_without_command_or_url_names_file_and_entry(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"broken": {"args": ["x"]}}}))
