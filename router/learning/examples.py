@@ -11,11 +11,12 @@ vector and how sure retrieval was when it was given. What routing draws from the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -113,8 +114,7 @@ class ExampleStore:
         """Store examples; returns them with their ids."""
         stored = []
         examples = list(examples)
-        with self._lock:
-            self._db.execute("BEGIN")
+        with self._lock, self._transaction():
             for request_id in {e.request_id for e in examples if e.source == "feedback" and e.request_id}:
                 self._db.execute("DELETE FROM examples WHERE request_id = ?", (request_id,))
             for e in examples:
@@ -125,9 +125,20 @@ class ExampleStore:
                      e.created, e.document, e.confidence, e.top_confidence, e.request_id))
                 self._evict(e.backend, e.kind, e.name)
                 stored.append(_with_id(e, vector, cur.lastrowid))
-            self._db.execute("COMMIT")
             self.version += 1
         return stored
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """All or nothing; a write that fails (the disk full, the file locked by another process) is rolled
+        back, so the connection is not left inside a transaction every later write fails to begin."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def _evict(self, backend: str, kind: str, name: str) -> None:
         """The capability back to its cap: the principal holding the most of its examples gives up its oldest."""
@@ -149,7 +160,7 @@ class ExampleStore:
     def delete_backend(self, backend: str, names: list[str] | None = None) -> int:
         """The backend's examples, or only those of the capabilities `names` (what a narrower policy covers)."""
         only = f" AND name IN ({', '.join('?' * len(names))})" if names is not None else ""
-        with self._lock:
+        with self._lock, self._transaction():
             deleted = self._db.execute(f"DELETE FROM examples WHERE backend = ?{only}",
                                        (backend, *(names or ()))).rowcount
             self.version += 1

@@ -58,6 +58,19 @@ def test_feedback_given_again_on_a_request_replaces_what_it_gave_before(tmp_path
         ("t", -1, "r1", "feedback"), ("t", 1, "r2", "feedback"), ("u", 1, "r1", "feedback")]
 
 
+def test_a_write_that_fails_is_rolled_back_and_the_store_keeps_working(tmp_path: Path) -> None:
+    # it left the connection inside a transaction: every later write failed, and deletions were never committed
+    path = tmp_path / "f.sqlite"
+    store = ExampleStore(path, cap=10)
+    store.add([ex("t", 1, unit(1, 0), question="kept")])
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add([ex("t", 1, unit(0, 1), question="half of a failed batch"), ex("t", 2, unit(0, 1))])
+    store.add([ex("u", 1, unit(0, 1), backend="c", question="after")])
+    assert store.delete_backend("c") == 1
+    store.close()
+    assert [e.question for e in ExampleStore(path, cap=10).all()] == ["kept"]
+
+
 def test_a_capability_over_its_cap_loses_the_oldest_example_of_whoever_holds_the_most(tmp_path: Path) -> None:
     store = ExampleStore(tmp_path / "f.sqlite", cap=4)
     store.add([replace(ex("t", 1, unit(1, 0), question=f"alice {i}"), principal="alice") for i in range(2)])
