@@ -73,4 +73,7 @@ def app(args: dict[str, str] | None = None) -> Application:
     path = args.get("config") or os.environ.get("MCP_ROUTER_CONFIG") or str(examples.CONFIG)
     settings = load_settings(path)
     check_bind(settings.server.auth, [settings.server.host, args.get("http_host", settings.server.host)])
+    if args.get("http_host"):  # where callers reach it: what every rule keyed on a loopback bind must see
+        settings = settings.model_copy(update={"server": settings.server.model_copy(
+            update={"host": args["http_host"]})})
     return build_application(settings)

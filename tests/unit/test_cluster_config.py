@@ -172,6 +172,20 @@ def test_the_builder_refuses_a_public_address_without_authentication() -> None:
         builder({"config": str(ROOT / "examples" / "router.yaml"), "http_host": "0.0.0.0"})
 
 
+def test_behind_proxies_on_every_interface_feedback_is_not_taken_by_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # learning.accept_feedback's default looked at server.host (127.0.0.1) while callers came from anywhere
+    from deployments import app as builder_module
+    from router.learning.examples import accepts_feedback
+
+    config = tmp_path / "router.yaml"
+    config.write_text("server: {auth: {api_keys: [{name: ops, sha256: '" + "0" * 64 + "'}]}}\n")
+    built: list[Any] = []
+    monkeypatch.setattr(builder_module, "build_application", built.append)
+    builder_module.app({"config": str(config), "http_host": "0.0.0.0"})
+    assert built[0].server.host == "0.0.0.0" and not accepts_feedback(built[0])
+
+
 def test_serve_config_deploys_the_knowledge_base_next_to_the_router() -> None:
     schema = ServeDeploySchema.model_validate(yaml.safe_load(SERVE_YAML.read_text()))
     kb = schema.applications[1]
