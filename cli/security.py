@@ -60,6 +60,11 @@ def cmd_lock(args: argparse.Namespace) -> int:
     settings = _settings(args.config)
     if settings is None:
         return 2
+    unknown = sorted(set(args.backend or ()) - {b.name for b in settings.enabled_backends})
+    if unknown:  # a misspelt name locked nothing, yet the command said it wrote the lock file
+        print(f"mcp-router: unknown backend {', '.join(map(repr, unknown))}; enabled: "
+              f"{', '.join(b.name for b in settings.enabled_backends)}", file=sys.stderr)
+        return 2
     lock_file = Path(settings.security.lock_file)
     lock = read_json(lock_file)
     wanted = [b for b in settings.enabled_backends if not args.backend or b.name in args.backend]

@@ -103,3 +103,12 @@ def test_a_file_the_replicas_would_open_is_checked_before_anything_starts(
     assert cli_main.main(["serve", "--config", "router.yaml", "--port", "1"]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and started == []
+
+
+def test_locking_a_backend_the_config_does_not_have_says_so_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a misspelt name locked nothing, yet the command printed "wrote ..." and exited 0
+    (tmp_path / "router.yaml").write_text("backends: [{name: time, kind: mcp_stdio, command: mcp-server-time}]\n")
+    assert cli_main.main(["lock", "--config", str(tmp_path / "router.yaml"), "--backend", "tiem"]) == 2
+    assert "unknown backend 'tiem'; enabled: time" in capsys.readouterr().err
+    assert not (tmp_path / "mcp-router.lock.json").exists()
