@@ -118,6 +118,10 @@ class ExampleStore:
             for request_id in {e.request_id for e in examples if e.source == "feedback" and e.request_id}:
                 self._db.execute("DELETE FROM examples WHERE request_id = ?", (request_id,))
             for e in examples:
+                if e.source == "routed" and e.request_id and self._db.execute(
+                        "SELECT 1 FROM examples WHERE request_id = ? AND source = 'feedback' LIMIT 1",
+                        (e.request_id,)).fetchone():
+                    continue  # sent a moment after the answer, it came after the caller's feedback, which speaks
                 vector = np.asarray(e.vector, dtype=np.float32).ravel()
                 cur = self._db.execute(
                     f"INSERT INTO examples ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

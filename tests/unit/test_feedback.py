@@ -58,6 +58,17 @@ def test_feedback_given_again_on_a_request_replaces_what_it_gave_before(tmp_path
         ("t", -1, "r1", "feedback"), ("t", 1, "r2", "feedback"), ("u", 1, "r1", "feedback")]
 
 
+def test_a_routed_example_arriving_after_the_callers_feedback_on_its_request_does_not_undo_it(
+        tmp_path: Path) -> None:
+    # a replica sends routed examples a moment after the answer: a quick "wrong" was cancelled by the late "+1"
+    store = ExampleStore(tmp_path / "f.sqlite", cap=200)
+    store.add([replace(ex("t", -1, unit(1, 0)), request_id="r1")])
+    store.add([replace(ex("t", 1, unit(1, 0)), source="routed", request_id="r1"),
+               replace(ex("t", 1, unit(0, 1)), source="routed", request_id="r2")])
+    assert sorted((e.label, e.request_id, e.source) for e in store.all()) == [
+        (-1, "r1", "feedback"), (1, "r2", "routed")]
+
+
 def test_a_write_that_fails_is_rolled_back_and_the_store_keeps_working(tmp_path: Path) -> None:
     # it left the connection inside a transaction: every later write failed, and deletions were never committed
     path = tmp_path / "f.sqlite"
