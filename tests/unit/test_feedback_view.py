@@ -7,9 +7,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from actors.feedback import FeedbackOwner, FeedbackView
 from deployments.caller import Caller
 from deployments.service import RouterService
+from router.errors import UnknownBackend
 from router.learning.decisions import RecentDecision
 from router.learning.examples import Example
 from router.security.identity import Principal
@@ -89,3 +92,21 @@ async def test_an_operator_whose_policy_covers_part_of_a_backend_deletes_and_rea
     assert (await service.delete_examples("time", ops))["deleted"] == 1
     assert [e["name"] for e in await view.examples("time")] == ["convert"]  # not the operator's to delete
     assert (await service.loadtest(ops)) == {"backends": {"time": 3}}  # whoever ran it saw more
+
+
+async def test_the_examples_of_a_backend_no_longer_configured_can_be_cleared_by_an_operator_of_everything(
+        tmp_path: Path) -> None:
+    # they kept speaking (diluting the learned default) and every delete was a 404 "unknown backend"
+    settings = LearningSettings()
+    view = FeedbackView(settings, InProcessHandle(FeedbackOwner(str(tmp_path / "feedback.sqlite"), settings)))
+    await view.add([Example(backend="oldsearch", kind="tool", name="search", label=1, question="q",
+                            vector=embed_texts(["q"])[0])])
+    router = SimpleNamespace(catalogs={}, visible_backends=lambda access: [])
+    service = RouterService(settings=RouterSettings(), router=router, learning=view,  # type: ignore[arg-type]
+                            perf_actor=None, directory=None, selector=None, chat_service=None,  # type: ignore[arg-type]
+                            limiter=None, metrics=None, query_embed=None)  # type: ignore[arg-type]
+    partial = Caller(Access(Principal("ops", "ops", "api_key"), Policy(stats=True, allow=["time/*"])))
+    with pytest.raises(UnknownBackend):
+        await service.delete_examples("oldsearch", partial)
+    everything = Caller(Access(Principal("root", "operator", "api_key"), Policy(stats=True)))
+    assert (await service.delete_examples("oldsearch", everything))["deleted"] == 1
