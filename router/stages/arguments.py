@@ -34,10 +34,13 @@ FREE_TEXT_NAMES = frozenset({
     "topic", "request", "instruction", "task", "input_value", "msg", "keywords", "term", "sentence", "ask",
 })
 _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- ]text|search terms?)\b", re.I)
+# A parameter in a formal language takes no English: "Delete all customers ..." is no SQL query.
+_FORMAL = re.compile(r"\b(sql|regex|regular expression|jql|promql|graphql|cypher|xpath|jsonpath|json|code|"
+                     r"expression|script|command|shell)\b", re.I)
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
-_NUMBER = re.compile(rf"(?<![\w.])(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
-_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\b", re.I)
+_NUMBER = re.compile(rf"(?<![\w.])(?<!\d,)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)", re.I)
 _WORD_START = re.compile(r"(?<![A-Za-z_/+\-])[A-Za-z]")
 _ZONE_WORDS = re.compile(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}")
 
@@ -61,6 +64,8 @@ def _type_of(spec: dict[str, Any]) -> str | None:
 
 def is_free_text(name: str, spec: dict[str, Any]) -> bool:
     if _type_of(spec) not in (None, "string") or "enum" in spec:
+        return False
+    if _FORMAL.search(f"{name.replace('_', ' ')} {spec.get('description', '')}"):
         return False
     return name.lower() in FREE_TEXT_NAMES or bool(_FREE_TEXT_HINT.search(str(spec.get("description", ""))))
 
@@ -100,7 +105,9 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
         if not isinstance(value, str) or not value:
             continue
         pattern = re.escape(value).replace("_", "[ _]").replace(r"\-", "[ -]")
-        for m in re.finditer(rf"(?<!\w){pattern}(?:e?s)?(?!\w)", question, re.I):
+        # A code of capitals ("IN", "DE", "US") counts in capitals only: "in Germany" does not name India.
+        code = len(value) <= 3 and value.isupper()
+        for m in re.finditer(rf"(?<!\w){pattern}{'' if code else '(?:e?s)?'}(?!\w)", question, 0 if code else re.I):
             if _free(m.span(), used):
                 found.append((m.start(), m.span(), value))
                 break
@@ -117,8 +124,11 @@ def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
     if "timezone" not in hint and "time zone" not in hint and name.lower() not in ("tz", "zone"):
         return None
     best: tuple[int, tuple[int, int], str] | None = None
-    # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo".
+    # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo"; not inside a longer name
+    # ("Saint Petersburg" is not Petersburg, Indiana).
     for word in _WORD_START.finditer(question):
+        if _INSIDE_NAME.search(question, max(0, word.start() - 40), word.start()):
+            continue
         m = _ZONE_WORDS.match(question, word.start())
         if m is None:
             continue
@@ -130,13 +140,38 @@ def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
             if zone is not None:
                 end = m.start() + len(" ".join(parts[:n]))
                 span = (m.start(), end)
-                if _free(span, used) and (best is None or m.start() < best[0]):
+                if (_same_place(parts[:n], parts[n:], zone) and not _elsewhere(question, end, zone)
+                        and _free(span, used) and (best is None or m.start() < best[0])):
                     best = (m.start(), span, zone)
                 break
     if best is None:
         return None
     used.append(best[1])
     return best[2]
+
+
+# A capitalised word (or "St.") just before, after a word that does not end a sentence: the match would
+# start inside a longer name. "In Tokyo, ..." starts a sentence with a capital; "in St. Petersburg" does not.
+_INSIDE_NAME = re.compile(r"[\w,;:)]\s+[A-Z][A-Za-z]*\.?\s$")
+_CLOCK_WORDS = frozenset({"time", "standard", "daylight"})
+_QUALIFIER = re.compile(r",\s*([A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+)?)")
+
+
+def _same_place(name: list[str], dropped: list[str], zone: str) -> bool:
+    """Whether a zone named by the first words of a longer name is the place the whole name means: "Tokyo
+    Time", "New York City" and "Berlin Germany" are; "Jersey City", "Paris Texas" and "Panama City" are not."""
+    if not dropped or all(w.lower() in _CLOCK_WORDS for w in dropped):
+        return True
+    if [w.lower() for w in dropped] == ["city"]:
+        return len(name) > 1
+    return zone_named(" ".join(dropped).lower(), proper=True) == zone
+
+
+def _elsewhere(question: str, end: int, zone: str) -> bool:
+    """"Paris, Texas", "London, Ontario": a place name followed by a region that is not its own country names
+    another place of the same name ("Paris, France" and "London, UK" are the zones' own)."""
+    m = _QUALIFIER.match(question, end)
+    return m is not None and zone_named(m.group(1).lower(), proper=True) != zone
 
 
 def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -147,9 +182,9 @@ def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tupl
         hour, minute, meridiem = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
         if not m.group(2) and not meridiem:
             continue  # a bare number is not a time
-        if meridiem == "pm" and hour < 12:
+        if meridiem == "p" and hour < 12:  # "pm", "p.m.", "p m"
             hour += 12
-        if meridiem == "am" and hour == 12:
+        if meridiem == "a" and hour == 12:
             hour = 0
         if hour < 24 and minute < 60 and _free(m.span(), used):
             used.append(m.span())
@@ -185,6 +220,10 @@ _MAX_DIGITS = 64
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
 _OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)
+# What makes a number mean another than itself: a share ("15%"), a scale ("4 million"), a hemisphere
+# ("40.7° N", "74 W"). Taken as a plain operand, "15% of 80" multiplied 15 by 80.
+_QUALIFIED_AFTER = re.compile(r"\s*(?:%|per ?cent\b|°|(?:thousand|million|billion|trillion|bn|mn)\b)|"
+                              r"\s+[NSEW](?=\s*(?:[,;.?!)]|$|and\b))", re.I)
 _NAME_AFTER = re.compile(r"\s+[A-Z][a-z]")
 
 
@@ -195,7 +234,7 @@ def _part_of_other_value(question: str, start: int, end: int) -> bool:
     # What comes before is read within a window that holds a date's longest lead ("September 30th, "): read to
     # the start for every number, a long question of numbers took minutes.
     before = _OTHER_VALUE_BEFORE.search(question, max(0, start - 32), start)
-    return bool(before or _OTHER_VALUE_AFTER.match(question, end)
+    return bool(before or _OTHER_VALUE_AFTER.match(question, end) or _QUALIFIED_AFTER.match(question, end)
                 or _NAME_AFTER.match(question, end))
 
 
@@ -297,8 +336,11 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
+                if extract is _number and name not in required and not _named_before(question, name, used[-1]):
+                    used.pop()  # "the invoices from 2024" gives no page size
+                    value = None
                 break
-        else:
+        if value is None:
             if name not in required:
                 continue
             return ArgumentsRequired(
@@ -312,10 +354,27 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     left: list[Any] = []
     for name, extract in by.items():  # each extractor once more, past every span already taken
         value = extract(question, name, props.get(name, {}), used)
-        if value is not None and value not in out.values() and value not in left:
+        # A place or a choice named again is the same one; a number given again is another operand ("3 + 3 + 3").
+        again = value in out.values() and extract is not _number
+        if value is not None and not again and (value not in left or extract is _number):
             left.append(value)
     _source_where_the_time_is(out, spans)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(sorted(out))), left
+
+
+def _named_before(question: str, name: str, span: tuple[int, int]) -> bool:
+    """Whether a number may fill the optional parameter `name`: not when the word before gives it another role
+    ("the invoices from 2024", "over 500 dollars", "since 3"), unless that word is the parameter's own name
+    ("limit 10", "with id 5", "top 10")."""
+    before = question[max(0, span[0] - 30):span[0]].lower()
+    words = [w for w in re.split(r"[_\W]+", name.lower()) if len(w) > 1]
+    if any(re.search(rf"\b{re.escape(w)}s?\W*$", before) for w in words):
+        return True
+    return not _OTHER_ROLE.search(before)
+
+
+_OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
+                         r"on|by|during|around|about|per)\W*$")
 
 
 _SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")

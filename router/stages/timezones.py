@@ -20,21 +20,34 @@ _ALSO = {"United Kingdom": "GB", "England": "GB", "Scotland": "GB", "Wales": "GB
          "Czechia": "CZ", "Holland": "NL", "UAE": "AE"}
 
 
+# Names of more than one place a user may mean (the country or the US state; a fixed offset that is an hour
+# off New York's clock all summer): none is taken for a zone.
+AMBIGUOUS = frozenset({"georgia", "est", "mst", "hst", "edt", "cst", "cdt", "pst", "pdt", "ist", "bst"})
+
+
 def zone_named(name: str, proper: bool) -> str | None:
     """The zone `name` (lower-case words) names; a country only when written as a proper noun (`proper`):
     "a turkey" is not Turkey."""
+    if name in AMBIGUOUS:
+        return None
     return _zones().get(name) or (_proper_names().get(name) if proper else None)
 
 
 @lru_cache(maxsize=1)
 def _zones() -> dict[str, str]:
+    """Each zone by its full name, and each zone of the database's own table (`zone.tab`) by its city. The old
+    names kept for compatibility give no city: "North" (Australia/North), "Eastern" (Canada/Eastern) and
+    "Petersburg" (America/Indiana/Petersburg, for Saint Petersburg) made zones of "North Carolina",
+    "Eastern Europe" and Russia's second city."""
+    listed = _table("zone.tab")
+    cities = {row[2] for row in _rows(listed)} if listed else None
     out: dict[str, str] = {"utc": "UTC", "gmt": "GMT"}
     for zone in sorted(zoneinfo.available_timezones()):
         if zone.startswith(("Etc/", "SystemV/", "posix/", "right/")) or "/" not in zone:
             continue
-        city = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
-        out.setdefault(city, zone)
         out.setdefault(zone.lower(), zone)
+        if cities is None or zone in cities:
+            out.setdefault(zone.rsplit("/", 1)[-1].replace("_", " ").lower(), zone)
     return out
 
 

@@ -397,3 +397,53 @@ def test_a_number_that_belongs_to_a_date_a_time_an_address_or_a_code_is_not_take
     where = tool("find_parking", {"type": "object", "required": ["latitude", "longitude"], "properties": {
         "latitude": {"type": "number"}, "longitude": {"type": "number"}}})
     assert isinstance(derive_arguments(where, question), ArgumentsRequired)
+
+
+@pytest.mark.parametrize("question", [
+    "What time is it in North Carolina?",  # "North": Australia/North, an old name kept for compatibility
+    "What time is it on the east coast?", "What time is it in Eastern Europe?", "What time is it in central Europe?",
+    "What time is it in Saint Petersburg?", "What time is it in St. Petersburg, Russia?",  # not Indiana's
+    "What is the local time in Jersey City?", "What time is it in Panama City, Florida?",
+    "What time is it in Paris, Texas?", "What time is it in London, Ontario?", "What time is it in Paris Texas?",
+    "What time is it in Georgia?", "What time is it in EST?",  # the state or the country; a fixed offset
+])
+def test_a_place_that_is_not_the_zone_of_its_first_words_names_no_zone(question: str) -> None:
+    assert isinstance(derive_arguments(TIME, question), ArgumentsRequired)
+
+
+@pytest.mark.parametrize(("question", "zone"), [
+    ("What time is it in New York City?", "America/New_York"), ("In Tokyo, what time is it?", "Asia/Tokyo"),
+    ("Tokyo Time now?", "Asia/Tokyo"), ("What time is it in Berlin, Germany?", "Europe/Berlin"),
+    ("What time is it in London, UK?", "Europe/London"), ("What time is it in Mexico City?", "America/Mexico_City"),
+])
+def test_a_zones_city_its_country_or_its_clock_words_around_it_still_name_it(question: str, zone: str) -> None:
+    assert derive_arguments(TIME, question) == ({"timezone": zone}, "extracted: timezone")
+
+
+def test_a_time_written_p_m_is_in_the_afternoon() -> None:
+    derived = derive_arguments(CONVERT, "Convert 11:00 p.m. Tokyo time to London")
+    assert isinstance(derived, tuple) and derived[0]["time"] == "23:00"
+
+
+@pytest.mark.parametrize(("schema", "question"), [
+    ({"country": {"type": "string", "enum": ["US", "DE", "IN"]}}, "What is the VAT rate in Germany?"),  # not India
+    ({"a": {"type": "number"}, "b": {"type": "number"}}, "add 3 and 4 million"),
+    ({"a": {"type": "number"}, "b": {"type": "number"}}, "What is 15% of 80?"),
+    ({"a": {"type": "number"}, "b": {"type": "number"}}, "add 1.000,5 and 2"),  # was 5 and 2
+    ({"latitude": {"type": "number"}, "longitude": {"type": "number"}}, "Forecast at 40.7128° N, 74.0060° W"),
+    ({"latitude": {"type": "number"}, "longitude": {"type": "number"}}, "forecast for 33.87 S, 151.21 E"),
+    ({"query": {"type": "string", "description": "SQL query to execute"}}, "How many users signed up last week?"),
+])
+def test_a_value_the_question_qualifies_otherwise_is_not_taken_for_an_argument(schema: dict, question: str) -> None:
+    cap = tool("t", {"type": "object", "required": list(schema), "properties": schema})
+    assert isinstance(derive_arguments(cap, question), ArgumentsRequired)
+
+
+def test_a_number_given_again_is_another_operand_and_an_optional_count_is_no_year() -> None:
+    # "3 + 3 + 3" was 3 + 3, called: a repeated number was taken for the same mention
+    assert derive_with_leftovers(ADD, "What is 3 + 3 + 3?")[1] == [3.0]
+    assert derive_with_leftovers(ADD, "add 5 and 5")[1] == []
+    listing = tool("list_invoices", {"type": "object", "properties": {"limit": {"type": "integer"}}})
+    assert derive_arguments(listing, "List the invoices from 2024") == ({}, "none needed")  # was limit 2024
+    assert derive_arguments(listing, "List invoices over 500 dollars") == ({}, "none needed")
+    assert derive_arguments(listing, "list the last 10 invoices") == ({"limit": 10}, "extracted, optional: limit")
