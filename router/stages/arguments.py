@@ -359,6 +359,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         if value is not None and not again and (value not in left or extract is _number):
             left.append(value)
     _source_where_the_time_is(out, spans)
+    _source_where_the_amount_is(out, spans, by)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(sorted(out))), left
 
 
@@ -394,6 +395,20 @@ def _source_where_the_time_is(out: dict[str, Any], spans: dict[str, tuple[int, i
         return max(a - d, c - b, 0)
 
     if distance(target) < distance(source):
+        out[source], out[target] = out[target], out[source]
+
+
+def _source_where_the_amount_is(out: dict[str, Any], spans: dict[str, tuple[int, int]],
+                                by: dict[str, Extractor]) -> None:
+    """"How many km is 5 miles?": of a from and a to unit, the one written right after the amount is the one it
+    is given in, the source, whichever the question names first."""
+    amount = next((n for n, e in by.items() if e is _number), None)
+    source = next((n for n in out if n.lower().startswith(_SOURCE) and by.get(n) is _enum), None)
+    target = next((n for n in out if n.lower().startswith(_TARGET) and by.get(n) is _enum), None)
+    if amount is None or source is None or target is None:
+        return
+    after = spans[amount][1]
+    if 0 <= spans[target][0] - after <= 1 and not 0 <= spans[source][0] - after <= 1:
         out[source], out[target] = out[target], out[source]
 
 

@@ -447,3 +447,15 @@ def test_a_number_given_again_is_another_operand_and_an_optional_count_is_no_yea
     assert derive_arguments(listing, "List the invoices from 2024") == ({}, "none needed")  # was limit 2024
     assert derive_arguments(listing, "List invoices over 500 dollars") == ({}, "none needed")
     assert derive_arguments(listing, "list the last 10 invoices") == ({"limit": 10}, "extracted, optional: limit")
+
+
+@pytest.mark.parametrize(("question", "source", "target"), [
+    ("How many km is 5 miles?", "miles", "km"), ("convert 5 km to miles", "km", "miles"),
+    ("how many celsius is 100 fahrenheit", "fahrenheit", "celsius"),
+])
+def test_the_unit_written_after_the_amount_is_the_one_converted_from(question: str, source: str, target: str) -> None:
+    units = {"type": "string", "enum": ["km", "miles", "celsius", "fahrenheit"]}
+    cap = tool("convert_units", {"type": "object", "required": ["value", "from_unit", "to_unit"], "properties": {
+        "value": {"type": "number"}, "from_unit": units, "to_unit": units}})
+    derived = derive_arguments(cap, question)
+    assert isinstance(derived, tuple) and (derived[0]["from_unit"], derived[0]["to_unit"]) == (source, target)
