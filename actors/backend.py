@@ -154,7 +154,7 @@ class BackendSupervisor:
             if self._stale or time.monotonic() - self._catalog_at > self.spec.catalog_ttl_s:
                 await self._refresh_catalog()
             elif self.served.approvals_pending() and self.served.listed is not None:
-                self.served.serve(self.served.listed)  # an approval: what was held may be served now
+                await self.served.serve(self.served.listed)  # an approval: what was held may be served now
             await self.backend.health(self.spec.health_timeout_s)
             self._set_health_ok()
         except Exception as exc:  # the health loop outlives any failure of one check
@@ -167,7 +167,7 @@ class BackendSupervisor:
         self._stale = False
         listed = await self.backend.list_capabilities()
         self._catalog_at, self._catalog_refreshed_at = time.monotonic(), time.time()
-        return self.served.serve(listed)
+        return await self.served.serve(listed)
 
     def _mark_stale(self) -> None:
         self._stale = True

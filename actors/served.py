@@ -7,6 +7,7 @@ never sent, however it is asked for: by a routed call, by name through the gatew
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 
@@ -25,10 +26,20 @@ class ServedCatalog:
         self.listed: Catalog | None = None  # as the server last listed it
         self.review: CatalogReview | None = None
         self.catalog: Catalog | None = None  # as served
+        self._reviewing = asyncio.Lock()
 
-    def serve(self, listed: Catalog) -> Catalog:
-        """Serve the reviewed catalog: a rejected one as empty (nothing indexed, not even its description)."""
-        review = self.guard.review(listed.description, listed.capabilities)
+    async def serve(self, listed: Catalog) -> Catalog:
+        """Serve the reviewed catalog: a rejected one as empty (nothing indexed, not even its description).
+        The review (every text scanned, pins read and written) runs in a thread, one at a time: a large
+        catalog took tens of seconds, and on the host's event loop it held every other backend's calls. A
+        listing the last review saw, with no approval since, is not reviewed again."""
+        async with self._reviewing:
+            if self.catalog is not None and listed == self.listed and not self.guard.pins_changed():
+                return self.catalog
+            review = await asyncio.to_thread(self.guard.review, listed.description, listed.capabilities)
+            return self._served(listed, review)
+
+    def _served(self, listed: Catalog, review: CatalogReview) -> Catalog:
         before = self.review
         if review.error and (before is None or before.error != review.error):
             log.warning("backend %s: %s", self.spec.name, review.error)

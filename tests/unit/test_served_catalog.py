@@ -5,6 +5,10 @@ what the catalog review holds (`actors/served.py`), refused however it is asked 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+
+import pytest
 
 from actors.backend import BackendSupervisor
 from router.settings import RouterSettings
@@ -58,7 +62,8 @@ async def test_a_held_resource_is_not_read_by_its_uri_through_the_gateway() -> N
     sup = BackendSupervisor(settings.backends[0], settings.resilience,
                             SecuritySettings(pin_tools=False, quarantine_suspicious=True))
     sup.backend = ScriptedBackend([])  # type: ignore[assignment]
-    served = sup.served.serve(Catalog(backend="flaky", version="1", description="", capabilities=(poisoned, plain)))
+    served = await sup.served.serve(Catalog(backend="flaky", version="1", description="",
+                                            capabilities=(poisoned, plain)))
     assert [c.name for c in served.capabilities] == ["readme"]
     refused = [e async for e in sup.relay("resources/read", {"uri": "file:///notes.txt"}, 5.0)]
     assert refused[-1]["event"] == "error" and "held by the catalog review" in refused[-1]["message"]
@@ -83,3 +88,35 @@ async def test_a_server_announcing_changes_on_end_is_listed_at_most_once_a_secon
         await asyncio.sleep(0.05)
     assert 1 <= backend.listings - first <= 2
     await sup.shutdown()
+
+
+async def test_the_review_runs_off_the_hosts_event_loop_and_an_unchanged_listing_is_not_reviewed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a large catalog's review took tens of seconds on the loop every other backend of the host shares
+    from router.settings import SecuritySettings
+
+    settings = RouterSettings.model_validate({"backends": [{"name": "big", "kind": "mcp_stdio", "command": "x"}]})
+    sup = BackendSupervisor(settings.backends[0], settings.resilience, SecuritySettings(pin_tools=False))
+    review = sup.served.guard.review
+    threads: list[bool] = []
+
+    def slow(*args: object) -> object:
+        threads.append(threading.current_thread() is not threading.main_thread())
+        time.sleep(0.3)
+        return review(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sup.served.guard, "review", slow)
+    listing = Catalog(backend="big", version="1", description="", capabilities=(Capability(backend="big", name="t"),))
+    ticks = 0
+
+    async def ticking() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticker = asyncio.create_task(ticking())
+    await sup.served.serve(listing)
+    await sup.served.serve(listing)
+    ticker.cancel()
+    assert threads == [True] and ticks >= 10  # reviewed once, and the loop kept running meanwhile
