@@ -73,6 +73,13 @@ class McpHttpBackend(McpBackend):
             return
         if self._process is not None:  # exited: what it started may still hold the port
             await _end_group(self._process)
+        parts = urlsplit(self.http_spec.url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
+        if await _accepts(host, port):
+            # Another process holds the port (the previous deployment's server, still draining, or an orphan):
+            # ours would fail to bind, and the port's answer be taken for ours. Tried again with backoff.
+            raise BackendUnavailable(f"backend {self.name!r}: {host}:{port} is already in use by another process; "
+                                     "the launched server cannot listen there", backend=self.name)
         # Like stdio servers (the MCP SDK's rule): a minimal inherited environment plus the configured
         # one, so the router's own secrets never reach a server that might echo its environment.
         env = {**get_default_environment(), **launch.env}
@@ -83,8 +90,6 @@ class McpHttpBackend(McpBackend):
             resolve_command(launch.command), *launch.args, cwd=launch.cwd, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=None, preexec_fn=_die_with_parent,
             start_new_session=True)  # a group of its own: a wrapper (sh, npx, uv run) is ended with its server
-        parts = urlsplit(self.http_spec.url)
-        host, port = parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
         deadline = time.monotonic() + launch.startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.returncode is not None:
@@ -104,6 +109,15 @@ class McpHttpBackend(McpBackend):
         process, self._process = self._process, None
         if process is not None:
             await _end_group(process)
+
+
+async def _accepts(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
 
 
 async def _end_group(process: asyncio.subprocess.Process) -> None:

@@ -215,3 +215,25 @@ async def test_a_launched_server_behind_a_wrapper_is_ended_with_it(tmp_path: Any
     else:
         os.kill(pid, 9)
         raise AssertionError("the server outlived its wrapper's shutdown")
+
+
+async def test_a_port_another_process_holds_is_not_taken_for_the_launched_servers() -> None:
+    # the previous deployment's server, still draining, answered in its place: the new one could not bind
+    import socket
+    import sys
+
+    from actors.backends.mcp_http import McpHttpBackend
+    from router.errors import BackendUnavailable
+    from router.settings import RouterSettings
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        spec = RouterSettings.model_validate({"backends": [{
+            "name": "kb", "kind": "mcp_http", "url": f"http://127.0.0.1:{port}/mcp",
+            "launch": {"command": sys.executable, "args": ["-c", "import time; time.sleep(30)"]}}]}).backends[0]
+        backend = McpHttpBackend(spec)  # type: ignore[arg-type]
+        with pytest.raises(BackendUnavailable, match="already in use by another process"):
+            await backend._ensure_process()
+        assert backend._process is None  # nothing launched to fail on the port
