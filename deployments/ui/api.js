@@ -1,8 +1,8 @@
-// Talking to the router: the API key (memory + sessionStorage only), fetch with errors made visible.
+// Talking to the router: the API key (in this page's memory only), fetch with errors made visible.
+// Not in sessionStorage: any page of the router's origin opened in the tab could read it there, /docs
+// among them, whose Swagger UI FastAPI loads from a CDN.
 
-const KEY_SLOT = 'mcp-router.console.key';
 let apiKey = '';
-try { apiKey = sessionStorage.getItem(KEY_SLOT) || ''; } catch (_) { apiKey = ''; }
 
 // The router serves the console at <prefix>/ui/; the API is at <prefix>/v1/...
 const BASE = location.pathname.replace(/\/ui(\/.*)?$/, '');
@@ -17,12 +17,10 @@ export function setKey(value) {
   // A header value must be visible ASCII; anything else would make fetch throw on every call.
   if (!/^[\x21-\x7e]+$/.test(key)) throw new Error('An API key is visible ASCII characters without spaces.');
   apiKey = key;
-  try { sessionStorage.setItem(KEY_SLOT, key); } catch (_) { /* memory only */ }
 }
 
 export function forgetKey() {
   apiKey = '';
-  try { sessionStorage.removeItem(KEY_SLOT); } catch (_) { /* nothing stored */ }
 }
 
 export class ApiError extends Error {

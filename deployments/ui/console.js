@@ -23,8 +23,12 @@ onUnauthenticated(() => {
   authBanner(hasKey()
     ? 'The router did not accept this API key (401). Enter a valid key above.'
     : 'This router needs an API key (401 unauthenticated). Enter it above.');
+  // The key no longer works (expired, rotated): the auto-refresh stops asking with it, and the page is not
+  // scrolled back to the key field every 5 s.
+  state.whoami = null;
+  state.operator = false;
   renderWhoami(null);
-  $('api-key').focus();
+  $('api-key').focus({ preventScroll: true });
 });
 
 function renderWhoami(w, err) {
@@ -95,7 +99,7 @@ function init() {
     const input = $('api-key');
     try { setKey(input.value); } catch (err) { authBanner(err.message); return; }
     input.value = '';
-    input.placeholder = 'key set for this tab';
+    input.placeholder = 'key set for this page';
     start();
   });
   $('forget-key').addEventListener('click', () => {
@@ -106,7 +110,6 @@ function init() {
     clear($('backends-list'));
     start();
   });
-  if (hasKey()) $('api-key').placeholder = 'key set for this tab';
   $('backends-refresh').addEventListener('click', () => loadBackends(state));
   $('decisions-refresh').addEventListener('click', () => loadDecisions(state));
   $('loadtest-refresh').addEventListener('click', () => loadLoadtest(state));
