@@ -76,8 +76,13 @@ class Guard:
             return
         # The request's own span carries the audit record as an event (when tracing is on).
         with TRACER.start_as_current_span("router.http", kind=trace.SpanKind.SERVER) as span:
-            span.set_attribute("http.route", scope.get("path", ""))
-            await self._guarded(scope, receive, send, span)
+            span.set_attribute("url.path", str(scope.get("path", ""))[:256])
+            try:
+                await self._guarded(scope, receive, send, span)
+            finally:
+                # The route's template, not the path a caller chose: a span-to-metrics pipeline groups by it.
+                route = scope.get("route")
+                span.set_attribute("http.route", getattr(route, "path", None) or "unmatched")
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, span: trace.Span) -> None:
         started = time.perf_counter()

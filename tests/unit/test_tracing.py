@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from opentelemetry import trace
@@ -50,3 +51,19 @@ async def test_a_fallback_request_produces_the_expected_span_tree(spans: InMemor
     assert [e.name for e in strategy.events] == ["router.fallback"]
     assert decide.attributes["router.intent"] and "router.score.composite" in decide.attributes
     assert root.attributes["router.backend"] == "clock"
+
+
+def test_the_http_span_names_the_route_template_not_the_path_a_caller_chose(
+        spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from tests.unit.test_http_errors import guarded
+
+    client = TestClient(guarded(tmp_path / "audit.jsonl"), raise_server_exceptions=False)
+    client.post("/v1/query", json={"question": "nothing fits"})
+    client.get("/v1/backends/x-7f3a9c")
+    client.get("/v1/made-up-9d2e")
+    http = [s for s in spans.get_finished_spans() if s.name == "router.http"]
+    assert [(s.attributes["http.route"], s.attributes["url.path"]) for s in http] == [
+        ("/v1/query", "/v1/query"), ("/v1/backends/{name}", "/v1/backends/x-7f3a9c"),
+        ("unmatched", "/v1/made-up-9d2e")]
