@@ -138,9 +138,9 @@ function report(r) {
       { name: 'errors', cls: 's-err', bars: true, points: timeline.map((p) => [p.t, p.errors]) },
     ], { title: 'Throughput (req/s) and errors per interval', yFormat: (v) => num(v, 1) }),
     timeChart([
-      { name: 'p50', cls: 's-p50', points: timeline.map((p) => [p.t, p.p50_ms]) },
-      { name: 'p95', cls: 's-p95', points: timeline.map((p) => [p.t, p.p95_ms]) },
-      { name: 'p99', cls: 's-p99', points: timeline.map((p) => [p.t, p.p99_ms]) },
+      // A second in which no request started has no latency.
+      ...['p50', 'p95', 'p99'].map((k) => ({ name: k, cls: `s-${k}`,
+        points: timeline.filter((p) => isNum(p[`${k}_ms`])).map((p) => [p.t, p[`${k}_ms`]]) })),
     ], { title: 'Latency percentiles', yFormat: ms }),
   ] : [note('The report has no timeline.')];
   return el('div', { class: 'loadtest' },
