@@ -80,8 +80,10 @@ class RouterMetrics:
                     self.cache_hits.inc(tags={"intent": meta.intent})
                 if meta.fallbacks_used:
                     self.fallbacks.inc(meta.fallbacks_used, tags={"mode": mode})
-                if mode == "hedged" and len(meta.attempts) > 1:
-                    self.hedges.inc(len(meta.attempts) - 1, tags={"backend": meta.attempts[0].backend})
+                # A hedge is a call sent while the first still ran: it was cancelled, or it answered first.
+                hedges = sum(a.outcome == "cancelled" for a in meta.attempts) if mode == "hedged" else 0
+                if hedges:
+                    self.hedges.inc(hedges, tags={"backend": meta.attempts[0].backend})
         return response
 
     def gateway_request(self, backend: str, method: str, outcome: str, started: float) -> None:

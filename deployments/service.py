@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import ray
@@ -127,10 +127,13 @@ class RouterService:
                              request_id=caller.request_id, charge=self.charge(caller))
         caller.note(mode=request.mode, arguments=query.arguments)
         access.check_request(mode=request.mode, deadline_s=query.deadline_s, backend=query.backend, tool=query.tool)
-        response = await self.metrics.track_query(request, self.router.query(request))
+        # The metrics and the audit read what was done from the routing metadata, kept until they have; a caller
+        # that asked for none gets none (it counted no fallback, hedge or cached answer, and audited no arguments).
+        response = await self.metrics.track_query(request, self.router.query(
+            replace(request, include_routing_metadata=True)))
         caller.note(backend=response.backend, tool=response.capability,
                     arguments=response.routing.arguments if response.routing else query.arguments)
-        return response
+        return response if request.include_routing_metadata else response.model_copy(update={"routing": None})
 
     async def route(self, route: RouteRequest, caller: Caller) -> RouteResponse:
         self._check_question(route.question)
