@@ -34,7 +34,7 @@ from actors.backends import build_backend
 from actors.backends.relay import router_error_event
 from actors.served import ServedCatalog
 from actors.slots import FairSlots, NoSlot
-from router.errors import BackendBusy, BackendUnreachable, ErrorKind, RouterError
+from router.errors import BackendBusy, BackendTimeout, BackendUnreachable, ErrorKind, RouterError
 from router.literals import HealthState
 from router.resilience.outlier import Admission, OutlierDetector
 from router.settings import BackendSpec, ResilienceSettings, SecuritySettings
@@ -159,7 +159,11 @@ class BackendSupervisor:
             self._set_health_ok()
         except Exception as exc:  # the health loop outlives any failure of one check
             self._fail(_describe(exc, self.spec.name, "health check"))
-            await self.backend.close()
+            # A ping unanswered while calls run: the server is busy (one of them may hold its loop); down to new
+            # calls until a check passes, but the session is kept for the calls it carries, which closing it
+            # failed as calls that may have acted. Anything else (a lost connection) is closed and reopened.
+            if not (isinstance(exc, BackendTimeout) and self._inflight):
+                await self.backend.close()
         finally:
             self._last_check_at, self._checked_at = time.time(), time.monotonic()
 

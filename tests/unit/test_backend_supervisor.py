@@ -357,3 +357,29 @@ async def test_the_wait_for_a_restarting_backends_first_connection_is_part_of_th
     answer = await call(sup, timeout_s=5.0)  # reaches the backend while it connects
     assert answer.ok and float(answer.text or "") < 4.6  # what the wait left of its five seconds
     await sup.shutdown()
+
+
+async def test_a_ping_unanswered_while_a_call_runs_keeps_the_session_the_call_needs() -> None:
+    # the check closed the session: the call, which would have answered, failed as one that may have acted
+    sup = supervisor([], health_interval_s=0.05, health_idle_interval_s=0.05)
+    closed: list[bool] = []
+    checked = asyncio.Event()
+
+    async def busy(timeout_s: float) -> None:
+        checked.set()
+        raise BackendTimeout("backend 'flaky' did not answer a health check within 0.1 s")
+
+    async def close() -> None:
+        closed.append(True)
+
+    async def long_call(capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                        context: CallContext) -> CallOutcome:
+        await asyncio.wait_for(checked.wait(), 5)
+        await asyncio.sleep(0.05)
+        return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0, text="done")
+
+    await sup.start(wait_s=2)
+    sup.backend.health, sup.backend.close, sup.backend.call = busy, close, long_call  # type: ignore[method-assign]
+    outcome = await call(sup)
+    assert outcome.ok and closed == []
+    await sup.shutdown()
