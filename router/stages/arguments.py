@@ -196,7 +196,13 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
     kind = _type_of(spec)
     if kind not in ("number", "integer"):
         return None
-    for m in _NUMBER.finditer(question):
+    # The number the question gives the parameter by its name ("longitude -74 and latitude 40.7") first, then
+    # the first number free.
+    words = [w for w in re.split(r"[_\W]+", name.lower()) if len(w) > 2]
+    named = [m for m in _NUMBER.finditer(question) if words and re.search(
+        rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
+        re.I)]
+    for m in [*named, *_NUMBER.finditer(question)]:
         if not _free(m.span(), used) or _part_of_other_value(question, m.start(), m.end()):
             continue
         raw = m.group(0)
@@ -360,6 +366,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             left.append(value)
     _source_where_the_time_is(out, spans)
     _source_where_the_amount_is(out, spans, by)
+    _minuend_first(out, spans, by, question)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(sorted(out))), left
 
 
@@ -410,6 +417,22 @@ def _source_where_the_amount_is(out: dict[str, Any], spans: dict[str, tuple[int,
     after = spans[amount][1]
     if 0 <= spans[target][0] - after <= 1 and not 0 <= spans[source][0] - after <= 1:
         out[source], out[target] = out[target], out[source]
+
+
+_FROM = re.compile(r"\b(?:subtract|deduct|take(?:\s+away)?|remove)\s+\S+\s+(?:away\s+)?from\s+\S+", re.I)
+
+
+def _minuend_first(out: dict[str, Any], spans: dict[str, tuple[int, int]], by: dict[str, Extractor],
+                   question: str) -> None:
+    """"Subtract 5 from 20": the number after "from" is the one subtracted from, the first operand."""
+    numbers = [n for n, e in by.items() if e is _number]
+    if len(numbers) != 2:
+        return
+    first, second = sorted(numbers, key=lambda n: spans[n][0])
+    m = _FROM.search(question)
+    if m and m.start() <= spans[first][0] and spans[second][1] <= m.end() and list(out).index(first) < list(
+            out).index(second):
+        out[first], out[second] = out[second], out[first]
 
 
 def values_taken(derived: Derived) -> int:

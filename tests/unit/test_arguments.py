@@ -459,3 +459,14 @@ def test_the_unit_written_after_the_amount_is_the_one_converted_from(question: s
         "value": {"type": "number"}, "from_unit": units, "to_unit": units}})
     derived = derive_arguments(cap, question)
     assert isinstance(derived, tuple) and (derived[0]["from_unit"], derived[0]["to_unit"]) == (source, target)
+
+
+def test_a_number_named_by_its_parameter_goes_there_and_what_is_subtracted_from_comes_first() -> None:
+    num = {"type": "number"}
+    forecast = tool("get_forecast", {"type": "object", "required": ["latitude", "longitude"],
+                                     "properties": {"latitude": num, "longitude": num}})
+    assert derive_arguments(forecast, "Forecast for longitude -74 and latitude 40.7")[0] == {
+        "latitude": 40.7, "longitude": -74.0}  # was latitude -74: numbers in order
+    subtract = tool("subtract", {"type": "object", "required": ["a", "b"], "properties": {"a": num, "b": num}})
+    for question in ("Subtract 5 from 20", "take 5 away from 20", "what is 20 minus 5"):
+        assert derive_arguments(subtract, question)[0] == {"a": 20.0, "b": 5.0}, question
