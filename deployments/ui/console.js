@@ -8,7 +8,7 @@ import { loadDecisions, loadLoadtest } from './operator.js';
 
 const VIEWS = ['backends', 'explorer', 'decisions', 'loadtest'];
 const OPERATOR_VIEWS = ['decisions', 'loadtest'];
-const state = { operator: false, whoami: null, backends: [], view: 'backends', onBackends: fillBackendSelects };
+const state = { operator: false, whoami: null, whoamiError: null, backends: [], view: 'backends', onBackends: fillBackendSelects };
 
 const $ = (id) => document.getElementById(id);
 
@@ -44,6 +44,7 @@ async function whoami() {
   try {
     const w = await get('/v1/whoami');
     state.whoami = w;
+    state.whoamiError = null;
     state.operator = !!(w && w.operator === true);
     authBanner(null);
     renderWhoami(w);
@@ -51,12 +52,15 @@ async function whoami() {
   } catch (err) {
     state.whoami = null;
     state.operator = false;
+    // Not the key's fault (429, 503 while a load test runs, the network): asked again, not left as "not operator".
+    state.whoamiError = err.status !== 401 ? err : null;
     if (err.status !== 401) renderWhoami(null, err);
     return false;
   }
 }
 
-function showView(name) {
+async function showView(name) {
+  if (state.whoamiError) await whoami();
   state.view = VIEWS.includes(name) ? name : 'backends';
   for (const v of VIEWS) $(`view-${v}`).hidden = v !== state.view;
   for (const tab of document.querySelectorAll('.tab')) {
@@ -115,7 +119,9 @@ function init() {
   $('loadtest-refresh').addEventListener('click', () => loadLoadtest(state));
   // Auto-refresh backends every 5 s while that view is shown and the tab is visible.
   setInterval(() => {
-    if (state.view === 'backends' && !document.hidden && state.whoami) loadBackends(state);
+    if (document.hidden) return;
+    if (state.whoamiError) { showView(state.view); return; }
+    if (state.view === 'backends' && state.whoami) loadBackends(state);
   }, 5000);
   setInterval(() => { if (!document.hidden) tickTimes(); }, 5000);
   start();
