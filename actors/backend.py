@@ -72,6 +72,7 @@ class BackendSupervisor:
             self.backend.max_answer_bytes = self._max_answer
         self.detector = OutlierDetector(resilience.ejection)
         self._slots = FairSlots(spec.max_concurrency)
+        self._starting_waiters = 0
         self._catalog_at = 0.0
         self._catalog_refreshed_at: float | None = None
         self._stale = False
@@ -306,9 +307,18 @@ class BackendSupervisor:
         outcome."""
         self._ensure_started()
         if self._health == "starting":
-            # A call that reaches a (re)starting actor waits for its first connection, within its timeout.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
+            # A call that reaches a (re)starting actor waits for its first connection, within its timeout, and as
+            # many wait as may wait for a call slot: each holds a place in the host its other backends need.
+            if self._starting_waiters >= self._slots.max_waiting:
+                return Admission(False, False), _refused(capability, f"backend {self.spec.name!r} is starting and "
+                                                                     f"{self._starting_waiters} calls already wait "
+                                                                     "for it; the call was not sent")
+            self._starting_waiters += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._first_attempt.wait(), timeout_s)
+            finally:
+                self._starting_waiters -= 1
         admission = self.detector.admit(force, caller)
         if not admission.allowed and self.detector.state != "ejected" and (own := self.detector.ejected_for(caller)):
             return admission, _refused(capability, f"backend {self.spec.name!r} is refused to {caller!r} for "

@@ -383,3 +383,18 @@ async def test_a_ping_unanswered_while_a_call_runs_keeps_the_session_the_call_ne
     outcome = await call(sup)
     assert outcome.ok and closed == []
     await sup.shutdown()
+
+
+async def test_calls_waiting_for_a_starting_backend_are_bounded_as_calls_waiting_for_a_slot() -> None:
+    # they held no slot nor waiting place: a slow handshake filled the host's places its other backends need
+    class SlowToConnect(ScriptedBackend):
+        async def connect(self) -> None:
+            await asyncio.sleep(0.5)
+
+    sup = supervisor(["ok"] * 100)
+    sup.backend = SlowToConnect(["ok"] * 100)  # type: ignore[assignment]
+    sup._slots.max_waiting = 3
+    outcomes = await asyncio.gather(*(call(sup, timeout_s=5.0) for _ in range(5)))
+    refused = [o for o in outcomes if not o.ok]
+    assert len(refused) == 2 and all(not o.sent and "is starting" in (o.error or "") for o in refused)
+    await sup.shutdown()
