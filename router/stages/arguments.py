@@ -26,7 +26,7 @@ from jsonschema import ValidationError
 from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import validation_errors
-from router.stages.timezones import zone_named
+from router.stages.timezones import zone_in
 from router.values import Capability
 
 FREE_TEXT_NAMES = frozenset({
@@ -41,8 +41,6 @@ _FORMAL = re.compile(r"\b(sql|regex|regular expression|jql|promql|graphql|cypher
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
 _NUMBER = re.compile(rf"(?<![\w.])(?<!\d,)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)", re.I)
-_WORD_START = re.compile(r"(?<![A-Za-z_/+\-])[A-Za-z]")
-_ZONE_WORDS = re.compile(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}")
 
 
 def _required(schema: dict[str, Any]) -> list[str]:
@@ -123,55 +121,11 @@ def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
     hint = f"{name} {spec.get('description', '')}".lower()
     if "timezone" not in hint and "time zone" not in hint and name.lower() not in ("tz", "zone"):
         return None
-    best: tuple[int, tuple[int, int], str] | None = None
-    # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo"; not inside a longer name
-    # ("Saint Petersburg" is not Petersburg, Indiana).
-    for word in _WORD_START.finditer(question):
-        if _INSIDE_NAME.search(question, max(0, word.start() - 40), word.start()):
-            continue
-        m = _ZONE_WORDS.match(question, word.start())
-        if m is None:
-            continue
-        text = m.group(0)
-        parts = text.split()
-        # Longest prefix first: "New York City" -> "new york".
-        for n in range(len(parts), 0, -1):
-            zone = zone_named(" ".join(parts[:n]).lower(), proper=text[0].isupper())
-            if zone is not None:
-                end = m.start() + len(" ".join(parts[:n]))
-                span = (m.start(), end)
-                if (_same_place(parts[:n], parts[n:], zone) and not _elsewhere(question, end, zone)
-                        and _free(span, used) and (best is None or m.start() < best[0])):
-                    best = (m.start(), span, zone)
-                break
-    if best is None:
+    found = zone_in(question, lambda span: _free(span, used))
+    if found is None:
         return None
-    used.append(best[1])
-    return best[2]
-
-
-# A capitalised word (or "St.") just before, after a word that does not end a sentence: the match would
-# start inside a longer name. "In Tokyo, ..." starts a sentence with a capital; "in St. Petersburg" does not.
-_INSIDE_NAME = re.compile(r"[\w,;:)]\s+[A-Z][A-Za-z]*\.?\s$")
-_CLOCK_WORDS = frozenset({"time", "standard", "daylight"})
-_QUALIFIER = re.compile(r",\s*([A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+)?)")
-
-
-def _same_place(name: list[str], dropped: list[str], zone: str) -> bool:
-    """Whether a zone named by the first words of a longer name is the place the whole name means: "Tokyo
-    Time", "New York City" and "Berlin Germany" are; "Jersey City", "Paris Texas" and "Panama City" are not."""
-    if not dropped or all(w.lower() in _CLOCK_WORDS for w in dropped):
-        return True
-    if [w.lower() for w in dropped] == ["city"]:
-        return len(name) > 1
-    return zone_named(" ".join(dropped).lower(), proper=True) == zone
-
-
-def _elsewhere(question: str, end: int, zone: str) -> bool:
-    """"Paris, Texas", "London, Ontario": a place name followed by a region that is not its own country names
-    another place of the same name ("Paris, France" and "London, UK" are the zones' own)."""
-    m = _QUALIFIER.match(question, end)
-    return m is not None and zone_named(m.group(1).lower(), proper=True) != zone
+    used.append(found[0])
+    return found[1]
 
 
 def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:

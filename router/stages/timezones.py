@@ -1,5 +1,7 @@
 """Which IANA time zone a place in a question names: a zone's city ("Tokyo", "New York"), the zone itself
-("Europe/Paris"), or a country whose zones all keep one clock ("India", "the UK", "Germany").
+("Europe/Paris"), or a country whose zones all keep one clock ("India", "the UK", "Germany"); never a place
+that only begins like one ("North Carolina", "Jersey City") or is followed by another region ("Paris,
+Texas"), nor a name of two places ("Georgia").
 
 Countries come from the time zone database's own tables (`iso3166.tab`, `zone.tab`), read from the
 `tzdata` package or the system's zoneinfo folder. A country of several clocks (the United States,
@@ -8,8 +10,10 @@ China with Xinjiang, Spain with the Canaries) names none: which of its zones was
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
@@ -31,6 +35,60 @@ def zone_named(name: str, proper: bool) -> str | None:
     if name in AMBIGUOUS:
         return None
     return _zones().get(name) or (_proper_names().get(name) if proper else None)
+
+
+_WORD_START = re.compile(r"(?<![A-Za-z_/+\-])[A-Za-z]")
+_ZONE_WORDS = re.compile(r"[A-Za-z][A-Za-z_/+\-]*(?:\s+[A-Z][a-z]+){0,2}")
+
+
+def zone_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The first place in the question that names a zone, where `free` allows: its span and the zone."""
+    best: tuple[int, tuple[int, int], str] | None = None
+    # A match may start at any word, so that "in Tokyo" is also tried as "Tokyo"; not inside a longer name
+    # ("Saint Petersburg" is not Petersburg, Indiana).
+    for word in _WORD_START.finditer(question):
+        if _INSIDE_NAME.search(question, max(0, word.start() - 40), word.start()):
+            continue
+        m = _ZONE_WORDS.match(question, word.start())
+        if m is None:
+            continue
+        text = m.group(0)
+        parts = text.split()
+        # Longest prefix first: "New York City" -> "new york".
+        for n in range(len(parts), 0, -1):
+            zone = zone_named(" ".join(parts[:n]).lower(), proper=text[0].isupper())
+            if zone is not None:
+                end = m.start() + len(" ".join(parts[:n]))
+                span = (m.start(), end)
+                if (_same_place(parts[:n], parts[n:], zone) and not _elsewhere(question, end, zone)
+                        and free(span) and (best is None or m.start() < best[0])):
+                    best = (m.start(), span, zone)
+                break
+    return None if best is None else (best[1], best[2])
+
+
+# A capitalised word (or "St.") just before, after a word that does not end a sentence: the match would
+# start inside a longer name. "In Tokyo, ..." starts a sentence with a capital; "in St. Petersburg" does not.
+_INSIDE_NAME = re.compile(r"[\w,;:)]\s+[A-Z][A-Za-z]*\.?\s$")
+_CLOCK_WORDS = frozenset({"time", "standard", "daylight"})
+_QUALIFIER = re.compile(r",\s*([A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+)?)")
+
+
+def _same_place(name: list[str], dropped: list[str], zone: str) -> bool:
+    """Whether a zone named by the first words of a longer name is the place the whole name means: "Tokyo
+    Time", "New York City" and "Berlin Germany" are; "Jersey City", "Paris Texas" and "Panama City" are not."""
+    if not dropped or all(w.lower() in _CLOCK_WORDS for w in dropped):
+        return True
+    if [w.lower() for w in dropped] == ["city"]:
+        return len(name) > 1
+    return zone_named(" ".join(dropped).lower(), proper=True) == zone
+
+
+def _elsewhere(question: str, end: int, zone: str) -> bool:
+    """"Paris, Texas", "London, Ontario": a place name followed by a region that is not its own country names
+    another place of the same name ("Paris, France" and "London, UK" are the zones' own)."""
+    m = _QUALIFIER.match(question, end)
+    return m is not None and zone_named(m.group(1).lower(), proper=True) != zone
 
 
 @lru_cache(maxsize=1)
