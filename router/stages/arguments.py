@@ -34,12 +34,14 @@ FREE_TEXT_NAMES = frozenset({
     "topic", "request", "instruction", "task", "input_value", "msg", "keywords", "term", "sentence", "ask",
 })
 _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- ]text|search terms?)\b", re.I)
-# A parameter in a formal language takes no English: "Delete all customers ..." is no SQL query.
-_FORMAL = re.compile(r"\b(sql|regex|regular expression|jql|promql|graphql|cypher|xpath|jsonpath|json|code|"
-                     r"expression|script|command|shell)\b", re.I)
+# A parameter in a formal language takes no English: "Delete all customers ..." is no SQL query. (A search
+# "using code search syntax" or returning JSON still takes the question.)
+_FORMAL = re.compile(r"\b(sql|jql|promql|graphql|cypher|xpath|jsonpath|shell command|regex pattern|"
+                     r"regular expression to)\b", re.I)
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
-_NUMBER = re.compile(rf"(?<![\w.])(?<!\d,)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+# Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
+_NUMBER = re.compile(rf"(?<![\w.])(?:(?=-)|(?<!\d,))(?<!\d,-)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
 _TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)", re.I)
 
 
@@ -63,7 +65,8 @@ def _type_of(spec: dict[str, Any]) -> str | None:
 def is_free_text(name: str, spec: dict[str, Any]) -> bool:
     if _type_of(spec) not in (None, "string") or "enum" in spec:
         return False
-    if _FORMAL.search(f"{name.replace('_', ' ')} {spec.get('description', '')}"):
+    described = str(spec.get("description", ""))
+    if _FORMAL.search(f"{name.replace('_', ' ')} {described}") and "natural language" not in described.lower():
         return False
     return name.lower() in FREE_TEXT_NAMES or bool(_FREE_TEXT_HINT.search(str(spec.get("description", ""))))
 
@@ -103,8 +106,9 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
         if not isinstance(value, str) or not value:
             continue
         pattern = re.escape(value).replace("_", "[ _]").replace(r"\-", "[ -]")
-        # A code of capitals ("IN", "DE", "US") counts in capitals only: "in Germany" does not name India.
-        code = len(value) <= 3 and value.isupper()
+        # A code that is also a common word ("IN", "US", "IT") counts in capitals only: "in Germany" does not name
+        # India; "usd" and "csv" are codes however written.
+        code = value.isupper() and value.lower() in _WORDS
         for m in re.finditer(rf"(?<!\w){pattern}{'' if code else '(?:e?s)?'}(?!\w)", question, 0 if code else re.I):
             if _free(m.span(), used):
                 found.append((m.start(), m.span(), value))
@@ -115,6 +119,11 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     _, span, value = found[0]
     used.append(span)
     return value
+
+
+_WORDS = frozenset("a an and are as at be by do go he hi if in is it me my no of ok on or so to up us we all any "
+                   "can for get has her him his how its may new not now one our out per see she the too two was who "
+                   "why yes you".split())
 
 
 def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -156,8 +165,9 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
     named = [m for m in _NUMBER.finditer(question) if words and re.search(
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
+    share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
     for m in [*named, *_NUMBER.finditer(question)]:
-        if not _free(m.span(), used) or _part_of_other_value(question, m.start(), m.end()):
+        if not _free(m.span(), used) or _part_of_other_value(question, m.start(), m.end(), share):
             continue
         raw = m.group(0)
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
@@ -180,14 +190,17 @@ _MAX_DIGITS = 64
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
 _OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)
-# What makes a number mean another than itself: a share ("15%"), a scale ("4 million"), a hemisphere
-# ("40.7° N", "74 W"). Taken as a plain operand, "15% of 80" multiplied 15 by 80.
-_QUALIFIED_AFTER = re.compile(r"\s*(?:%|per ?cent\b|°|(?:thousand|million|billion|trillion|bn|mn)\b)|"
+# What makes a number mean another than itself: a scale ("4 million"), a hemisphere ("40.7° N", "74 W"; a
+# temperature's "100°F" is its own), a share ("15%", unless the parameter takes one). Taken as a plain
+# operand, "15% of 80" multiplied 15 by 80.
+_QUALIFIED_AFTER = re.compile(r"\s*(?:(?:thousand|million|billion|trillion|bn|mn)\b|°(?!\s*[CFK]\b))|"
                               r"\s+[NSEW](?=\s*(?:[,;.?!)]|$|and\b))", re.I)
+_SHARE_AFTER = re.compile(r"\s*(?:%|per ?cent\b)", re.I)
+_SHARE_NAME = re.compile(r"percent|pct|rate|tip|discount|level|share|ratio|brightness|volume|opacity", re.I)
 _NAME_AFTER = re.compile(r"\s+[A-Z][a-z]")
 
 
-def _part_of_other_value(question: str, start: int, end: int) -> bool:
+def _part_of_other_value(question: str, start: int, end: int, share: bool = False) -> bool:
     """A number that belongs to a date ("August 8, 2008", "8 Aug"), a time ("11:00", "9 am"), a range or code
     ("2-68") or a name or address ("88 Century Avenue") is not an operand: taken for one, it made a latitude
     of a street number and a gender of a day of the month."""
@@ -195,7 +208,7 @@ def _part_of_other_value(question: str, start: int, end: int) -> bool:
     # the start for every number, a long question of numbers took minutes.
     before = _OTHER_VALUE_BEFORE.search(question, max(0, start - 32), start)
     return bool(before or _OTHER_VALUE_AFTER.match(question, end) or _QUALIFIED_AFTER.match(question, end)
-                or _NAME_AFTER.match(question, end))
+                or (not share and _SHARE_AFTER.match(question, end)) or _NAME_AFTER.match(question, end))
 
 
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)
@@ -325,12 +338,13 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
 
 
 def _named_before(question: str, name: str, span: tuple[int, int]) -> bool:
-    """Whether a number may fill the optional parameter `name`: not when the word before gives it another role
-    ("the invoices from 2024", "over 500 dollars", "since 3"), unless that word is the parameter's own name
-    ("limit 10", "with id 5", "top 10")."""
+    """Whether a number may fill the optional parameter `name`: yes where the question names the parameter
+    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10"); otherwise not after a word that gives it
+    another role ("the invoices from 2024", "over 500 dollars", "in 2023")."""
     before = question[max(0, span[0] - 30):span[0]].lower()
-    words = [w for w in re.split(r"[_\W]+", name.lower()) if len(w) > 1]
-    if any(re.search(rf"\b{re.escape(w)}s?\W*$", before) for w in words):
+    words = "|".join(re.escape(w) for w in re.split(r"[_\W]+", name.lower()) if len(w) > 1)
+    if words and (re.search(rf"\b(?:{words})(?:e?s)?\s*(?:of|is|[:=])?\s*$", before)
+                  or re.match(rf"\s*(?:{words})(?:e?s)?\b", question[span[1]:span[1] + 30], re.I)):
         return True
     return not _OTHER_ROLE.search(before)
 

@@ -26,7 +26,8 @@ _ALSO = {"United Kingdom": "GB", "England": "GB", "Scotland": "GB", "Wales": "GB
 
 # Names of more than one place a user may mean (the country or the US state; a fixed offset that is an hour
 # off New York's clock all summer): none is taken for a zone.
-AMBIGUOUS = frozenset({"georgia", "est", "mst", "hst", "edt", "cst", "cdt", "pst", "pdt", "ist", "bst"})
+AMBIGUOUS = frozenset({"georgia", "victoria", "samoa", "est", "mst", "hst", "edt", "cst", "cdt", "pst", "pdt", "ist",
+                       "bst"})
 
 
 def zone_named(name: str, proper: bool) -> str | None:
@@ -60,16 +61,16 @@ def zone_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tup
             if zone is not None:
                 end = m.start() + len(" ".join(parts[:n]))
                 span = (m.start(), end)
-                if (_same_place(parts[:n], parts[n:], zone) and not _elsewhere(question, end, zone)
+                if (_same_place(parts[:n], parts[n:], zone) and not _elsewhere(question, m.end(), zone)
                         and free(span) and (best is None or m.start() < best[0])):
                     best = (m.start(), span, zone)
                 break
     return None if best is None else (best[1], best[2])
 
 
-# A capitalised word (or "St.") just before, after a word that does not end a sentence: the match would
-# start inside a longer name. "In Tokyo, ..." starts a sentence with a capital; "in St. Petersburg" does not.
-_INSIDE_NAME = re.compile(r"[\w,;:)]\s+[A-Z][A-Za-z]*\.?\s$")
+# A word that begins longer place names just before: "Saint Petersburg" is not Petersburg, Indiana.
+_INSIDE_NAME = re.compile(r"\b(?:St|Ste|Saint|Sankt|San|Santa|Santo|Fort|Ft|Port|Mount|Mt|Lake|New|North|South|East|"
+                          r"West|Little|Great|Upper|Lower|Grand|Cape|El|La|Las|Los|Le|Les|Des)\.?\s$")
 _CLOCK_WORDS = frozenset({"time", "standard", "daylight"})
 _QUALIFIER = re.compile(r",\s*([A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+)?)")
 
@@ -79,34 +80,68 @@ def _same_place(name: list[str], dropped: list[str], zone: str) -> bool:
     Time", "New York City" and "Berlin Germany" are; "Jersey City", "Paris Texas" and "Panama City" are not."""
     if not dropped or all(w.lower() in _CLOCK_WORDS for w in dropped):
         return True
-    if [w.lower() for w in dropped] == ["city"]:
-        return len(name) > 1
+    if [w.lower() for w in dropped] == ["city"]:  # "Kuwait City" is Kuwait's; "Jersey City" is not Jersey's
+        return len(name) > 1 or (name[0].lower() in _countries() and name[0].lower() != "jersey")
     return zone_named(" ".join(dropped).lower(), proper=True) == zone
 
 
 def _elsewhere(question: str, end: int, zone: str) -> bool:
-    """"Paris, Texas", "London, Ontario": a place name followed by a region that is not its own country names
-    another place of the same name ("Paris, France" and "London, UK" are the zones' own)."""
+    """"Paris, Texas", "London, Ontario": a place name followed by a country or a US state or Canadian province
+    that does not keep its clock names another place of the same name ("Sydney, Australia", "Chicago, IL" and
+    "Kiev, Ukraine" are the zones' own; a word that names no region, "London, John", says nothing)."""
     m = _QUALIFIER.match(question, end)
-    return m is not None and zone_named(m.group(1).lower(), proper=True) != zone
+    if m is None:
+        return False
+    region = m.group(1).lower() if len(m.group(1)) > 2 else m.group(1)
+    countries = _country_zones()
+    if region in _NORTH_AMERICA:
+        zones = countries.get("united states", frozenset()) | countries.get("canada", frozenset())
+    else:
+        zones = countries.get(region.lower(), frozenset())
+        if not zones:
+            return False
+    if zone in zones or zone.startswith(("US/", "Canada/")):
+        return False
+    if any(zone in others for others in countries.values()):
+        return True  # another country's own zone ("Panama City, Florida" is not Panama's)
+    year = datetime.now().year  # an old name ("Kiev", "America/Montreal"): the same place keeps the same clock
+    try:
+        return all(_clock(z, year) != _clock(zone, year) for z in zones)
+    except zoneinfo.ZoneInfoNotFoundError:
+        return True
+
+
+# US states and Canadian provinces, by name and by postal code (a code counts in capitals only).
+_NORTH_AMERICA = frozenset({*(n.lower() for n in (
+    "Alabama Alaska Arizona Arkansas California Colorado Connecticut Delaware Florida Hawaii Idaho Illinois Indiana "
+    "Iowa Kansas Kentucky Louisiana Maine Maryland Massachusetts Michigan Minnesota Mississippi Missouri Montana "
+    "Nebraska Nevada Ohio Oklahoma Oregon Pennsylvania Tennessee Texas Utah Vermont Virginia Washington Wisconsin "
+    "Wyoming Alberta Manitoba Ontario Quebec Saskatchewan Yukon Nunavut").split()),
+    "new hampshire", "new jersey", "new mexico", "new york", "north carolina", "north dakota", "rhode island",
+    "south carolina", "south dakota", "west virginia", "british columbia", "new brunswick", "nova scotia",
+    "prince edward", "northwest territories", *(
+    "AL AK AZ AR CA CO CT DE FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND OH OK OR "
+    "PA RI SC SD TN TX UT VT VA WA WV WI WY DC AB BC MB NB NL NS NT NU ON PE QC SK YT").split()})
 
 
 @lru_cache(maxsize=1)
 def _zones() -> dict[str, str]:
-    """Each zone by its full name, and each zone of the database's own table (`zone.tab`) by its city. The old
-    names kept for compatibility give no city: "North" (Australia/North), "Eastern" (Canada/Eastern) and
-    "Petersburg" (America/Indiana/Petersburg, for Saint Petersburg) made zones of "North Carolina",
-    "Eastern Europe" and Russia's second city."""
-    listed = _table("zone.tab")
-    cities = {row[2] for row in _rows(listed)} if listed else None
+    """Each zone by its full name and by its city. The compass and region words of the old names kept for
+    compatibility are no city: "North" (Australia/North) and "Eastern" (Canada/Eastern) made zones of "North
+    Carolina" and "Eastern Europe"."""
     out: dict[str, str] = {"utc": "UTC", "gmt": "GMT"}
     for zone in sorted(zoneinfo.available_timezones()):
         if zone.startswith(("Etc/", "SystemV/", "posix/", "right/")) or "/" not in zone:
             continue
         out.setdefault(zone.lower(), zone)
-        if cities is None or zone in cities:
-            out.setdefault(zone.rsplit("/", 1)[-1].replace("_", " ").lower(), zone)
+        city = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
+        if city not in _REGION_WORDS:
+            out.setdefault(city, zone)
     return out
+
+
+_REGION_WORDS = frozenset({"north", "south", "east", "west", "central", "eastern", "western", "mountain", "pacific",
+                           "atlantic", "general", "continental", "insular", "arctic"})
 
 
 @lru_cache(maxsize=1)
@@ -148,6 +183,19 @@ def _names(listed: str) -> list[str]:
     main, _, rest = listed.partition("(")
     inner = rest.rstrip(")").strip()
     return [main.strip(), inner] if inner.isupper() else [f"{inner} {main.strip()}"]
+
+
+@lru_cache(maxsize=1)
+def _country_zones() -> dict[str, frozenset[str]]:
+    """Each country's name (lower case) and its zones, of one clock or several."""
+    countries, zones = _table("iso3166.tab"), _table("zone.tab")
+    if countries is None or zones is None:
+        return {}
+    zones_of: dict[str, set[str]] = defaultdict(set)
+    for row in _rows(zones):
+        zones_of[row[0]].add(row[2])
+    names = [(name, code) for code, listed in _rows(countries) for name in _names(listed)]
+    return {name.lower(): frozenset(zones_of[code]) for name, code in [*names, *_ALSO.items()] if zones_of.get(code)}
 
 
 @lru_cache(maxsize=1)

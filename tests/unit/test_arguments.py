@@ -406,6 +406,7 @@ def test_a_number_that_belongs_to_a_date_a_time_an_address_or_a_code_is_not_take
     "What is the local time in Jersey City?", "What time is it in Panama City, Florida?",
     "What time is it in Paris, Texas?", "What time is it in London, Ontario?", "What time is it in Paris Texas?",
     "What time is it in Georgia?", "What time is it in EST?",  # the state or the country; a fixed offset
+    "What time is it in Dublin, Ohio?", "What time is it in Sydney, Nova Scotia?",
 ])
 def test_a_place_that_is_not_the_zone_of_its_first_words_names_no_zone(question: str) -> None:
     assert isinstance(derive_arguments(TIME, question), ArgumentsRequired)
@@ -415,6 +416,11 @@ def test_a_place_that_is_not_the_zone_of_its_first_words_names_no_zone(question:
     ("What time is it in New York City?", "America/New_York"), ("In Tokyo, what time is it?", "Asia/Tokyo"),
     ("Tokyo Time now?", "Asia/Tokyo"), ("What time is it in Berlin, Germany?", "Europe/Berlin"),
     ("What time is it in London, UK?", "Europe/London"), ("What time is it in Mexico City?", "America/Mexico_City"),
+    ("What time is it in Sydney, Australia?", "Australia/Sydney"), ("Time in Chicago, IL?", "America/Chicago"),
+    ("What time is it in Toronto, Ontario?", "America/Toronto"), ("What time is it in Kiev, Ukraine?", "Europe/Kiev"),
+    ("What time is it in Lisbon, Portugal?", "Europe/Lisbon"), ("What time is it in London, John?", "Europe/London"),
+    ("Time in Tokyo, London and Paris", "Asia/Tokyo"), ("What time is it in Hawaii?", "US/Hawaii"),
+    ("What time is it in Kuwait City?", "Asia/Kuwait"), ("Tell Bob Tokyo time", "Asia/Tokyo"),
 ])
 def test_a_zones_city_its_country_or_its_clock_words_around_it_still_name_it(question: str, zone: str) -> None:
     assert derive_arguments(TIME, question) == ({"timezone": zone}, "extracted: timezone")
@@ -470,3 +476,32 @@ def test_a_number_named_by_its_parameter_goes_there_and_what_is_subtracted_from_
     subtract = tool("subtract", {"type": "object", "required": ["a", "b"], "properties": {"a": num, "b": num}})
     for question in ("Subtract 5 from 20", "take 5 away from 20", "what is 20 minus 5"):
         assert derive_arguments(subtract, question)[0] == {"a": 20.0, "b": 5.0}, question
+
+
+def test_a_time_followed_by_am_or_pm_still_names_the_place_after_it() -> None:
+    derived = derive_arguments(CONVERT, "Convert 3 PM Tokyo time to London")
+    assert isinstance(derived, tuple) and derived[0] == {
+        "source_timezone": "Asia/Tokyo", "time": "15:00", "target_timezone": "Europe/London"}
+
+
+@pytest.mark.parametrize(("schema", "question", "expected"), [
+    ({"latitude": {"type": "number"}, "longitude": {"type": "number"}}, "weather at 40.7128,-74.0060",
+     {"latitude": 40.7128, "longitude": -74.006}),  # the minus after a comma is the number's
+    ({"value": {"type": "number"}}, "Convert 100°F to celsius", {"value": 100.0}),  # a temperature's degree
+    ({"level": {"type": "number"}}, "Set brightness to 80%", {"level": 80.0}),  # a parameter that takes a share
+    ({"currency": {"type": "string", "enum": ["USD", "EUR"]}}, "convert it to eur", {"currency": "EUR"}),
+    ({"prompt": {"type": "string", "description": "Natural language description of the code to generate"}},
+     "write a function that reverses a string", {"prompt": "write a function that reverses a string"}),
+])
+def test_values_the_question_gives_plainly_are_still_taken(schema: dict, question: str, expected: dict) -> None:
+    cap = tool("t", {"type": "object", "required": list(schema), "properties": schema})
+    derived = derive_arguments(cap, question)
+    assert isinstance(derived, tuple) and derived[0] == expected
+
+
+def test_an_optional_number_next_to_its_parameters_name_is_taken_after_any_word() -> None:
+    weather = tool("forecast", {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "enum": ["Paris"]}, "days": {"type": "integer"}}})
+    assert derive_arguments(weather, "Weather in Paris in 3 days")[0] == {"city": "Paris", "days": 3}
+    items = tool("list_items", {"type": "object", "properties": {"limit": {"type": "integer"}}})
+    assert derive_arguments(items, "list items with a limit of 10")[0] == {"limit": 10}
