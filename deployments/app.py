@@ -24,7 +24,7 @@ from deployments.embedder import Embedder
 from deployments.ingress import RouterIngress
 from mcp_router import examples
 from router.retrieval.embeddings import placement
-from router.security.identity import check_bind
+from router.security.identity import check_bind, is_loopback
 from router.settings import RouterSettings
 from router.settings.file import load_settings
 
@@ -73,7 +73,10 @@ def app(args: dict[str, str] | None = None) -> Application:
     path = args.get("config") or os.environ.get("MCP_ROUTER_CONFIG") or str(examples.CONFIG)
     settings = load_settings(path)
     check_bind(settings.server.auth, [settings.server.host, args.get("http_host", settings.server.host)])
-    if args.get("http_host"):  # where callers reach it: what every rule keyed on a loopback bind must see
-        settings = settings.model_copy(update={"server": settings.server.model_copy(
-            update={"host": args["http_host"]})})
+    http_host = args.get("http_host")
+    if http_host and not is_loopback(http_host) and settings.learning.accept_feedback is None:
+        # Feedback is taken by default only where every caller is local, and callers reach these proxies from
+        # anywhere (server.host, which the default reads otherwise, names where `mcp-router serve` listens).
+        settings = settings.model_copy(update={"learning": settings.learning.model_copy(
+            update={"accept_feedback": False})})
     return build_application(settings)

@@ -80,8 +80,9 @@ class RouterMetrics:
                     self.cache_hits.inc(tags={"intent": meta.intent})
                 if meta.fallbacks_used:
                     self.fallbacks.inc(meta.fallbacks_used, tags={"mode": mode})
-                # A hedge is a call sent while the first still ran: it was cancelled, or it answered first.
-                hedges = sum(a.outcome == "cancelled" for a in meta.attempts) if mode == "hedged" else 0
+                # A hedge is a call sent while an earlier one still ran (not one sent after it failed).
+                hedges = sum(any(a.started_ms < b.started_ms < a.started_ms + a.latency_ms for a in meta.attempts)
+                             for b in meta.attempts) if mode == "hedged" else 0
                 if hedges:
                     self.hedges.inc(hedges, tags={"backend": meta.attempts[0].backend})
         return response

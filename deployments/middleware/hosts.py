@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 from mcp.server.transport_security import TransportSecuritySettings
 
 from router.errors import Forbidden, MisdirectedRequest, RouterError
-from router.security.identity import is_loopback
 from router.settings import ServerSettings
 
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_SDK_LOOPBACK = ("127.0.0.1", "localhost", "::1")  # the binds the MCP SDK checks hosts for by default
 
 
 def host_check(allowed: list[str]) -> TransportSecuritySettings | None:
@@ -51,8 +51,8 @@ class AnsweredHosts:
         if server.auth.enabled:
             return None
         security = host_check(server.allowed_hosts)
-        if security is None:
-            return cls([f"{name}:*" for name in _LOOPBACK]) if is_loopback(server.host) else None
+        if security is None:  # the SDK's default: on for these binds only
+            return cls([f"{name}:*" for name in _LOOPBACK]) if server.host in _SDK_LOOPBACK else None
         return cls(security.allowed_hosts) if security.enable_dns_rebinding_protection else None
 
     def answers(self, host: str) -> bool:

@@ -139,10 +139,11 @@ class ExampleStore:
         self._db.execute("BEGIN")
         try:
             yield
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # a COMMIT that failed (the file busy) leaves it open too
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     def _evict(self, backend: str, kind: str, name: str) -> None:
         """The capability back to its cap: the principal holding the most of its examples gives up its oldest."""

@@ -53,7 +53,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, *, environ: Mappin
                               file=where, field="state_dir")
         _substitute(data, _STATE_MARK, data["state_dir"])
         # The lock file beside the file named, unless this file or one it extends names one.
-        if isinstance(security := data.setdefault("security", {}), dict):
+        if data.get("security") is None:  # `security:` with every key commented out
+            data["security"] = {}
+        if isinstance(security := data["security"], dict):
             security.setdefault("lock_file", str(file.parent.resolve() / "mcp-router.lock.json"))
     if overrides:
         _deep_merge(data, dict(overrides))

@@ -183,7 +183,8 @@ def test_behind_proxies_on_every_interface_feedback_is_not_taken_by_default(
     built: list[Any] = []
     monkeypatch.setattr(builder_module, "build_application", built.append)
     builder_module.app({"config": str(config), "http_host": "0.0.0.0"})
-    assert built[0].server.host == "0.0.0.0" and not accepts_feedback(built[0])
+    assert built[0].learning.accept_feedback is False and not accepts_feedback(built[0])
+    assert built[0].server.host == "127.0.0.1"  # what the MCP SDK's own host check reads stays as configured
 
 
 def test_serve_config_deploys_the_knowledge_base_next_to_the_router() -> None:

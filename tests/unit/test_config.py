@@ -407,3 +407,8 @@ def test_a_yaml_error_names_its_place_but_not_the_line_which_may_hold_a_key(tmp_
     with pytest.raises(ConfigError) as info:
         load_settings(path)
     assert "line 2" in info.value.message and "SECRET" not in info.value.message
+
+
+def test_a_security_section_with_every_key_commented_out_is_the_defaults(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, "security:\n  # pin_tools: true\n"), environ=NO_ENV)
+    assert s.security.lock_file == str(tmp_path.resolve() / "mcp-router.lock.json")
