@@ -95,9 +95,9 @@ def _elsewhere(question: str, end: int, zone: str) -> bool:
     region = m.group(1).lower() if len(m.group(1)) > 2 else m.group(1)
     countries = _country_zones()
     if region in _NORTH_AMERICA:
-        zones = countries.get("united states", frozenset()) | countries.get("canada", frozenset())
+        zones = (*countries.get("united states", ()), *countries.get("canada", ()))
     else:
-        zones = countries.get(region.lower(), frozenset())
+        zones = countries.get(region.lower(), ())
         if not zones:
             return False
     if zone in zones or zone.startswith(("US/", "Canada/")):
@@ -186,34 +186,31 @@ def _names(listed: str) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _country_zones() -> dict[str, frozenset[str]]:
-    """Each country's name (lower case) and its zones, of one clock or several."""
-    countries, zones = _table("iso3166.tab"), _table("zone.tab")
-    if countries is None or zones is None:
-        return {}
-    zones_of: dict[str, set[str]] = defaultdict(set)
-    for row in _rows(zones):
-        zones_of[row[0]].add(row[2])
-    names = [(name, code) for code, listed in _rows(countries) for name in _names(listed)]
-    return {name.lower(): frozenset(zones_of[code]) for name, code in [*names, *_ALSO.items()] if zones_of.get(code)}
-
-
-@lru_cache(maxsize=1)
-def _countries() -> dict[str, str]:
+def _country_zones() -> dict[str, tuple[str, ...]]:
+    """Each country's name (lower case) and its zones, of one clock or several, in the table's order."""
     countries, zones = _table("iso3166.tab"), _table("zone.tab")
     if countries is None or zones is None:
         return {}
     zones_of: dict[str, list[str]] = defaultdict(list)
     for row in _rows(zones):
         zones_of[row[0]].append(row[2])
-    year = datetime.now().year
     names = [(name, code) for code, listed in _rows(countries) for name in _names(listed)]
+    out: dict[str, tuple[str, ...]] = {}
+    for name, code in [*names, *_ALSO.items()]:
+        if zones_of.get(code):
+            out.setdefault(name.lower(), tuple(zones_of[code]))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _countries() -> dict[str, str]:
+    """The countries whose zones all keep one clock, and the first of their zones."""
+    year = datetime.now().year
     out: dict[str, str] = {}
-    for name, code in [*names, *((name, code) for name, code in _ALSO.items())]:
-        listed = zones_of.get(code, [])
+    for name, listed in _country_zones().items():
         try:
-            if listed and len({_clock(z, year) for z in listed}) == 1:
-                out.setdefault(name.lower(), listed[0])
+            if len({_clock(z, year) for z in listed}) == 1:
+                out[name] = listed[0]
         except zoneinfo.ZoneInfoNotFoundError:
             continue
     return out
