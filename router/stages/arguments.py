@@ -26,6 +26,7 @@ from jsonschema import ValidationError
 from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import validation_errors
+from router.stages.argument_order import put_in_order
 from router.stages.timezones import zone_in
 from router.values import Capability
 
@@ -161,7 +162,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         return None
     # The number the question gives the parameter by its name ("longitude -74 and latitude 40.7") first, then
     # the first number free.
-    words = [w for w in re.split(r"[_\W]+", name.lower()) if len(w) > 2]
+    words = _name_words(name, 3)
     named = [m for m in _NUMBER.finditer(question) if words and re.search(
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
@@ -331,9 +332,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         again = value in out.values() and extract is not _number
         if value is not None and not again and (value not in left or extract is _number):
             left.append(value)
-    _source_where_the_time_is(out, spans)
-    _source_where_the_amount_is(out, spans, by)
-    _minuend_first(out, spans, by, question)
+    put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
+                 choices={n for n, e in by.items() if e is _enum})
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(sorted(out))), left
 
 
@@ -342,65 +342,20 @@ def _named_before(question: str, name: str, span: tuple[int, int]) -> bool:
     next to it ("limit 10", "a limit of 10", "in 3 days", "top 10"); otherwise not after a word that gives it
     another role ("the invoices from 2024", "over 500 dollars", "in 2023")."""
     before = question[max(0, span[0] - 30):span[0]].lower()
-    words = "|".join(re.escape(w) for w in re.split(r"[_\W]+", name.lower()) if len(w) > 1)
+    words = "|".join(map(re.escape, _name_words(name, 2)))
     if words and (re.search(rf"\b(?:{words})(?:e?s)?\s*(?:of|is|[:=])?\s*$", before)
                   or re.match(rf"\s*(?:{words})(?:e?s)?\b", question[span[1]:span[1] + 30], re.I)):
         return True
     return not _OTHER_ROLE.search(before)
 
 
+def _name_words(name: str, shortest: int) -> list[str]:
+    """The words of a parameter's name ("max_results" -> max, results), as a question would write them."""
+    return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
+
+
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
                          r"on|by|during|around|about|per)\W*$")
-
-
-_SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")
-
-
-def _source_where_the_time_is(out: dict[str, Any], spans: dict[str, tuple[int, int]]) -> None:
-    """"What time is it in New York when it is 9am in London?": the place named next to a time of day is
-    the one that time is given in, the source, whichever place the question names first."""
-    clock = next((n for n, v in out.items() if isinstance(v, str) and re.fullmatch(r"\d\d:\d\d", v)), None)
-    source = next((n for n in out if n.lower().startswith(_SOURCE) and "zone" in n.lower()), None)
-    target = next((n for n in out if n.lower().startswith(_TARGET) and "zone" in n.lower()), None)
-    if clock is None or source is None or target is None:
-        return
-
-    def distance(name: str) -> int:
-        (a, b), (c, d) = spans[name], spans[clock]
-        return max(a - d, c - b, 0)
-
-    if distance(target) < distance(source):
-        out[source], out[target] = out[target], out[source]
-
-
-def _source_where_the_amount_is(out: dict[str, Any], spans: dict[str, tuple[int, int]],
-                                by: dict[str, Extractor]) -> None:
-    """"How many km is 5 miles?": of a from and a to unit, the one written right after the amount is the one it
-    is given in, the source, whichever the question names first."""
-    amount = next((n for n, e in by.items() if e is _number), None)
-    source = next((n for n in out if n.lower().startswith(_SOURCE) and by.get(n) is _enum), None)
-    target = next((n for n in out if n.lower().startswith(_TARGET) and by.get(n) is _enum), None)
-    if amount is None or source is None or target is None:
-        return
-    after = spans[amount][1]
-    if 0 <= spans[target][0] - after <= 1 and not 0 <= spans[source][0] - after <= 1:
-        out[source], out[target] = out[target], out[source]
-
-
-_FROM = re.compile(r"\b(?:subtract|deduct|take(?:\s+away)?|remove)\s+\S+\s+(?:away\s+)?from\s+\S+", re.I)
-
-
-def _minuend_first(out: dict[str, Any], spans: dict[str, tuple[int, int]], by: dict[str, Extractor],
-                   question: str) -> None:
-    """"Subtract 5 from 20": the number after "from" is the one subtracted from, the first operand."""
-    numbers = [n for n, e in by.items() if e is _number]
-    if len(numbers) != 2:
-        return
-    first, second = sorted(numbers, key=lambda n: spans[n][0])
-    m = _FROM.search(question)
-    if m and m.start() <= spans[first][0] and spans[second][1] <= m.end() and list(out).index(first) < list(
-            out).index(second):
-        out[first], out[second] = out[second], out[first]
 
 
 def values_taken(derived: Derived) -> int:
