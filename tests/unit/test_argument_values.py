@@ -1,0 +1,119 @@
+"""Values a question gives that are not what they first look like: places that only begin like a zone's city or
+are followed by another region, numbers the question qualifies, codes that are also words, and the wording
+that says which of two values goes where. Each was a wrong value sent to a tool, or a right one refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.errors import ArgumentsRequired
+from router.stages.arguments import derive_arguments, derive_with_leftovers
+from tests.unit.test_arguments import ADD, CONVERT, TIME, tool
+
+
+@pytest.mark.parametrize("question", [
+    "What time is it in North Carolina?",  # "North": Australia/North, an old name kept for compatibility
+    "What time is it on the east coast?", "What time is it in Eastern Europe?", "What time is it in central Europe?",
+    "What time is it in Saint Petersburg?", "What time is it in St. Petersburg, Russia?",  # not Indiana's
+    "What is the local time in Jersey City?", "What time is it in Panama City, Florida?",
+    "What time is it in Paris, Texas?", "What time is it in London, Ontario?", "What time is it in Paris Texas?",
+    "What time is it in Georgia?", "What time is it in EST?",  # the state or the country; a fixed offset
+    "What time is it in Dublin, Ohio?", "What time is it in Sydney, Nova Scotia?",
+])
+def test_a_place_that_is_not_the_zone_of_its_first_words_names_no_zone(question: str) -> None:
+    assert isinstance(derive_arguments(TIME, question), ArgumentsRequired)
+
+
+@pytest.mark.parametrize(("question", "zone"), [
+    ("What time is it in New York City?", "America/New_York"), ("In Tokyo, what time is it?", "Asia/Tokyo"),
+    ("Tokyo Time now?", "Asia/Tokyo"), ("What time is it in Berlin, Germany?", "Europe/Berlin"),
+    ("What time is it in London, UK?", "Europe/London"), ("What time is it in Mexico City?", "America/Mexico_City"),
+    ("What time is it in Sydney, Australia?", "Australia/Sydney"), ("Time in Chicago, IL?", "America/Chicago"),
+    ("What time is it in Toronto, Ontario?", "America/Toronto"), ("What time is it in Kiev, Ukraine?", "Europe/Kiev"),
+    ("What time is it in Lisbon, Portugal?", "Europe/Lisbon"), ("What time is it in London, John?", "Europe/London"),
+    ("Time in Tokyo, London and Paris", "Asia/Tokyo"), ("What time is it in Hawaii?", "US/Hawaii"),
+    ("What time is it in Kuwait City?", "Asia/Kuwait"), ("Tell Bob Tokyo time", "Asia/Tokyo"),
+])
+def test_a_zones_city_its_country_or_its_clock_words_around_it_still_name_it(question: str, zone: str) -> None:
+    assert derive_arguments(TIME, question) == ({"timezone": zone}, "extracted: timezone")
+
+
+def test_a_time_written_p_m_is_in_the_afternoon() -> None:
+    derived = derive_arguments(CONVERT, "Convert 11:00 p.m. Tokyo time to London")
+    assert isinstance(derived, tuple) and derived[0]["time"] == "23:00"
+
+
+@pytest.mark.parametrize(("schema", "question"), [
+    ({"country": {"type": "string", "enum": ["US", "DE", "IN"]}}, "What is the VAT rate in Germany?"),  # not India
+    ({"a": {"type": "number"}, "b": {"type": "number"}}, "add 3 and 4 million"),
+    ({"a": {"type": "number"}, "b": {"type": "number"}}, "What is 15% of 80?"),
+    ({"a": {"type": "number"}, "b": {"type": "number"}}, "add 1.000,5 and 2"),  # was 5 and 2
+    ({"latitude": {"type": "number"}, "longitude": {"type": "number"}}, "Forecast at 40.7128° N, 74.0060° W"),
+    ({"latitude": {"type": "number"}, "longitude": {"type": "number"}}, "forecast for 33.87 S, 151.21 E"),
+    ({"query": {"type": "string", "description": "SQL query to execute"}}, "How many users signed up last week?"),
+])
+def test_a_value_the_question_qualifies_otherwise_is_not_taken_for_an_argument(schema: dict, question: str) -> None:
+    cap = tool("t", {"type": "object", "required": list(schema), "properties": schema})
+    assert isinstance(derive_arguments(cap, question), ArgumentsRequired)
+
+
+def test_a_number_given_again_is_another_operand_and_an_optional_count_is_no_year() -> None:
+    # "3 + 3 + 3" was 3 + 3, called: a repeated number was taken for the same mention
+    assert derive_with_leftovers(ADD, "What is 3 + 3 + 3?")[1] == [3.0]
+    assert derive_with_leftovers(ADD, "add 5 and 5")[1] == []
+    listing = tool("list_invoices", {"type": "object", "properties": {"limit": {"type": "integer"}}})
+    assert derive_arguments(listing, "List the invoices from 2024") == ({}, "none needed")  # was limit 2024
+    assert derive_arguments(listing, "List invoices over 500 dollars") == ({}, "none needed")
+    assert derive_arguments(listing, "list the last 10 invoices") == ({"limit": 10}, "extracted, optional: limit")
+
+
+@pytest.mark.parametrize(("question", "source", "target"), [
+    ("How many km is 5 miles?", "miles", "km"), ("convert 5 km to miles", "km", "miles"),
+    ("how many celsius is 100 fahrenheit", "fahrenheit", "celsius"),
+])
+def test_the_unit_written_after_the_amount_is_the_one_converted_from(question: str, source: str, target: str) -> None:
+    units = {"type": "string", "enum": ["km", "miles", "celsius", "fahrenheit"]}
+    cap = tool("convert_units", {"type": "object", "required": ["value", "from_unit", "to_unit"], "properties": {
+        "value": {"type": "number"}, "from_unit": units, "to_unit": units}})
+    derived = derive_arguments(cap, question)
+    assert isinstance(derived, tuple) and (derived[0]["from_unit"], derived[0]["to_unit"]) == (source, target)
+
+
+def test_a_number_named_by_its_parameter_goes_there_and_what_is_subtracted_from_comes_first() -> None:
+    num = {"type": "number"}
+    forecast = tool("get_forecast", {"type": "object", "required": ["latitude", "longitude"],
+                                     "properties": {"latitude": num, "longitude": num}})
+    assert derive_arguments(forecast, "Forecast for longitude -74 and latitude 40.7")[0] == {
+        "latitude": 40.7, "longitude": -74.0}  # was latitude -74: numbers in order
+    subtract = tool("subtract", {"type": "object", "required": ["a", "b"], "properties": {"a": num, "b": num}})
+    for question in ("Subtract 5 from 20", "take 5 away from 20", "what is 20 minus 5"):
+        assert derive_arguments(subtract, question)[0] == {"a": 20.0, "b": 5.0}, question
+
+
+def test_a_time_followed_by_am_or_pm_still_names_the_place_after_it() -> None:
+    derived = derive_arguments(CONVERT, "Convert 3 PM Tokyo time to London")
+    assert isinstance(derived, tuple) and derived[0] == {
+        "source_timezone": "Asia/Tokyo", "time": "15:00", "target_timezone": "Europe/London"}
+
+
+@pytest.mark.parametrize(("schema", "question", "expected"), [
+    ({"latitude": {"type": "number"}, "longitude": {"type": "number"}}, "weather at 40.7128,-74.0060",
+     {"latitude": 40.7128, "longitude": -74.006}),  # the minus after a comma is the number's
+    ({"value": {"type": "number"}}, "Convert 100°F to celsius", {"value": 100.0}),  # a temperature's degree
+    ({"level": {"type": "number"}}, "Set brightness to 80%", {"level": 80.0}),  # a parameter that takes a share
+    ({"currency": {"type": "string", "enum": ["USD", "EUR"]}}, "convert it to eur", {"currency": "EUR"}),
+    ({"prompt": {"type": "string", "description": "Natural language description of the code to generate"}},
+     "write a function that reverses a string", {"prompt": "write a function that reverses a string"}),
+])
+def test_values_the_question_gives_plainly_are_still_taken(schema: dict, question: str, expected: dict) -> None:
+    cap = tool("t", {"type": "object", "required": list(schema), "properties": schema})
+    derived = derive_arguments(cap, question)
+    assert isinstance(derived, tuple) and derived[0] == expected
+
+
+def test_an_optional_number_next_to_its_parameters_name_is_taken_after_any_word() -> None:
+    weather = tool("forecast", {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "enum": ["Paris"]}, "days": {"type": "integer"}}})
+    assert derive_arguments(weather, "Weather in Paris in 3 days")[0] == {"city": "Paris", "days": 3}
+    items = tool("list_items", {"type": "object", "properties": {"limit": {"type": "integer"}}})
+    assert derive_arguments(items, "list items with a limit of 10")[0] == {"limit": 10}
