@@ -51,6 +51,7 @@ class BackendHost:
     def __init__(self, members: list[tuple[str, BackendSpec]], resilience: ResilienceSettings,
                  security: SecuritySettings | None = None, state_dir: str | None = None) -> None:
         self.members = {member: BackendSupervisor(spec, resilience, security, state_dir) for member, spec in members}
+        self._leaving: set[str] = set()  # retired members draining: they take no new call
         freeze_startup_heap()
 
     def _member(self, member: str) -> BackendSupervisor:
@@ -59,11 +60,20 @@ class BackendHost:
             raise MemberGone(f"backend {member.split('@', 1)[0]!r} is no longer hosted here")
         return found
 
+    def _taking_calls(self, member: str) -> BackendSupervisor:
+        # A retired member refuses new calls while its calls in flight drain, before anything is sent: the
+        # caller asks the pool for its successor, and the drain ends when those in flight do. Accepted, a
+        # call could outlive the drain and be cut by the stop, or by the kill after it, which the caller takes
+        # for "never ran" and sends again (actors.executor).
+        if member in self._leaving:
+            raise MemberGone(f"backend {member.split('@', 1)[0]!r} is being replaced")
+        return self._member(member)
+
     # -- one member, as its own actor would answer ---------------------------------------------
 
     async def call(self, member: str, packed: bytes) -> CallOutcome:
         args, kwargs = pickle.loads(packed)  # packed by `_Packed`: values of the router's own code, as Ray's are
-        return await self._member(member).call(*args, **kwargs)
+        return await self._taking_calls(member).call(*args, **kwargs)
 
     async def start(self, member: str, wait_s: float = 0.0) -> BackendStatus:
         return await self._member(member).start(wait_s)
@@ -112,10 +122,12 @@ class BackendHost:
         """Drain the member (its calls in flight finish, bounded), stop it and forget it; the members left."""
         supervisor = self.members.get(member)
         if supervisor is not None:
+            self._leaving.add(member)
             await _drained([supervisor])
             with contextlib.suppress(Exception):
                 await supervisor.shutdown()
             self.members.pop(member, None)
+            self._leaving.discard(member)
         return len(self.members)
 
     async def stop(self) -> None:

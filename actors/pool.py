@@ -15,9 +15,9 @@ fresh actors while the old one drains its own (calls in flight finish, bounded) 
 sessions and child processes with them. When the application is deleted or the router stopped, the
 same graceful stop runs, and Ray ends any actor whose owner is gone. Within one pool, each backend is
 keyed by a fingerprint of its spec and the router's code: replicas of another configuration get
-their own backend (in a new host; the old one is drained and stopped in its host, and a host ends
-with its last backend), and replicas of an older build (lower `generation`) get the current ones,
-never a resurrected old one.
+their own backend (in a new host; the old one takes no new call, is drained and stopped in its host,
+and a host ends with its last backend), and replicas of an older build (lower `generation`) get the
+current ones, never a resurrected old one nor one the current build removed.
 """
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ class BackendPool:
                 if owned is not None and (owned.fingerprint == fingerprint or not current):
                     out[spec.name] = owned.ref
                     continue
+                if not current:  # a replica of an older build asking for a backend the current one does not have
+                    continue     # (removed since): made now, it would run until the application ends
                 if owned is not None:
                     log.info("backend %s changed; replacing it", spec.name)
                     self._retire(owned.ref)

@@ -166,3 +166,53 @@ def test_the_pool_packs_backends_by_kind_and_moves_a_changed_one(ray_local: Any)
 async def _acquire(pool: BackendPool, settings: RouterSettings) -> dict[str, Any]:
     refs, _ = await pool.acquire(settings.enabled_backends, settings.resilience, 2.0)
     return refs
+
+
+def test_a_retired_backend_takes_no_new_call_while_its_calls_in_flight_drain(ray_local: Any) -> None:
+    """A call in flight finishes where it runs; one arriving during the drain goes to the successor, so the
+    drain ends with the calls it had and no call is cut by the stop (and taken for unsent by the kill)."""
+    def settings(timeout_s: float) -> RouterSettings:
+        return RouterSettings.model_validate({"backends": [stdio(
+            "slow", FAULTY, "--name", "slow", "--latency-ms", "4000", "--jitter", "0", timeout_s=timeout_s)]})
+
+    first, second = settings(30), settings(20)
+    pool = BackendPool("drain-test", "v1")
+
+    async def run() -> None:
+        refs, _ = await pool.acquire(first.enabled_backends, first.resilience, 1.0)
+        await refs["slow"].start.remote(20.0)
+        table = ActorTable(dict(refs), lambda: _acquire(pool, second))
+        executor = RayExecutor(table)
+        in_flight = asyncio.create_task(executor.call(answer("slow"), {"query": "x"}, timeout_s=30, context=CTX))
+        await asyncio.sleep(0.3)
+        moved, _ = await pool.acquire(second.enabled_backends, second.resilience, 2.0)
+        await asyncio.sleep(0.3)  # the old backend's retirement reaches its host
+        during = await executor.call(answer("slow"), {"query": "x"}, timeout_s=30, context=CTX)
+        assert during.ok, during.error
+        assert table.get("slow") is moved["slow"]  # sent to the successor, not to the draining backend
+        assert (await in_flight).ok
+
+    try:
+        asyncio.run(run())
+    finally:
+        asyncio.run(pool.shutdown())
+
+
+def test_a_replica_of_an_older_build_is_not_given_a_backend_the_current_build_removed(ray_local: Any) -> None:
+    def flows(*names: str) -> RouterSettings:
+        return RouterSettings.model_validate({"backends": [
+            {"name": n, "kind": "flowise", "url": "http://127.0.0.1:9", "connect_timeout_s": 1} for n in names]})
+
+    old, current = flows("kept", "removed"), flows("kept")
+    pool = BackendPool("generation-test", "v1")
+
+    async def run() -> None:
+        now, _ = await pool.acquire(current.enabled_backends, current.resilience, 2.0)
+        # An old replica (a redeploy's, still serving) asks again after finding its actors gone.
+        earlier, _ = await pool.acquire(old.enabled_backends, old.resilience, 1.0)
+        assert earlier == {"kept": now["kept"]}
+
+    try:
+        asyncio.run(run())
+    finally:
+        asyncio.run(pool.shutdown())
