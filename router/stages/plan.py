@@ -26,7 +26,14 @@ from router.errors import (
 )
 from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, values_taken
+from router.stages.arguments import (
+    OPTIONAL_ONLY,
+    Derived,
+    derive_with_leftovers,
+    free_text_parameter,
+    needs_nothing,
+    values_taken,
+)
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
@@ -101,7 +108,8 @@ class Arguments:
             return READS_ONLY
         if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
             return ACTS
-        if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
+        as_text = capability.kind == "flow" or free_text_parameter(capability) is not None
+        if self.kinds and (kind := unserved(capability, self.kinds, as_text)) is not None:
             return kind
         if self._leaves_values(capability):
             return LEFT
@@ -245,7 +253,7 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
     if refusal is not None:
         return Plan(calls=(), mode=request.mode, refusal=refusal)
     calls, missing = planned_calls(decision, arguments, statuses)
-    if not calls and missing is None:
+    if (not calls and missing is None) or (calls and _passes_by_far(decision, calls[0], arguments, settings.routing)):
         return Plan(calls=(), mode=request.mode, refusal=_unserved(decision, arguments))
     if missing is not None:
         # The best match needs arguments the question does not give. A confident runner-up that is almost
@@ -256,6 +264,17 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
                 or (best.capability.held and not calls[0].candidate.capability.same_as(best.capability)):
             return Plan(calls=tuple(calls), mode=request.mode, refusal=missing)
     return Plan(calls=tuple(calls), mode=request.mode)
+
+
+def _passes_by_far(d: Decision, first: PlannedCall, arguments: Arguments, routing: RoutingSettings) -> bool:
+    """Whether the call passes by a best match that cannot serve the question for one much less relevant: a
+    guess at what was meant ("9am in London on March 30" is no unit conversion because the time server takes no
+    date). Within `callable_margin` it stands, as for a best match that needs unknown arguments."""
+    if arguments.request.backend or arguments.request.tool:
+        return False
+    best = next((c for c in d.candidates if c.relevant), None)
+    return best is not None and best is not first.candidate and arguments.doubt(best) is not None and \
+        first.candidate.scores.composite < best.scores.composite - routing.callable_margin
 
 
 def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
