@@ -64,7 +64,8 @@ class RoutingSettings(Strict):
     ambiguity_margin: float = Field(default=0.0, ge=0, le=1, description=(
         "Two different tools whose composite scores are this close are ambiguous: 409 (0: exact ties only)."))
     callable_margin: float = Field(default=0.15, ge=0, le=1, description=(
-        "A runner-up this close to a best match that needs unknown arguments is called instead of a 422."))
+        "A runner-up this close to a best match that needs unknown arguments is called instead of a 422, and "
+        "one this close to a best match that cannot serve the question's values instead of a 404."))
     query_cache_size: int = Field(default=4096, ge=0, description=(
         "Questions whose vector, intent and retrieval results each replica keeps, per principal (0 turns the "
         "cache off)."))
