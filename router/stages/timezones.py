@@ -62,6 +62,7 @@ def zone_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tup
                 end = m.start() + len(" ".join(parts[:n]))
                 span = (m.start(), end)
                 if (_same_place(parts[:n], parts[n:], zone) and not _elsewhere(question, m.end(), zone)
+                        and not _name_goes_on(question, m.end(), zone)
                         and free(span) and (best is None or m.start() < best[0])):
                     best = (m.start(), span, zone)
                 break
@@ -71,6 +72,14 @@ def zone_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tup
 # A word that begins longer place names just before: "Saint Petersburg" is not Petersburg, Indiana.
 _INSIDE_NAME = re.compile(r"\b(?:St|Ste|Saint|Sankt|San|Santa|Santo|Fort|Ft|Port|Mount|Mt|Lake|New|North|South|East|"
                           r"West|Little|Great|Upper|Lower|Grand|Cape|El|La|Las|Los|Le|Les|Des)\.?\s$")
+# A particle and a capitalized word after a place: a longer name ("Santiago de Compostela" is in Spain).
+_NAME_GOES_ON = re.compile(r"\s+(?:de|del|de la|da|do|dos|das|di|du|am|an|im|von|van|der|sur|upon)\s+([A-Z][a-z]+)")
+
+
+def _name_goes_on(question: str, end: int, zone: str) -> bool:
+    """Whether the place is the start of a longer name, but for the zone's own country ("Santiago de Chile")."""
+    m = _NAME_GOES_ON.match(question, end)
+    return m is not None and zone not in _country_zones().get(m.group(1).lower(), ())
 _CLOCK_WORDS = frozenset({"time", "standard", "daylight"})
 _QUALIFIER = re.compile(r",\s*([A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+)?)")
 

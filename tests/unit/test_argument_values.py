@@ -19,6 +19,7 @@ from tests.unit.test_arguments import ADD, CONVERT, TIME, tool
     "What time is it in Paris, Texas?", "What time is it in London, Ontario?", "What time is it in Paris Texas?",
     "What time is it in Georgia?", "What time is it in EST?",  # the state or the country; a fixed offset
     "What time is it in Dublin, Ohio?", "What time is it in Sydney, Nova Scotia?",
+    "What time is it in Santiago de Compostela?",  # in Spain, not Chile
 ])
 def test_a_place_that_is_not_the_zone_of_its_first_words_names_no_zone(question: str) -> None:
     assert isinstance(derive_arguments(TIME, question), ArgumentsRequired)
@@ -33,6 +34,7 @@ def test_a_place_that_is_not_the_zone_of_its_first_words_names_no_zone(question:
     ("What time is it in Lisbon, Portugal?", "Europe/Lisbon"), ("What time is it in London, John?", "Europe/London"),
     ("Time in Tokyo, London and Paris", "Asia/Tokyo"), ("What time is it in Hawaii?", "US/Hawaii"),
     ("What time is it in Kuwait City?", "Asia/Kuwait"), ("Tell Bob Tokyo time", "Asia/Tokyo"),
+    ("What time is it in Santiago de Chile?", "America/Santiago"), ("Time in London on Monday", "Europe/London"),
 ])
 def test_a_zones_city_its_country_or_its_clock_words_around_it_still_name_it(question: str, zone: str) -> None:
     assert derive_arguments(TIME, question) == ({"timezone": zone}, "extracted: timezone")
