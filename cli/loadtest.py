@@ -188,7 +188,7 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "max": float(max(values))}
 
 
-def summarize(samples: list[Sample], elapsed: float, **info: Any) -> dict[str, Any]:
+def summarize(samples: list[Sample], elapsed: float, *, duration: float | None = None, **info: Any) -> dict[str, Any]:
     ok = [s for s in samples if s.ok]
     failed = [s for s in samples if not s.ok]
     fallbacks = sum(s.fallback for s in ok)
@@ -208,13 +208,14 @@ def summarize(samples: list[Sample], elapsed: float, **info: Any) -> dict[str, A
         "errors_by_cause": dict(Counter(s.cause or "?" for s in failed).most_common()),
         "backends": dict(Counter(s.backend or "?" for s in ok).most_common()),
         "fallbacks": fallbacks, "fallback_rate": fallbacks / len(ok) if ok else 0.0,
-        "timeline": timeline(samples), "finished_at": time.time(),
+        "timeline": timeline(samples, duration), "finished_at": time.time(),
     }
 
 
-def timeline(samples: list[Sample]) -> list[dict[str, float]]:
+def timeline(samples: list[Sample], duration: float | None = None) -> list[dict[str, float]]:
     """Per second of the run (by when each request started): requests/s, latency percentiles, errors; a second
-    in which no request started is there too, with none (a stall is what a load test is run to see)."""
+    in which no request started is there too, with none (a stall is what a load test is run to see). A run of
+    `duration` seconds ends in part of a second, whose rate is over that part (`s`: its length)."""
     seconds: dict[int, list[Sample]] = {}
     for sample in samples:
         seconds.setdefault(int(sample.t), []).append(sample)
@@ -225,9 +226,10 @@ def timeline(samples: list[Sample]) -> list[dict[str, float]]:
             out.append({"t": second + 1, "rps": 0.0, "errors": 0.0})
             continue
         p50, p95, p99 = np.percentile([s.latency_ms for s in group], [50, 95, 99])
-        out.append({"t": second + 1, "rps": float(len(group)), "p50_ms": round(float(p50), 2),
+        length = min(1.0, duration - second) if duration is not None and duration > second else 1.0
+        out.append({"t": second + 1, "rps": round(len(group) / length, 2), "p50_ms": round(float(p50), 2),
                     "p95_ms": round(float(p95), 2), "p99_ms": round(float(p99), 2),
-                    "errors": float(sum(not s.ok for s in group))})
+                    "errors": float(sum(not s.ok for s in group)), **({"s": round(length, 3)} if length < 1 else {})})
     return out
 
 
@@ -242,7 +244,7 @@ async def run_loadtest(url: str, questions: list[str] | None = None, *, concurre
                progress=progress, api_key=api_key)
     elapsed = await run.run()
     info = {"url": run.url, "protocol": protocol, "mode": mode, "concurrency": concurrency}
-    return summarize(run.samples, elapsed, **info), run.samples
+    return summarize(run.samples, elapsed, duration=duration, **info), run.samples
 
 
 def print_summary(s: dict[str, Any]) -> None:

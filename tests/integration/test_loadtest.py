@@ -195,3 +195,7 @@ def test_one_slow_request_does_not_sink_the_throughput_and_a_stall_shows_on_the_
     seconds = summarize(stalled, elapsed=12.0)["timeline"]
     assert [p["rps"] for p in seconds] == [1.0] + [0.0] * 10 + [1.0]  # the ten idle seconds were not drawn
     assert "p50_ms" not in seconds[5]
+    # A run of 10.25 s: its last quarter second's 25 requests are 100 req/s, not 25.
+    tail = [Sample(t=10 + i / 100, latency_ms=5.0, status=200, ok=True) for i in range(25)]
+    last = summarize([*steady, *tail], elapsed=10.3, duration=10.25)["timeline"][-1]
+    assert (last["t"], last["rps"], last["s"]) == (11, 100.0, 0.25)
