@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import pickle
 import time
@@ -49,8 +50,14 @@ class MemberGone(RuntimeError):
 
 class BackendHost:
     def __init__(self, members: list[tuple[str, BackendSpec]], resilience: ResilienceSettings,
-                 security: SecuritySettings | None = None, state_dir: str | None = None) -> None:
+                 security: SecuritySettings | None = None, state_dir: str | None = None, metrics: bool = False) -> None:
         self.members = {member: BackendSupervisor(spec, resilience, security, state_dir) for member, spec in members}
+        if metrics:  # counted where ejections happen, once, not by every replica that reads the backend's status
+            from ray.util.metrics import Counter
+
+            ejections = Counter("mcp_router_ejections_total", "Backend ejections", tag_keys=("backend",))
+            for supervisor in self.members.values():
+                supervisor.detector.on_eject = functools.partial(ejections.inc, tags={"backend": supervisor.spec.name})
         self._leaving: set[str] = set()  # retired members draining: they take no new call
         freeze_startup_heap()
 

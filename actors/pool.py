@@ -67,8 +67,9 @@ class _Owned:
 
 class BackendPool:
     def __init__(self, app_name: str, code_version: str, security: SecuritySettings | None = None,
-                 state_dir: str | None = None, hosting: HostingSettings | None = None) -> None:
+                 state_dir: str | None = None, hosting: HostingSettings | None = None, metrics: bool = False) -> None:
         self.app_name = app_name
+        self.metrics = metrics  # the hosts count their backends' ejections
         self.hosting = hosting or HostingSettings()
         # The security settings take part in each actor's fingerprint: changing them replaces the actors.
         self.code_version = code_version + (security.model_dump_json() if security is not None else "")
@@ -113,7 +114,7 @@ class BackendPool:
             for members in self._pack(new):
                 self._hosts_made += 1  # round robin over the nodes, continued from earlier hosts
                 node = nodes[self._hosts_made % len(nodes)] if nodes else None
-                host = create_backend_host(members, resilience, self.security, self.state_dir, node)
+                host = create_backend_host(members, resilience, self.security, self.state_dir, node, self.metrics)
                 for member, spec in members:
                     ref = BackendRef(host, member)
                     self._backends[spec.name] = _Owned(member.split("@", 1)[1], ref, node)
@@ -172,7 +173,7 @@ class BackendPool:
 
 def create_backend_host(members: list[tuple[str, BackendSpec]], resilience: ResilienceSettings,
                         security: SecuritySettings | None = None, state_dir: str | None = None,
-                        node_id: str | None = None) -> Any:
+                        node_id: str | None = None, metrics: bool = False) -> Any:
     """A host actor for `members` (`name@fingerprint`, spec), on `node_id` (restarted there after a crash;
     when the node is gone, the pool places its backends again), else where Ray spreads it."""
     # Neither Ray's SPREAD nor a soft node affinity holds: two hosts made at once went to one node of two,
@@ -183,7 +184,7 @@ def create_backend_host(members: list[tuple[str, BackendSpec]], resilience: Resi
     return BackendHostActor.options(
         num_cpus=0, max_restarts=-1, max_task_retries=0, scheduling_strategy=strategy, enable_task_events=False,
         max_concurrency=sum(spec.max_concurrency for _, spec in members) + _WAITING,
-    ).remote(members, resilience, security, state_dir)
+    ).remote(members, resilience, security, state_dir, metrics)
 
 
 def create_backend_actor(spec: BackendSpec, resilience: ResilienceSettings, security: SecuritySettings | None = None,

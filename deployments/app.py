@@ -57,7 +57,7 @@ def build_application(settings: RouterSettings) -> Application:
     logs = {"enable_access_log": settings.server.access_log}
     pool = BackendPoolDeployment.options(  # type: ignore[attr-defined]
         logging_config=logs).bind(settings.server.app_name, code_version(), settings.security, settings.state_dir,
-                                  settings.server.hosting)
+                                  settings.server.hosting, settings.telemetry.metrics)
     embedder = None
     if placement(settings.embeddings) == "deployment":
         embedder = Embedder.options(logging_config=logs).bind(settings.embeddings)  # type: ignore[attr-defined]

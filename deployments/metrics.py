@@ -31,7 +31,6 @@ def _label(value: str | None, known: frozenset[str]) -> str:
 class RouterMetrics:
     def __init__(self, enabled: bool = True, *, backends: Iterable[str] = (), intents: Iterable[str] = ()) -> None:
         self.enabled = enabled
-        self._ejections: dict[str, int] = {}
         self._backends = frozenset(backends)
         self._intents = frozenset(intents)
         if not enabled:
@@ -48,7 +47,6 @@ class RouterMetrics:
         self.fallbacks = Counter("mcp_router_fallbacks_total", "Fallback attempts after a failure",
                                  tag_keys=("mode",))
         self.hedges = Counter("mcp_router_hedges_total", "Hedged second calls", tag_keys=("backend",))
-        self.ejections = Counter("mcp_router_ejections_total", "Backend ejections", tag_keys=("backend",))
         self.cache_hits = Counter("mcp_router_cache_hits_total", "Answers served from the response cache",
                                   tag_keys=("intent",))
         self.gateway = Counter("mcp_router_gateway_requests_total", "MCP requests relayed by the gateway",
@@ -100,10 +98,6 @@ class RouterMetrics:
             return
         for name, status in statuses.items():
             self.health.set(_HEALTH.get(status.health, 0.0), tags={"backend": name})
-            seen = self._ejections.get(name)
-            if seen is not None and status.ejections > seen:
-                self.ejections.inc(status.ejections - seen, tags={"backend": name})
-            self._ejections[name] = status.ejections
 
     def wrap_executor(self, executor: Executor) -> Executor:
         return executor if not self.enabled else _MeteredExecutor(executor, self)

@@ -53,6 +53,7 @@ class OutlierDetector:
         self.consecutive_failures = 0
         self.ejections = 0
         self.epoch = 0  # counts every ejection (unlike `ejections`, never decays)
+        self.on_eject: Callable[[], None] | None = None  # told of each ejection (the host's metric)
         self.ejected_until: float | None = None
         self.last_failures = 0  # the failures that caused the latest ejection (for its message)
         self._probe_in_flight = False
@@ -184,6 +185,8 @@ class OutlierDetector:
         self.last_failures = max(self.consecutive_failures, sum(1 for _, ok, _ in self._window if not ok))
         self.ejections += 1
         self.epoch += 1
+        if self.on_eject is not None:
+            self.on_eject()
         # the exponent capped: a backend failing its probes for days would otherwise overflow the float
         duration = min(self.settings.base_ejection_s * 2 ** min(self.ejections - 1, 60), self.settings.max_ejection_s)
         self.state = "ejected"

@@ -48,3 +48,25 @@ async def test_a_fallback_is_counted_and_audited_when_the_caller_asked_for_no_ro
     assert response.backend == "clock" and response.routing is None
     assert metrics.fallbacks.counted == [(1, {"mode": "fallback"})]  # type: ignore[attr-defined]
     assert caller.route["arguments"] == {"timezone": "Asia/Tokyo"}
+
+
+def test_a_backends_ejections_are_counted_once_in_its_host_after_the_count_decays_too(monkeypatch: Any) -> None:
+    # Counted by every replica from the backend's status before: once per replica, and not again after the
+    # detector's count decayed until it passed its old value.
+    import ray.util.metrics
+
+    from actors.host import BackendHost
+    from router.settings import RouterSettings
+
+    counted = Counted()
+    monkeypatch.setattr(ray.util.metrics, "Counter", lambda *_, **__: counted)
+    settings = RouterSettings.model_validate({"backends": [
+        {"name": "docs", "kind": "mcp_http", "url": "http://127.0.0.1:9/mcp"}]})
+    host = BackendHost([("docs@1", settings.backends[0])], settings.resilience, metrics=True)
+    detector = host.members["docs@1"].detector
+    detector._eject(0.0, set())
+    detector.ejections = 0  # decayed after a healthy period
+    detector._eject(1.0, set())
+    assert counted.counted == [(1.0, {"backend": "docs"})] * 2
+    assert BackendHost([("docs@1", settings.backends[0])], settings.resilience).members["docs@1"].detector.on_eject \
+        is None
