@@ -80,6 +80,8 @@ def _name_goes_on(question: str, end: int, zone: str) -> bool:
     """Whether the place is the start of a longer name, but for the zone's own country ("Santiago de Chile")."""
     m = _NAME_GOES_ON.match(question, end)
     return m is not None and zone not in _country_zones().get(m.group(1).lower(), ())
+
+
 _CLOCK_WORDS = frozenset({"time", "standard", "daylight"})
 _QUALIFIER = re.compile(r",\s*([A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+)?)")
 
