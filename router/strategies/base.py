@@ -170,6 +170,14 @@ def unknown_effect(call: PlannedCall, outcome: CallOutcome) -> str | None:
             "read-only or idempotent, so no other backend was tried")
 
 
+def only_copies_after(call: PlannedCall, outcome: CallOutcome) -> Capability | None:
+    """After an idempotent call that may have acted (it may act, and was sent before it failed), only its
+    copies may be tried: repeating it is safe, but another tool is another action on the same request."""
+    if call.capability.read_only or not outcome.may_have_acted:
+        return None
+    return call.capability
+
+
 def fan_out(calls: Sequence[PlannedCall], k: int) -> list[PlannedCall]:
     """The calls a fan-out mode (parallel, consensus) sends at once: the best call per backend, at most
     `k`, of read-only capabilities (a runner-up is a different call, and must not act on a request meant

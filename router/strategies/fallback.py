@@ -10,17 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router.strategies.base import StrategyContext, StrategyResult, attempt, refused_as_invalid, unknown_effect
+from router.strategies.base import (
+    StrategyContext,
+    StrategyResult,
+    attempt,
+    only_copies_after,
+    refused_as_invalid,
+    unknown_effect,
+)
 from router.values import PlannedCall
 
 
 async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyResult:
     dead: set[str] = set()
     tried = 0
+    acted = None  # an idempotent call that may have acted: only its copies may follow
     for call in calls:
         if tried >= ctx.settings.max_attempts or ctx.remaining() <= 0:
             break
-        if call.backend in dead:
+        if call.backend in dead or (acted is not None and not call.capability.same_as(acted)):
             continue
         if tried:
             ctx.step("fallback", backend=call.backend, capability=call.capability.name, attempt=tried + 1)
@@ -32,6 +40,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
             return StrategyResult(outcome=None, call=None, attempts=ctx.attempts, not_retried=reason)
         if refused_as_invalid(outcome):
             break
+        acted = acted or only_copies_after(call, outcome)
         if outcome.error_kind is not None and outcome.error_kind.backend_level:
             dead.add(call.backend)
     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)

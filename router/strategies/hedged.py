@@ -19,6 +19,7 @@ from router.strategies.base import (
     StrategyResult,
     attempt,
     cancel_all,
+    only_copies_after,
     refused_as_invalid,
     unknown_effect,
 )
@@ -30,6 +31,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
     dead: set[str] = set()  # backends that failed as a whole: their other tools are not tried, as in fallback
     started = 0
     running: dict[asyncio.Future[CallOutcome], PlannedCall] = {}
+    acted = None  # an idempotent call that may have acted: only its copies may follow
 
     def start(call: PlannedCall) -> None:
         nonlocal started
@@ -38,7 +40,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
 
     try:
         while True:
-            queue = [c for c in queue if c.backend not in dead]
+            queue = [c for c in queue if c.backend not in dead and (acted is None or c.capability.same_as(acted))]
             more = bool(queue) and started < ctx.settings.max_attempts
             if not running:
                 if not more:
@@ -68,6 +70,7 @@ async def run(calls: Sequence[PlannedCall], ctx: StrategyContext) -> StrategyRes
                     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts, not_retried=reason)
                 if refused_as_invalid(outcome):
                     return StrategyResult(outcome=None, call=None, attempts=ctx.attempts)
+                acted = acted or only_copies_after(call, outcome)
                 if outcome.error_kind is not None and outcome.error_kind.backend_level:
                     dead.add(call.backend)
             if ctx.remaining() <= 0:

@@ -225,6 +225,19 @@ async def test_fallback_stops_after_a_call_that_may_have_acted() -> None:
 
 
 @pytest.mark.parametrize("mode", ["fallback", "hedged"])
+async def test_after_an_idempotent_call_that_may_have_acted_only_its_copies_are_tried(mode: str) -> None:
+    # Repeating "set the thermostat to eco" is safe; setting the lights' scene instead is another action.
+    def setter(backend: str, name: str) -> PlannedCall:
+        return PlannedCall(candidate=Candidate(Capability(backend=backend, name=name, idempotent=True),
+                                               ScoreBreakdown(), True), arguments={}, arguments_source="test")
+
+    h = harness(ScriptedExecutor({"thermo": timeout(), "lights": ok("L"), "thermo2": ok("T")}))
+    calls = [setter("thermo", "set_mode"), setter("lights", "set_scene"), setter("thermo2", "set_mode")]
+    result = await STRATEGIES[mode](calls, h.ctx)
+    assert h.executor.called == ["thermo", "thermo2"] and result.outcome is not None and result.outcome.text == "T"
+
+
+@pytest.mark.parametrize("mode", ["fallback", "hedged"])
 async def test_a_request_a_backend_refuses_as_invalid_is_the_callers_400_and_no_other_backend_runs_it(
         mode: str) -> None:
     h = harness(ScriptedExecutor({"a": fail("invalid_request", "tweaks may not set a session_id"), "b": ok("B")}))
