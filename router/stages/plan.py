@@ -169,7 +169,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     question, so it settles nothing ("Remember that ..." is not a search); but a request to change something
     whose best match only reads asks which of that backend's other tools was meant, and a question that only
     asks whose best match may change something goes to a reader (or asks which). Settling says which tool,
-    not whether to act: a tool that may change something still needs its backend to be likely enough."""
+    not whether to act: a tool that may change something is still called only when it is likely enough to be
+    the one meant (its backend's confidence times its tool confidence), as the scorer asks of it."""
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
     first = next((c for c in d.candidates if c.contending), None)
@@ -193,7 +194,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
         chosen = best[0] if len(best) == 1 and most > taken.get(first.capability.key, 0) else None
     if chosen is None:
         return d
-    guess = not chosen.capability.read_only and chosen.scores.confidence < settings.routing.min_action_confidence
+    guess = not chosen.capability.read_only and \
+        chosen.scores.confidence * chosen.scores.tool_confidence < settings.routing.min_action_confidence
     placed = "the question's values: of the backend's close tools, it takes the most of them"
     settled = dataclasses.replace(chosen, relevant=not guess, unclear_tool=False, unsure_action=guess, placed=placed)
     rest = [c for c in d.candidates if c is not chosen]

@@ -350,3 +350,28 @@ async def test_with_an_llm_the_model_chooses_among_the_tools_that_may_store_it()
     resp = await query(w.router, QueryRequest(question=REMEMBER))
     assert (resp.backend, resp.capability, resp.answer) == ("memo", "add_memo", "noted")
     assert "add_memo" in {tool for _, _, tools in chooser.seen[0] for tool in tools}
+
+
+def test_values_that_settle_which_tool_do_not_make_an_unlikely_tool_that_acts_callable() -> None:
+    # "London 9am": the alarm takes both values, the clock one; the backend is likely (0.6), but that the
+    # alarm is its tool meant is not (0.2): an alarm set on that is an action on a guess.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import Arguments, settle_by_arguments
+    from router.values import Analysis, Candidate, Decision
+
+    zone = TIMEZONE_SCHEMA
+    timed = {"type": "object", "required": ["timezone", "time"], "properties": {
+        **TIMEZONE_SCHEMA["properties"], "time": {"type": "string", "description": "HH:MM"}}}
+    clock = Capability(backend="clock", name="get_time", read_only=True, input_schema=zone)
+    alarm = Capability(backend="clock", name="set_alarm", input_schema=timed)
+    question = "London 9am"
+    candidates = (Candidate(clock, ScoreBreakdown(composite=0.80, confidence=0.6, tool_confidence=0.7), True),
+                  Candidate(alarm, ScoreBreakdown(composite=0.78, confidence=0.6, tool_confidence=0.2), False,
+                            unclear_tool=True))
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+    decision = Decision(analysis=analysis, method="hybrid", candidates=candidates, verdict="route", message="")
+    settled = settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+    first = settled.candidates[0]
+    assert first.capability.name == "set_alarm" and not first.relevant and first.unsure_action
+    assert settled.verdict == "ambiguous"
