@@ -161,14 +161,16 @@ async def _run_calls(calls: Sequence[_Call], name_map: Mapping[str, Capability],
         call = calls[i]
         capability = name_map.get(call.name)
         if capability is not None and capability.key in acted:
-            done[i] = _refusal(call, name_map, f"not sent: an earlier call of {capability.backend}/"
-                                               f"{capability.name} failed after it was sent and may have acted, "
-                                               "and the tool is not declared read-only or idempotent")
+            done[i] = _refusal(call, name_map, f"not sent: an earlier call of {capability.name} (on "
+                                               f"{capability.backend} or a copy of it on another backend) failed "
+                                               "after it was sent and may have acted, and the tool is not "
+                                               "declared read-only or idempotent")
             return
         done[i], outcome = await _run_call(call, name_map, executor, context, timeout_of,
                                            settings.max_tool_result_chars)
         if capability is not None and outcome is not None and outcome.may_have_acted and not capability.repeatable:
-            acted.add(capability.key)
+            # Its copies on other backends too: the same call sent to a copy is the same action again.
+            acted.update(c.key for c in name_map.values() if c.same_as(capability))
 
     async def one_at_a_time(indexes: list[int]) -> None:
         for i in indexes:

@@ -5,6 +5,7 @@ against the fake OpenAI-compatible server, executing tool calls through an in-pr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from typing import Any
 
@@ -248,6 +249,26 @@ async def test_a_tool_that_may_have_acted_is_not_called_again_in_the_turn(llm: L
     assert len(executor.calls) == 1 and executor.calls[0][3] == 0.05  # the backend's own timeout
     assert result.tool_calls[0].error == "no answer within 0.05 s"
     assert all("may have acted" in (r.error or "") for r in result.tool_calls[1:]) and len(result.tool_calls) == 3
+
+
+async def test_a_tool_that_may_have_acted_is_not_called_on_a_copy_either(llm: LLMClient, fake: FakeOpenAI) -> None:
+    class HungFirst(RecordingExecutor):
+        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                       context: CallContext, force: bool = False) -> CallOutcome:
+            self.calls.append((capability, arguments, context, timeout_s))
+            await asyncio.sleep(30)
+            raise AssertionError("unreachable")
+
+    copy = dataclasses.replace(CLOCK, backend="clock-replica")  # the same tool on another backend
+    name_map = unique_tool_names([CLOCK, copy])
+    first, second = (next(n for n, c in name_map.items() if c.backend == b) for b in ("clock", "clock-replica"))
+    fake.push(Reply(tool_calls=[(first, {"timezone": "UTC"})]), Reply(tool_calls=[(second, {"timezone": "UTC"})]),
+              Reply("The clock did not answer."))
+    executor = HungFirst()
+    result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT,
+                                     tool_timeouts={"clock": 0.05, "clock-replica": 0.05})
+    assert len(executor.calls) == 1  # the copy was not sent the same action again
+    assert "may have acted" in (result.tool_calls[1].error or "")
 
 
 async def test_the_model_reads_a_long_result_cut_to_max_tool_result_chars(server: Served, fake: FakeOpenAI) -> None:
