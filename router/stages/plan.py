@@ -333,7 +333,7 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
             message = d.message if asked else unclear_tool_message(first, tools, settings.routing.min_tool_confidence)
             return AmbiguousRoute(message, request_id=request.request_id,
                                   candidates=[c.info(i + 1).model_dump() for i, c in enumerate(tools)])
-        return AmbiguousRoute(d.message, candidates=closest[:2], request_id=request.request_id)
+        return AmbiguousRoute(d.message, candidates=_too_close_pair(d), request_id=request.request_id)
     if request.backend and not request.fallback_on_override:
         status = statuses.get(request.backend)
         if status is not None and not status.available_to(request.principal):
@@ -342,6 +342,15 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
                 + (f" ({status.last_error})" if status.last_error else "")
                 + "; set fallback_on_override to let the router pick another", backend=request.backend)
     return None
+
+
+def _too_close_pair(d: Decision) -> list[dict]:
+    """The two choices a "too close to call" compared: the first, and the first that is not a copy of it."""
+    ranked = list(enumerate(d.candidates, 1))
+    relevant = [(i, c) for i, c in ranked if c.relevant] or ranked
+    first = relevant[0][1]
+    other = next(((i, c) for i, c in relevant if not c.capability.same_as(first.capability)), None)
+    return [c.info(i).model_dump() for i, c in (relevant[0], *([other] if other else []))]
 
 
 def _unserved(d: Decision, arguments: Arguments) -> RouterError:

@@ -323,6 +323,21 @@ async def test_a_close_call_between_two_tools_is_ambiguous() -> None:
     assert resp.decision == "ambiguous"
 
 
+def test_a_close_call_lists_the_two_choices_it_compared_not_two_copies_of_one() -> None:
+    from router.models import ScoreBreakdown
+    from router.stages.plan import _too_close_pair
+    from router.values import Analysis, Candidate, Capability, Decision
+
+    def candidate(backend: str, name: str, composite: float) -> Candidate:
+        return Candidate(Capability(backend=backend, name=name), ScoreBreakdown(composite=composite), True)
+
+    ranked = (candidate("time1", "get_time", 0.9), candidate("time2", "get_time", 0.9),
+              candidate("clock", "world_clock", 0.88))
+    analysis = Analysis(question="q", vector=None, intent="general", intent_source="classifier")
+    decision = Decision(analysis=analysis, method="hybrid", candidates=ranked, verdict="ambiguous", message="")
+    assert [(c["backend"], c["rank"]) for c in _too_close_pair(decision)] == [("time1", 1), ("clock", 3)]
+
+
 async def test_recent_failures_demote_a_backend_below_an_equally_relevant_one() -> None:
     w = world()
     bad = PerfSnapshot(
