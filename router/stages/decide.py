@@ -147,6 +147,8 @@ class Decider:
             if live.sticky is not None and backend is None:
                 candidates, kind = _stick(candidates, live.sticky, live.statuses, kind)
             verdict, message = self._verdict(candidates, backend, session=kind == "session")
+            if tool is not None and backend is None and verdict == "route":
+                verdict, message = _namesakes(candidates, tool) or (verdict, message)
             decision = Decision(analysis=analysis, method=self.method_name(index), candidates=tuple(candidates),
                                 verdict=verdict, message=message, kind=kind, retrieval_confidence=unsure,
                                 decision_ms=round((time.perf_counter() - started) * 1000, 3))
@@ -218,6 +220,18 @@ class Decider:
                                  "name a backend (and tool) to choose")
         top = relevant[0].capability
         return "route", f"routed to {top.backend}/{top.name}"
+
+
+def _namesakes(candidates: Sequence[Candidate], tool: str) -> tuple[Verdict, str] | None:
+    """A tool named without its backend that several backends offer as different tools ("delete" of a file
+    server and of a mail server): which one is meant is the caller's to say, and one failing must not send the
+    request to the other. Copies of one tool are one choice."""
+    relevant = [c for c in candidates if c.relevant]
+    other = next((c for c in relevant[1:] if not c.capability.same_as(relevant[0].capability)), None)
+    if other is None:
+        return None
+    return "ambiguous", (f"several backends have a tool named {tool!r}, and they are different tools "
+                         f"({relevant[0].capability.key}, {other.capability.key}); name the backend")
 
 
 def too_close(ranked: Sequence[Candidate], margin: float) -> bool:
