@@ -309,19 +309,21 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
 def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendStatus],
              settings: RouterSettings) -> RouterError | None:
     request = arguments.request
-    closest = [c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])]
+    def closest() -> list[dict]:  # built only for a refusal: most requests make none
+        return [c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])]
+
     if not d.candidates:
         return NoRelevantBackend("no backend offers anything to route to" if not request.backend else
                                  f"backend {request.backend!r} has nothing to call", candidates=[])
     # A question the router declines or asks about names its request: the caller may still say what should
     # have answered (POST /v1/feedback).
     if d.verdict == "no_match":
-        return NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest,
+        return NoRelevantBackend(d.message + "; closest candidates listed", candidates=closest(),
                                  request_id=request.request_id)
     if d.verdict == "ambiguous":
         first = next((c for c in d.candidates if c.contending), None)
         if first is not None and first.unsure_action:  # whether to act at all
-            return AmbiguousRoute(d.message, candidates=closest, request_id=request.request_id)
+            return AmbiguousRoute(d.message, candidates=closest(), request_id=request.request_id)
         if first is not None and first.unclear_tool:  # which of one backend's tools
             # Those that could serve the question: the memory's readers are no choice for "Remember that ...".
             listed = tool_contenders(first, d.candidates)
