@@ -219,7 +219,9 @@ class Router:
                 self._remember(d, None, request, outcome="refused", error=p.refusal.code, started=started)
             raise p.refusal
         key = ResponseCache.key(request, d, p)
-        cached = self.responses.lookup(key, statuses, request.principal)
+        # Replayed only while every call still only reads: a tool that now says it may act gets no past answer.
+        cached = self.responses.lookup(key, statuses, request.principal) \
+            if all(c.capability.read_only for c in p.calls) else None
         if cached is not None:
             return cached_response(cached, d, started, request)
         stages["plan"], mark = _ms(mark, time.perf_counter()), time.perf_counter()

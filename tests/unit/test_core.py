@@ -250,6 +250,24 @@ async def test_the_answer_of_a_capability_that_may_act_is_never_served_from_the_
     assert w.executor.called == ["time", "time"]
 
 
+async def test_an_answer_kept_while_its_tool_only_read_is_not_served_once_the_tool_says_it_may_act() -> None:
+    from router.retrieval.catalog import CatalogIndex, CatalogTexts
+    from tests.unit.helpers import embed_texts
+
+    w = world()
+    await query(w.router, QueryRequest(question=ONLY_TIME))  # kept: the tool only read
+    acting = [replace(c, capabilities=tuple(replace(x, read_only=False) for x in c.capabilities))
+              for c in small_catalogs()]
+    texts = CatalogTexts.build(acting)
+    w.router.set_catalogs(acting, CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense),
+                                               w.router.settings.routing))
+    w.stats.health["time"] = "down"
+    w.executor.script["time"] = fail("backend_unavailable", "connection refused")
+    with pytest.raises(BackendUnavailable):
+        await query(w.router, QueryRequest(question=ONLY_TIME))
+    assert w.executor.called == ["time", "time"]
+
+
 async def test_without_a_cached_response_a_down_backend_is_still_tried() -> None:
     w = world(answers(time=fail("backend_unavailable", "connection refused")))
     w.stats.health["time"] = "down"
