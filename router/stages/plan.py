@@ -284,8 +284,10 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
     """The callable candidates in order, and the best one's missing arguments, if it has any."""
     request = arguments.request
     eligible = [c for c in decision.candidates if c.relevant and c is not skip]
-    if not eligible and request.backend and skip is None:
-        eligible = list(decision.candidates[:1])  # the caller chose the backend: its best match, even if weak
+    head = decision.candidates[0] if decision.candidates else None
+    if request.backend and skip is None and head is not None and head.capability.backend == request.backend \
+            and all(c is not head for c in eligible):
+        eligible.insert(0, head)  # the caller chose the backend: its best match, even if weak, before any fallback
     up = [c for c in eligible
           if c.capability.backend not in statuses or statuses[c.capability.backend].available_to(request.principal)]
     force = not up

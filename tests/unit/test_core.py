@@ -268,6 +268,15 @@ async def test_an_answer_kept_while_its_tool_only_read_is_not_served_once_the_to
     assert w.executor.called == ["time", "time"]
 
 
+async def test_the_callers_backend_is_tried_first_whether_or_not_others_may_follow() -> None:
+    # With fallback allowed, the named backend's weak match was skipped for the routed one, while the decision
+    # said "chosen by the caller".
+    for fallback in (False, True):
+        w = world(answers(echo=ok("echoed")))
+        resp = await query(w.router, QueryRequest(question=ONLY_TIME, backend="echo", fallback_on_override=fallback))
+        assert resp.backend == "echo" and w.executor.called == ["echo"]
+
+
 async def test_without_a_cached_response_a_down_backend_is_still_tried() -> None:
     w = world(answers(time=fail("backend_unavailable", "connection refused")))
     w.stats.health["time"] = "down"
