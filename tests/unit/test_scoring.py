@@ -304,7 +304,11 @@ def test_a_default_learned_for_unsure_questions_makes_a_reader_callable_but_not_
     unsure = dense_model(0.9)  # retrieval far from sure of either
     default = Evidence(examples=2, nearest=0.1, score=0.0, contribution=0.5, default=0.5)
     near = Evidence(examples=2, nearest=0.95, score=0.8, contribution=1.6)
-    for read_only, evidence, callable_ in ((True, default, True), (False, default, False), (False, near, True)):
+    # A neighbour just past `learning.min_similarity` (a chat's pick stored unchecked, say) vouches for a reader,
+    # not for a tool that acts on this question.
+    faint = Evidence(examples=1, nearest=0.41, score=0.01, contribution=0.02)
+    for read_only, evidence, callable_ in ((True, default, True), (False, default, False), (False, near, True),
+                                           (True, faint, True), (False, faint, False)):
         [c] = Scorer(RoutingSettings(), confidence=unsure).score(
             [ranked("wolfram", 0.3, read_only=read_only)], "general", {}, {},
             evidence={"wolfram/tool/t_wolfram": evidence})
