@@ -27,8 +27,11 @@ class LearningSettings(Strict):
     paraphrase_similarity: float = Field(default=0.9, ge=0, le=1, description=(
         "Question cosine from which an example is about the question itself, reworded: it counts whatever "
         "retrieval's confidence, and a correction there may take the question from a backend feedback never "
-        "confirmed (below it, examples never do: 0.8 let near-duplicate servers take each other's questions); "
-        "and only such an example makes a tool that may change something callable."))
+        "confirmed (below it, examples never do: 0.8 let near-duplicate servers take each other's questions)."))
+    acting_similarity: float = Field(default=0.8, ge=0, le=1, description=(
+        "Question cosine from which an example makes a tool that may change something callable (0.8: \"Please "
+        "remember that my favourite colour is green\" is 0.85 from the same request for blue; \"What is my favourite "
+        "colour?\" 0.77): a faint neighbour never makes the router act."))
     reject_after: int = Field(default=3, ge=1, le=1000, description=(
         "Times a backend must have been wrong (more than right) for questions within `reject_similarity` of a "
         "new one before it is pushed down for it: one complaint is an anecdote, several are a pattern."))

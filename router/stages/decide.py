@@ -60,7 +60,7 @@ class Decider:
         tool-level confidence (default: the shipped ones)."""
         self.settings = settings
         self.scorer = Scorer(settings.routing, {b.name: tuple(b.intents) for b in settings.backends}, confidence,
-                             tool_confidence, settings.learning.paraphrase_similarity)
+                             tool_confidence, settings.learning.acting_similarity)
         self._known = sorted(b.name for b in settings.backends)
         self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
         # Retrieval results per (caller, question, k, backend, index), valid for the index they were computed

@@ -90,9 +90,9 @@ class Scorer:
 
     def __init__(self, settings: RoutingSettings, backend_intents: Mapping[str, tuple[str, ...]] | None = None,
                  confidence: ConfidenceModel | None = None, tool_confidence: ConfidenceModel | None = None,
-                 paraphrase_similarity: float = 0.9) -> None:
+                 acting_similarity: float = 0.8) -> None:
         self.settings = settings
-        self.paraphrase_similarity = paraphrase_similarity  # `learning.paraphrase_similarity`
+        self.acting_similarity = acting_similarity  # `learning.acting_similarity`
         self.backend_intents = backend_intents or {}
         self.confidence = confidence or ConfidenceModel.shipped()
         self.tool_confidence = tool_confidence or ConfidenceModel.shipped_tool()
@@ -144,11 +144,11 @@ class Scorer:
             acts = may_act(cap) and not tool_chosen
             guess = acts and right < settings.min_action_confidence
             # Examples that vouch for a capability on questions like this one make it worth calling; for one that
-            # acts, only examples of this very question reworded do (`paraphrase_similarity`), not a faint neighbour
-            # nor a default learned for whatever is unsure.
+            # acts, only examples of this very request reworded do (`acting_similarity`), not a faint neighbour nor
+            # a default learned for whatever is unsure.
             ev = (evidence or {}).get(cap.key)
             v = v and (not acts or (ev is not None and ev.contribution - ev.default > 0
-                                    and ev.nearest >= self.paraphrase_similarity))
+                                    and ev.nearest >= self.acting_similarity))
             scores = ScoreBreakdown(**kw, confidence=round(p, 4), tool_confidence=round(tp, 4))
             fits = backend_fits and clear
             # With the backend named, it is called on its best match whatever the fit: unless that acts on a guess.

@@ -307,8 +307,9 @@ def test_a_default_learned_for_unsure_questions_makes_a_reader_callable_but_not_
     # A neighbour just past `learning.min_similarity` (a chat's pick stored unchecked, say) vouches for a reader,
     # not for a tool that acts on this question.
     faint = Evidence(examples=1, nearest=0.41, score=0.01, contribution=0.02)
+    reworded = Evidence(examples=1, nearest=0.85, score=0.6, contribution=1.2)  # the request, said otherwise
     for read_only, evidence, callable_ in ((True, default, True), (False, default, False), (False, near, True),
-                                           (True, faint, True), (False, faint, False)):
+                                           (True, faint, True), (False, faint, False), (False, reworded, True)):
         [c] = Scorer(RoutingSettings(), confidence=unsure).score(
             [ranked("wolfram", 0.3, read_only=read_only)], "general", {}, {},
             evidence={"wolfram/tool/t_wolfram": evidence})
