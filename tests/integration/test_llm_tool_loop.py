@@ -231,14 +231,17 @@ async def test_at_most_max_tool_calls_of_one_answer_are_sent(server: Served, fak
     assert "llm.max_tool_calls" in (result.tool_calls[3].error or "")
 
 
-async def test_a_tool_that_may_have_acted_is_not_called_again_in_the_turn(llm: LLMClient, fake: FakeOpenAI) -> None:
-    class Hung(RecordingExecutor):
-        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
-                       context: CallContext, force: bool = False) -> CallOutcome:
-            self.calls.append((capability, arguments, context, timeout_s))
-            await asyncio.sleep(30)
-            raise AssertionError("unreachable")
+class Hung(RecordingExecutor):
+    """A backend that never answers: each call times out (at the backend's timeout, in the tool loop)."""
 
+    async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                   context: CallContext, force: bool = False) -> CallOutcome:
+        self.calls.append((capability, arguments, context, timeout_s))
+        await asyncio.sleep(30)
+        raise AssertionError("unreachable")
+
+
+async def test_a_tool_that_may_have_acted_is_not_called_again_in_the_turn(llm: LLMClient, fake: FakeOpenAI) -> None:
     name_map = unique_tool_names([CLOCK])  # not declared read-only or idempotent: it may act
     clock = next(iter(name_map))
     fake.push(Reply(tool_calls=[(clock, {"timezone": "UTC"}), (clock, {"timezone": "UTC"})]),
@@ -252,19 +255,12 @@ async def test_a_tool_that_may_have_acted_is_not_called_again_in_the_turn(llm: L
 
 
 async def test_a_tool_that_may_have_acted_is_not_called_on_a_copy_either(llm: LLMClient, fake: FakeOpenAI) -> None:
-    class HungFirst(RecordingExecutor):
-        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
-                       context: CallContext, force: bool = False) -> CallOutcome:
-            self.calls.append((capability, arguments, context, timeout_s))
-            await asyncio.sleep(30)
-            raise AssertionError("unreachable")
-
     copy = dataclasses.replace(CLOCK, backend="clock-replica")  # the same tool on another backend
     name_map = unique_tool_names([CLOCK, copy])
     first, second = (next(n for n, c in name_map.items() if c.backend == b) for b in ("clock", "clock-replica"))
     fake.push(Reply(tool_calls=[(first, {"timezone": "UTC"})]), Reply(tool_calls=[(second, {"timezone": "UTC"})]),
               Reply("The clock did not answer."))
-    executor = HungFirst()
+    executor = Hung()
     result = await llm.run_tool_loop(user("time?"), openai_tools(name_map), name_map, executor, CONTEXT,
                                      tool_timeouts={"clock": 0.05, "clock-replica": 0.05})
     assert len(executor.calls) == 1  # the copy was not sent the same action again
