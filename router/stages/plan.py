@@ -26,14 +26,7 @@ from router.errors import (
 )
 from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import (
-    OPTIONAL_ONLY,
-    Derived,
-    derive_with_leftovers,
-    free_text_parameter,
-    needs_nothing,
-    values_taken,
-)
+from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, values_taken
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
@@ -108,8 +101,7 @@ class Arguments:
             return READS_ONLY
         if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
             return ACTS
-        as_text = capability.kind == "flow" or free_text_parameter(capability) is not None
-        if self.kinds and (kind := unserved(capability, self.kinds, as_text)) is not None:
+        if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
             return kind
         if self._leaves_values(capability):
             return LEFT
@@ -270,8 +262,8 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
 
 def _passes_by_far(d: Decision, first: PlannedCall, arguments: Arguments, routing: RoutingSettings) -> bool:
     """Whether the call passes by a best match that cannot serve the question for one much less relevant: a
-    guess at what was meant ("9am in London on March 30" is no unit conversion because the time server takes no
-    date). Within `callable_margin` it stands, as for a best match that needs unknown arguments."""
+    guess at what was meant (a currency question is no unit conversion because the converter of its closest
+    backend takes none). Within `callable_margin` it stands, as for a best match that needs unknown arguments."""
     if arguments.request.backend or arguments.request.tool:
         return False
     best = next((c for c in d.candidates if c.relevant), None)

@@ -12,9 +12,6 @@ from typing import Any
 from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
 from router.values import Capability
 
-# A month's name (any case but "may"), or its abbreviation capitalized ("dec 12" may be a number's base).
-_MONTH = ("(?i:january|february|march|april|june|july|august|september|october|november|december)|May|"
-          "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec")
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
 # parameters) never name the kind cannot serve such a value, however close its other words are: "Convert 100
 # USD to EUR" is not a unit conversion. (An ISO code counts in capitals only: "eur" is a word's part.)
@@ -26,17 +23,7 @@ VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
                    r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
     ),
-    # A calendar date: "9am in London on March 30" converted at today's date is off by an hour across a
-    # change of clocks, and "the weather in Paris on May 2" answered with today's is another day's.
-    "date": (
-        re.compile(rf"\b(?:{_MONTH})\.?\s+\d{{1,4}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH})\b|"
-                   r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"),
-        re.compile(r"(?i)(?<![a-z])dates?|(?<![a-z])days?(?![a-z])|calendar|month|year|schedul|event|histor|"
-                   r"forecast|birth|deadline|period|since|until|timestamp|epoch|\bwhen\b"),
-    ),
 }
-# Kinds a free-text parameter carries: the question, date and all, is what the tool is sent.
-_CARRIED_AS_TEXT = frozenset({"date"})
 
 
 def value_kinds(question: str) -> dict[str, list[str]]:
@@ -105,11 +92,10 @@ def readable(question: str) -> bool:
     return _READABLE.search(question) is not None
 
 
-def unserved(cap: Capability, kinds: dict[str, list[str]], free_text: bool = False) -> str | None:
-    """The first kind of the question's values the capability's texts never name (None: it may serve them);
-    `free_text`: the call is sent the question as text."""
+def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
+    """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
     named = _kinds_named(f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}")
-    return next((kind for kind in kinds if kind not in named and not (free_text and kind in _CARRIED_AS_TEXT)), None)
+    return next((kind for kind in kinds if kind not in named), None)
 
 
 @lru_cache(maxsize=16384)

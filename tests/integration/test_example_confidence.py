@@ -326,10 +326,6 @@ async def test_the_dry_run_names_the_closest_match_the_query_passes_by(router: R
 
 @pytest.mark.parametrize(("question", "first", "why"), [
     ("Convert 100 USD to EUR", "convert_units", "it takes no currency value, which the question gives"),
-    ("What time is it in Tokyo when it is 9am in London on March 30?", "get_current_time",
-     "it takes no date value, which the question gives"),
-    ("Convert 9am London time to Tokyo time on March 30", "convert_time",
-     "it takes no date value, which the question gives"),
     ("Remember that Bob likes tea", "read_graph", "it only reads, and the question asks to remember something"),
     ("List the files in my home directory", "get-roots-list",
      "it takes nothing from the question, and on a match this weak it says nothing about 'home', 'directory'"),

@@ -319,28 +319,6 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}
 
 
-@pytest.mark.parametrize("question", ["What time is it in Tokyo when it is 9am in London on March 30?",
-                                      "Convert 09:00 London time to Tokyo time on 2026-03-30",
-                                      "9am in London on the 30th of March: what time in Tokyo?"])
-def test_a_stated_date_is_not_served_by_a_tool_that_takes_none(question: str) -> None:
-    # Converted at today's date, the answer is an hour off across a change of clocks.
-    from router.stages.serving import unserved, value_kinds
-
-    kinds = value_kinds(question)
-    assert list(kinds) == ["date"] and unserved(CONVERT, kinds) == "date"
-    dated = tool("convert", {**CONVERT.input_schema, "properties": {
-        **CONVERT.input_schema["properties"], "date": {"type": "string", "format": "date"}}})
-    search = tool("search", {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}})
-    assert unserved(dated, kinds) is None and unserved(search, kinds, free_text=True) is None
-
-
-@pytest.mark.parametrize("question", ["you may 5 times", "convert dec 12 to hex", "add 12 and 2024",
-                                      "update the record 5", "in 2024"])
-def test_words_and_numbers_that_are_no_date(question: str) -> None:
-    from router.stages.serving import value_kinds
-
-    assert "date" not in value_kinds(question)
-
 
 @pytest.mark.parametrize(("question", "verb"), [
     ("Remember that Bob likes tea", "remember"), ("Please delete all my notes", "delete"),

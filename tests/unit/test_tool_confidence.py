@@ -375,3 +375,28 @@ def test_values_that_settle_which_tool_do_not_make_an_unlikely_tool_that_acts_ca
     first = settled.candidates[0]
     assert first.capability.name == "set_alarm" and not first.relevant and first.unsure_action
     assert settled.verdict == "ambiguous"
+
+
+def test_a_much_weaker_candidate_is_not_called_in_place_of_a_best_match_that_cannot_serve_the_question() -> None:
+    from router.errors import NoRelevantBackend as Declined
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import Arguments, plan
+    from router.values import Analysis, Candidate, Decision
+
+    text = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
+    units = Capability(backend="calc", name="convert_units", read_only=True, input_schema=text,
+                       description="Convert a quantity between units of length and mass")
+    prices = Capability(backend="shop", name="find_price", read_only=True, input_schema=text,
+                        description="Look up a product's price")
+    question = "Convert 100 USD to EUR"
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+
+    def planned(weaker: float) -> object:
+        candidates = (Candidate(units, ScoreBreakdown(composite=0.9, confidence=0.8), True),
+                      Candidate(prices, ScoreBreakdown(composite=weaker, confidence=0.2), True))
+        decision = Decision(analysis=analysis, method="hybrid", candidates=candidates, verdict="route", message="")
+        return plan(decision, Arguments(Request(question=question)), {}, RouterSettings())
+
+    assert isinstance(planned(0.6).refusal, Declined)  # type: ignore[attr-defined]  # a guess at what was meant
+    assert [c.capability.name for c in planned(0.85).calls] == ["find_price"]  # type: ignore[attr-defined]
