@@ -350,40 +350,6 @@ async def test_a_close_call_between_two_tools_is_ambiguous() -> None:
     assert resp.decision == "ambiguous"
 
 
-async def test_a_tool_named_without_its_backend_that_two_backends_offer_as_different_tools_is_asked_about() -> None:
-    # Called, the file server's "delete" failed with a tool error and the mail server's "delete" ran instead.
-    query_only = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
-    catalogs = [catalog("time", "files", Capability(backend="time", name="delete", description="Delete a file",
-                                                    input_schema=query_only)),
-                catalog("clock", "mail", Capability(backend="clock", name="delete", description="Delete an email",
-                                                    input_schema=query_only)),
-                *small_catalogs()[2:]]
-    w = world(answers(time=fail("tool_failed", "no such file"), clock=ok("deleted")), catalogs=catalogs)
-    with pytest.raises(AmbiguousRoute) as info:
-        await query(w.router, QueryRequest(question="delete the file old-report.txt", tool="delete"))
-    assert [c["backend"] for c in info.value.details["candidates"]] == ["time", "clock"]
-    assert "name the backend" in info.value.message and w.executor.called == []
-    with pytest.raises(ToolFailed):  # named with its backend: called, and its failure is not sent to the other
-        await query(w.router, QueryRequest(question="delete the file old-report.txt", backend="time", tool="delete",
-                                           fallback_on_override=True))
-    assert w.executor.called == ["time"]
-
-
-def test_a_close_call_lists_the_two_choices_it_compared_not_two_copies_of_one() -> None:
-    from router.models import ScoreBreakdown
-    from router.stages.plan import _too_close_pair
-    from router.values import Analysis, Candidate, Capability, Decision
-
-    def candidate(backend: str, name: str, composite: float) -> Candidate:
-        return Candidate(Capability(backend=backend, name=name), ScoreBreakdown(composite=composite), True)
-
-    ranked = (candidate("time1", "get_time", 0.9), candidate("time2", "get_time", 0.9),
-              candidate("clock", "world_clock", 0.88))
-    analysis = Analysis(question="q", vector=None, intent="general", intent_source="classifier")
-    decision = Decision(analysis=analysis, method="hybrid", candidates=ranked, verdict="ambiguous", message="")
-    assert [(c["backend"], c["rank"]) for c in _too_close_pair(decision)] == [("time1", 1), ("clock", 3)]
-
-
 async def test_recent_failures_demote_a_backend_below_an_equally_relevant_one() -> None:
     w = world()
     bad = PerfSnapshot(

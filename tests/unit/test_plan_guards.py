@@ -1,0 +1,99 @@
+"""The plan stage's guards against acting on a guess: a tool settled by the question's values, a much weaker
+candidate in place of a best match that cannot serve the question, a tool name several backends give to
+different tools, and the pair a close call lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.errors import AmbiguousRoute, ToolFailed
+from router.models import QueryRequest
+from router.request import Request
+from router.values import Capability
+from tests.unit.fake_executor import fail, ok
+from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
+from tests.unit.router_world import answers, query, world
+
+
+async def test_a_tool_named_without_its_backend_that_two_backends_offer_as_different_tools_is_asked_about() -> None:
+    # Called, the file server's "delete" failed with a tool error and the mail server's "delete" ran instead.
+    query_only = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
+    catalogs = [catalog("time", "files", Capability(backend="time", name="delete", description="Delete a file",
+                                                    input_schema=query_only)),
+                catalog("clock", "mail", Capability(backend="clock", name="delete", description="Delete an email",
+                                                    input_schema=query_only)),
+                *small_catalogs()[2:]]
+    w = world(answers(time=fail("tool_failed", "no such file"), clock=ok("deleted")), catalogs=catalogs)
+    with pytest.raises(AmbiguousRoute) as info:
+        await query(w.router, QueryRequest(question="delete the file old-report.txt", tool="delete"))
+    assert [c["backend"] for c in info.value.details["candidates"]] == ["time", "clock"]
+    assert "name the backend" in info.value.message and w.executor.called == []
+    with pytest.raises(ToolFailed):  # named with its backend: called, and its failure is not sent to the other
+        await query(w.router, QueryRequest(question="delete the file old-report.txt", backend="time", tool="delete",
+                                           fallback_on_override=True))
+    assert w.executor.called == ["time"]
+
+
+def test_a_close_call_lists_the_two_choices_it_compared_not_two_copies_of_one() -> None:
+    from router.models import ScoreBreakdown
+    from router.stages.plan import _too_close_pair
+    from router.values import Analysis, Candidate, Capability, Decision
+
+    def candidate(backend: str, name: str, composite: float) -> Candidate:
+        return Candidate(Capability(backend=backend, name=name), ScoreBreakdown(composite=composite), True)
+
+    ranked = (candidate("time1", "get_time", 0.9), candidate("time2", "get_time", 0.9),
+              candidate("clock", "world_clock", 0.88))
+    analysis = Analysis(question="q", vector=None, intent="general", intent_source="classifier")
+    decision = Decision(analysis=analysis, method="hybrid", candidates=ranked, verdict="ambiguous", message="")
+    assert [(c["backend"], c["rank"]) for c in _too_close_pair(decision)] == [("time1", 1), ("clock", 3)]
+
+
+def test_values_that_settle_which_tool_do_not_make_an_unlikely_tool_that_acts_callable() -> None:
+    # "London 9am": the alarm takes both values, the clock one; the backend is likely (0.6), but that the
+    # alarm is its tool meant is not (0.2): an alarm set on that is an action on a guess.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import Arguments, settle_by_arguments
+    from router.values import Analysis, Candidate, Decision
+
+    zone = TIMEZONE_SCHEMA
+    timed = {"type": "object", "required": ["timezone", "time"], "properties": {
+        **TIMEZONE_SCHEMA["properties"], "time": {"type": "string", "description": "HH:MM"}}}
+    clock = Capability(backend="clock", name="get_time", read_only=True, input_schema=zone)
+    alarm = Capability(backend="clock", name="set_alarm", input_schema=timed)
+    question = "London 9am"
+    candidates = (Candidate(clock, ScoreBreakdown(composite=0.80, confidence=0.6, tool_confidence=0.7), True),
+                  Candidate(alarm, ScoreBreakdown(composite=0.78, confidence=0.6, tool_confidence=0.2), False,
+                            unclear_tool=True))
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+    decision = Decision(analysis=analysis, method="hybrid", candidates=candidates, verdict="route", message="")
+    settled = settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+    first = settled.candidates[0]
+    assert first.capability.name == "set_alarm" and not first.relevant and first.unsure_action
+    assert settled.verdict == "ambiguous"
+
+
+def test_a_much_weaker_candidate_is_not_called_in_place_of_a_best_match_that_cannot_serve_the_question() -> None:
+    from router.errors import NoRelevantBackend as Declined
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import Arguments, plan
+    from router.values import Analysis, Candidate, Decision
+
+    text = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
+    units = Capability(backend="calc", name="convert_units", read_only=True, input_schema=text,
+                       description="Convert a quantity between units of length and mass")
+    prices = Capability(backend="shop", name="find_price", read_only=True, input_schema=text,
+                        description="Look up a product's price")
+    question = "Convert 100 USD to EUR"
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+
+    def planned(weaker: float) -> object:
+        candidates = (Candidate(units, ScoreBreakdown(composite=0.9, confidence=0.8), True),
+                      Candidate(prices, ScoreBreakdown(composite=weaker, confidence=0.2), True))
+        decision = Decision(analysis=analysis, method="hybrid", candidates=candidates, verdict="route", message="")
+        return plan(decision, Arguments(Request(question=question)), {}, RouterSettings())
+
+    assert isinstance(planned(0.6).refusal, Declined)  # type: ignore[attr-defined]  # a guess at what was meant
+    assert [c.capability.name for c in planned(0.85).calls] == ["find_price"]  # type: ignore[attr-defined]
