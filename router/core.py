@@ -55,7 +55,7 @@ def _restricted(index: CatalogIndex, catalogs: Mapping[str, Catalog], settings: 
     mine = {c.backend: c for c in restricted.texts.catalogs}
     known = [n for n in sorted(b.name for b in settings.backends)
              if n in mine or (n not in catalogs and access.sees_backend(n))]
-    return View(restricted, mine, known)
+    return View(restricted, mine, known, whole=index)
 
 
 class StatsView(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,17 +29,18 @@ from router.settings import RouterSettings
 from router.stages.confidence import ConfidenceModel
 from router.stages.scoring import PerfSnapshot, Scorer
 from router.telemetry import TRACER
-from router.values import Analysis, BackendStatus, Candidate, CapabilityId, Catalog, Decision
+from router.values import Analysis, BackendStatus, Candidate, Capability, CapabilityId, Catalog, Decision
 
 
 @dataclass(frozen=True, slots=True)
 class View:
     """What one caller routes within: the index and catalogs its policy allows, and the backends it may
-    name (None: every configured one)."""
+    name (None: every configured one). `whole`: for a restricted view, the index it is cut from."""
 
     index: CatalogIndex | None
     catalogs: Mapping[str, Catalog]
     known: Sequence[str] | None = None
+    whole: CatalogIndex | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +63,7 @@ class Decider:
         self.scorer = Scorer(settings.routing, {b.name: tuple(b.intents) for b in settings.backends}, confidence,
                              tool_confidence, settings.learning.acting_similarity)
         self._known = sorted(b.name for b in settings.backends)
-        self._sizes: tuple[CatalogIndex, dict[str, int]] | None = None
+        self._sizes: dict[int, tuple[CatalogIndex, dict[str, int]]] = {}  # by index: the whole one and each view's
         # Retrieval results per (caller, question, k, backend, index), valid for the index they were computed
         # on (each principal with a restricted policy has its own index). Per caller as the analysis is.
         self._ranked: LRU[tuple[str, str, int, str | None, int], tuple[CatalogIndex, list[Ranked]]] = LRU(
@@ -76,7 +77,7 @@ class Decider:
 
     def forget(self) -> None:
         """Drop what was kept for the index being replaced (each entry holds its index alive)."""
-        self._sizes = None
+        self._sizes.clear()
         self._ranked.clear()
         self._taught.clear()
 
@@ -104,11 +105,12 @@ class Decider:
 
             sizes = self._server_sizes(index)
 
-            def scored(ranked: Sequence[Ranked], owner: str | None,
-                       evidence: Mapping[str, Evidence] | None = None) -> list[Candidate]:
+            def scored(ranked: Sequence[Ranked], owner: str | None, evidence: Mapping[str, Evidence] | None = None,
+                       ceiling: Callable[[Capability], float] | None = None) -> list[Candidate]:
                 return self.scorer.score(ranked, analysis.intent, live.statuses, live.perf, sizes,
                                          dense=index is not None and index.tools.dense, evidence=evidence,
-                                         tool_chosen=tool is not None, backend_chosen=owner is not None)
+                                         tool_chosen=tool is not None, backend_chosen=owner is not None,
+                                         tool_ceiling=ceiling)
 
             def taught(owner: str | None) -> tuple[list[Candidate], float]:
                 key = (analysis.caller, analysis.question, analysis.intent, owner, tool, want)
@@ -123,7 +125,9 @@ class Decider:
             def learn(owner: str | None) -> tuple[list[Candidate], float]:
                 """The candidates with what the examples say, and retrieval's own confidence in its first."""
                 ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool)
-                plain = scored(ranked, owner)[:want]
+                ceiling = None if tool is not None else self._among_hidden(analysis, view, live, ranked, want * 2,
+                                                                           owner)
+                plain = scored(ranked, owner, ceiling=ceiling)[:want]
                 unsure = plain[0].scores.confidence if plain else 0.0
                 if examples is None or not len(examples) or tool is not None:
                     return plain, unsure
@@ -131,7 +135,8 @@ class Decider:
                 evidence = examples.evidence(analysis.vector, unsure, doubt)
                 if not evidence:
                     return plain, unsure
-                learned = scored(_with_learned(ranked, analysis, index, evidence, owner), owner, evidence)[:want]
+                learned = scored(_with_learned(ranked, analysis, index, evidence, owner), owner, evidence,
+                                 ceiling)[:want]
                 return _guarded(plain, learned, examples, analysis.vector, unsure), unsure
 
             candidates, unsure = taught(backend)
@@ -159,9 +164,30 @@ class Decider:
         """Capabilities per backend of the index (the confidence features are scaled by them)."""
         if index is None:
             return {}
-        if self._sizes is None or self._sizes[0] is not index:
-            self._sizes = (index, {c.backend: len(c.capabilities) for c in index.texts.catalogs})
-        return self._sizes[1]
+        hit = self._sizes.get(id(index))
+        if hit is None or hit[0] is not index:
+            hit = self._sizes[id(index)] = (index, {c.backend: len(c.capabilities) for c in index.texts.catalogs})
+        return hit[1]
+
+    def _among_hidden(self, analysis: Analysis, view: View, live: Live, ranked: Sequence[Ranked], k: int,
+                      owner: str | None) -> Callable[[Capability], float] | None:
+        """For a caller whose policy hides some of a backend's capabilities: the most each of that backend's
+        candidates' tool confidence may be, judged among all its capabilities as for an unrestricted caller.
+        A tool its policy leaves alone (or with few others) on a backend is not therefore the one meant: "delete
+        the file" with only `write_file` allowed would otherwise overwrite it with tool confidence 1.0. The
+        caller sees only its own tools' lower confidences, never what outranked them."""
+        if view.whole is None or not ranked:
+            return None
+        whole, mine = self._server_sizes(view.whole), self._server_sizes(view.index)
+        partial = {r.capability.backend for r in ranked} - {b for b, n in mine.items() if n >= whole.get(b, 0)}
+        if not partial:
+            return None
+        wide = view.whole.search(analysis.question, analysis.vector, k, backends=partial)
+        judged = {c.capability.key: c.scores.tool_confidence for c in self.scorer.score(
+            wide, analysis.intent, live.statuses, live.perf, whole, dense=view.whole.tools.dense,
+            backend_chosen=owner is not None)}
+        # A capability ranked below `k` of its backend's is none of their clear best.
+        return lambda cap: judged.get(cap.key, 0.0) if cap.backend in partial else 1.0
 
     def _retrieve(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], k: int,
                   backend: str | None, tool: str | None) -> list[Ranked]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +100,8 @@ class Scorer:
     def score(self, ranked: Sequence[Ranked], intent: str, statuses: Mapping[str, BackendStatus],
               perf: Mapping[tuple[str, str], PerfSnapshot], server_sizes: Mapping[str, int] | None = None, *,
               dense: bool = True, evidence: Mapping[str, Evidence] | None = None,
-              tool_chosen: bool = False, backend_chosen: bool = False) -> list[Candidate]:
+              tool_chosen: bool = False, backend_chosen: bool = False,
+              tool_ceiling: Callable[[Capability], float] | None = None) -> list[Candidate]:
         """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
         confidence clears `min_confidence`, or whose labelled examples vouch for them on this question.
         `server_sizes`: capabilities per backend in the whole catalog (the features are scaled by them).
@@ -109,6 +110,7 @@ class Scorer:
         the question, and its confidence is still reported. `evidence`: what each capability's labelled
         examples say about the question, by capability key. `tool_chosen`: the caller named the tool, so
         which tool is not in doubt; `backend_chosen`: the caller named the backend, so which backend is not.
+        `tool_ceiling`: the most a capability's tool confidence may be (a policy hides some of its backend's).
         A capability that may change something is relevant only when it is likely enough to be the right one
         (`min_action_confidence`): an action is never taken on a guess."""
         settings = self.settings
@@ -127,6 +129,9 @@ class Scorer:
         # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
         rep_tools = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
                      for b, p in zip(rep_backends, predicted, strict=True)]
+        if tool_ceiling is not None and not tool_chosen:
+            for r, g in zip(ranked, group, strict=True):
+                rep_tools[g] = min(rep_tools[g], tool_ceiling(r.capability))
         best = max(r.score for r in ranked)
 
         def likely(r: Ranked, p: float) -> bool:

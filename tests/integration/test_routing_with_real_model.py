@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from router.core import Router
+from router.models import RouteRequest
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import LocalMiniLM
-from router.settings import EmbeddingSettings, RoutingSettings
+from router.security.identity import Principal
+from router.security.policy import Access, Policy
+from router.settings import EmbeddingSettings, RouterSettings, RoutingSettings
 from router.values import Capability, Catalog
+from tests.unit.fake_executor import ScriptedExecutor
+from tests.unit.router_world import Stats, route
 
 
-def tool(backend: str, name: str, description: str, *params: str) -> Capability:
+def tool(backend: str, name: str, description: str, *params: str, read_only: bool = False) -> Capability:
     schema = {"type": "object", "properties": {p: {"type": "string"} for p in params}, "required": list(params)}
-    return Capability(backend=backend, name=name, description=description, input_schema=schema)
+    return Capability(backend=backend, name=name, description=description, input_schema=schema, read_only=read_only)
 
 
 CATALOGS = [
@@ -71,3 +79,44 @@ def test_dense_and_sparse_disagreeing_are_fused_not_overridden(index: tuple[Cata
     assert hits[0].hit.dense_norm == 1.0
     alpha = RoutingSettings().alpha
     assert all(abs(h.hit.hybrid - (alpha * h.hit.dense_norm + (1 - alpha) * h.hit.bm25_norm)) < 1e-9 for h in hits)
+
+
+MAIL = Catalog(backend="mail", version="1", description="Send and manage email", capabilities=(
+    tool("mail", "send_email", "Send an email message to one or more recipients.", "to", "subject", "body"),
+    tool("mail", "delete_email", "Delete an email message from the mailbox.", "message_id"),
+    tool("mail", "list_emails", "List the most recent email messages in the inbox.", read_only=True),
+    tool("mail", "read_email", "Read the full content of one email message.", "message_id", read_only=True)))
+
+
+async def test_a_tool_a_policy_leaves_alone_on_its_backend_is_judged_among_all_of_its_tools(
+        index: tuple[CatalogIndex, LocalMiniLM]) -> None:
+    """A caller allowed only `send_email` asks to delete a message: among the tools it may use, the mail
+    server's fits and `send_email` is alone of it, which read as certain; it is judged among all the server's
+    tools, as for any caller, and nothing is sent on that guess. Its own sending is still routed."""
+    _, model = index
+    catalogs = [*CATALOGS, MAIL]
+    settings = RouterSettings.model_validate(
+        {"backends": [{"name": c.backend, "kind": "mcp_stdio", "command": "srv"} for c in catalogs]})
+
+    async def embed(texts: list[str]) -> Any:
+        return model.encode(list(texts))
+
+    router = Router(settings, executor=ScriptedExecutor({}), embed=embed,
+                    stats=Stats(health={c.backend: "healthy" for c in catalogs}))
+    texts = CatalogTexts.build(catalogs)
+    router.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
+                                               model.encode(list(texts.server_dense)), settings.routing))
+    only_send = Access(Principal("p", "send-only", "api_key"),
+                       Policy.model_validate({"allow": ["mail/send_email", "time/*"]}))
+    delete = RouteRequest(question="Delete the email message 42 from my mailbox")
+
+    anyone = await route(router, delete)
+    assert anyone.decision == "route" and anyone.candidates[0].capability == "delete_email"
+    limited = await route(router, delete, only_send)
+    assert limited.decision == "ambiguous" and limited.status == 409, limited.message
+    first = limited.candidates[0]
+    assert first.capability == "send_email" and first.scores.tool_confidence < settings.routing.min_tool_confidence
+    assert "delete_email" not in limited.model_dump_json()  # what outranked it stays hidden
+    send = await route(router, RouteRequest(question="Send an email to bob@example.com saying hi"), only_send)
+    assert send.decision == "route" and send.candidates[0].capability == "send_email"
+    assert send.candidates[0].scores.tool_confidence > 0.9
