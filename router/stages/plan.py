@@ -28,13 +28,23 @@ from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, values_taken
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
-from router.stages.serving import asks_for_change, asks_to_read, readable, unmatched_words, unserved, value_kinds
+from router.stages.serving import (
+    asks_for_change,
+    asks_one_way,
+    asks_to_read,
+    readable,
+    toggles,
+    unmatched_words,
+    unserved,
+    value_kinds,
+)
 from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
 
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
+EITHER_WAY = "one way"  # what a tool that toggles cannot serve: a request to switch something one way
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
 FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
@@ -57,6 +67,7 @@ class Arguments:
         self.kinds = value_kinds(request.question) if not self.named else {}
         self.change = asks_for_change(request.question) if not self.named else None
         self.read = asks_to_read(request.question) if not self.named else None
+        self.one_way = asks_one_way(request.question) if not self.named else None
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
@@ -66,7 +77,7 @@ class Arguments:
         """Whether the candidate is one to offer when the router asks which tool: not a reader for a change, nor
         a tool without the question's kind of value. One that takes nothing from the question, or not all of its
         values, is not called on a guess, but may still be what the caller means."""
-        return self.doubt(candidate) in (None, UNTAKEN, LEFT)
+        return self.doubt(candidate) in (None, UNTAKEN, LEFT, EITHER_WAY)
 
     def doubt(self, candidate: Candidate) -> str | None:
         """`unserved` for a candidate at its confidence; one an LLM chose has had the question read."""
@@ -88,6 +99,7 @@ class Arguments:
         return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
                 ACTS: f"it may change something, and the question only asks ({self.read!r})",
                 LEFT: "it would leave some of the question's values unused",
+                EITHER_WAY: f"it switches whichever way things are now, and the question asks to {self.one_way}",
                 UNTAKEN: f"it {self.takes_little(candidate.capability, so=False)}, and on a match this weak it "
                          "says nothing about " + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
                 }.get(why, f"it takes no {why} value, which the question gives")
@@ -101,6 +113,8 @@ class Arguments:
             return READS_ONLY
         if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
             return ACTS
+        if self.one_way is not None and not capability.read_only and toggles(capability):
+            return EITHER_WAY
         if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
             return kind
         if self._leaves_values(capability):
@@ -361,6 +375,10 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     elif closest is not None and why == ACTS:
         message = (f"the question only asks ({arguments.read!r}), and the closest, {closest.capability.key}, may "
                    "change something: it is not called for a question; name it to call it anyway")
+    elif closest is not None and why == EITHER_WAY:
+        message = (f"the question asks to {arguments.one_way}, and the closest, {closest.capability.key}, switches "
+                   "whichever way things are now, which the router cannot see: it could do the opposite; name it to "
+                   "call it anyway")
     elif closest is not None and why == LEFT:
         left = ", ".join(repr(v) if isinstance(v, str) else f"{v:g}" for v in arguments.left[closest.capability.key])
         message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "

@@ -82,6 +82,32 @@ def asks_to_read(question: str) -> str | None:
     return word
 
 
+# A request for one way of a switch ("Turn off the simulated logs", "Please disable alerts"), and a tool that
+# switches whichever way things are ("Toggles simulated logging on or off") without being told which (no
+# boolean or enumerated parameter): called for such a request, it acts on a guess about the state now, which
+# the router cannot see, and does the opposite of what was asked when the guess is wrong.
+_ONE_WAY = re.compile(r"(?:turn|switch)\s+(?:on|off)\b|(?:enable|disable|activate|deactivate|start|stop|pause|"
+                      r"resume|mute|unmute)\b")
+_TOGGLE_NAME = re.compile(r"(?:^|[^a-z])toggle", re.I)
+_TOGGLE_DESCRIPTION = re.compile(r"\s*toggles?\b", re.I)
+
+
+def asks_one_way(question: str) -> str | None:
+    """The words of a request to switch something one way ("turn off", "enable"), else None."""
+    verb, rest = _leading_word(question)
+    found = _ONE_WAY.match(verb + rest)
+    return found.group(0) if found else None
+
+
+def toggles(cap: Capability) -> bool:
+    """Whether the tool switches something whichever way it is, not being told which way."""
+    if not (_TOGGLE_NAME.search(cap.name) or _TOGGLE_DESCRIPTION.match(cap.description)):
+        return False
+    props = cap.input_schema.get("properties") if isinstance(cap.input_schema, dict) else None
+    specs = props.values() if isinstance(props, dict) else ()
+    return not any(isinstance(p, dict) and (p.get("type") == "boolean" or "enum" in p) for p in specs)
+
+
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.
 _READABLE = re.compile(rf"[^\W\d_]{{2}}|\d|{CJK.pattern}")
 

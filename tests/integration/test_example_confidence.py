@@ -182,6 +182,20 @@ async def test_a_question_about_a_switch_does_not_flip_it(router: Router, questi
         await query(router, QueryRequest(question=question))
 
 
+@pytest.mark.parametrize("question", ["Turn off the simulated logs", "Please enable simulated logging"])
+async def test_a_switch_that_toggles_is_not_flipped_for_a_request_for_one_way(router: Router, question: str) -> None:
+    # Both called toggle-simulated-logging (confidence 0.87 and 0.89): with logging off, as the server starts,
+    # "Turn off" turned it on.
+    with pytest.raises(NoRelevantBackend, match="switches whichever way things are now"):
+        await query(router, QueryRequest(question=question))
+    toggle = await route(router, RouteRequest(question="Toggle the simulated logging"))
+    assert toggle.calls == ["everything/toggle-simulated-logging"]
+    for _ in range(2):  # named, it is the caller's choice (twice, to leave the switch as it was)
+        named = await query(router, QueryRequest(question=question, backend="everything",
+                                                 tool="toggle-simulated-logging"))
+        assert named.capability == "toggle-simulated-logging"
+
+
 async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
     # It was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer.
     with pytest.raises(NoRelevantBackend) as info:

@@ -346,6 +346,33 @@ def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, le
     assert asks_to_read(question) == lead
 
 
+@pytest.mark.parametrize(("question", "way"), [
+    ("Turn off the simulated logs", "turn off"), ("Please switch on the lights", "switch on"),
+    ("Can you disable alerts", "disable"), ("Stop the logging", "stop"), ("Toggle the logging", None),
+    ("Turn the page", None), ("What does the logging toggle do?", None), ("How do I enable tracing?", None),
+])
+def test_a_request_to_switch_something_one_way_is_told_by_its_leading_words(question: str, way: str | None) -> None:
+    from router.stages.serving import asks_one_way
+
+    assert asks_one_way(question) == way
+
+
+def test_a_tool_that_switches_whichever_way_things_are_is_told_from_one_that_is_told_which_way() -> None:
+    from router.stages.serving import toggles
+
+    def tool(name: str, description: str, **props: dict[str, object]) -> Capability:
+        return Capability(backend="b", name=name, description=description,
+                          input_schema={"type": "object", "properties": props})
+
+    assert toggles(tool("toggle-simulated-logging", "Toggles simulated, random-leveled logging on or off."))
+    assert toggles(tool("lights", "Toggle the kitchen light.", room={"type": "string"}))
+    assert toggles(tool("toggleLight", "Switches the light."))
+    # Told which way, it is a setter; naming a toggle's state is no toggle.
+    assert not toggles(tool("toggle_light", "Toggle a light.", on={"type": "boolean"}))
+    assert not toggles(tool("set_mode", "Toggles the mode.", mode={"enum": ["on", "off"]}))
+    assert not toggles(tool("get_status", "Says whether logging is toggled on."))
+
+
 def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     roots = Capability(backend="everything", name="get-roots-list",
                        description="Lists the current MCP roots provided by the client.")
