@@ -72,21 +72,28 @@ def is_free_text(name: str, spec: dict[str, Any]) -> bool:
     return name.lower() in FREE_TEXT_NAMES or bool(_FREE_TEXT_HINT.search(str(spec.get("description", ""))))
 
 
+# What a tool writes or sends. Given the question, an action would write the request itself ("Post that the
+# build is green" posting those words): a tool that may act does not get it there, unless the parameter's
+# description says it takes a question or prompt.
+CONTENT_NAMES = frozenset({"text", "message", "content", "msg", "sentence"})
+
+
 def free_text_parameter(cap: Capability) -> str | None:
     """The parameter that takes the question as it is, if the tool has exactly one such slot."""
     props = _properties(cap.input_schema)
     required = _required(cap.input_schema)
+    name = None
     if len(required) == 1:
-        name = required[0]
-        spec = props.get(name, {})
-        if _type_of(spec) in (None, "string") and is_free_text(name, spec):
-            return name
-        return None
-    if not required:
+        spec = props.get(required[0], {})
+        if _type_of(spec) in (None, "string") and is_free_text(required[0], spec):
+            name = required[0]
+    elif not required:
         texts = [n for n, s in props.items() if is_free_text(n, s)]
-        if len(texts) == 1:
-            return texts[0]
-    return None
+        name = texts[0] if len(texts) == 1 else None
+    if name is not None and not cap.read_only and name.lower() in CONTENT_NAMES \
+            and not _FREE_TEXT_HINT.search(str(props.get(name, {}).get("description", ""))):
+        return None
+    return name
 
 
 # --- extractors: (question, parameter name, spec, already-consumed spans) -> value or None -------

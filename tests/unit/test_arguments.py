@@ -15,7 +15,7 @@ def tool(name: str, schema: dict, backend: str = "b", kind: str = "tool") -> Cap
 
 TIME = tool("get_current_time", TIMEZONE_SCHEMA, backend="time")
 ADD = tool("add", NUMBERS_SCHEMA, backend="calc")
-ECHO = tool("echo", MESSAGE_SCHEMA, backend="echo")
+ECHO = Capability(backend="echo", name="echo", input_schema=MESSAGE_SCHEMA, read_only=True)  # it only repeats
 
 
 def test_caller_arguments_win_over_anything_derived() -> None:
@@ -41,6 +41,20 @@ def test_single_free_text_required_parameter_gets_the_question() -> None:
     args, source = derive_arguments(ECHO, "hello there, robot")
     assert args == {"message": "hello there, robot"}
     assert source == "question as 'message'"
+
+
+def test_a_tool_that_may_act_does_not_get_the_question_as_what_it_writes_or_sends() -> None:
+    post = tool("post", MESSAGE_SCHEMA)  # not marked read-only: it may act
+    # It would have posted "Post that the build is green" itself.
+    derived = derive_arguments(post, "Post that the build is green")
+    assert isinstance(derived, ArgumentsRequired) and derived.details["missing"] == "message"
+    assert derive_arguments(post, "Post it", {"message": "The build is green"})[0] == {"message": "The build is green"}
+    # A parameter that says it takes a question, and a query, still get it.
+    ask = tool("ask", {"type": "object", "required": ["text"],
+                       "properties": {"text": {"type": "string", "description": "The question to answer"}}})
+    assert derive_arguments(ask, "Why is the sky blue?")[0] == {"text": "Why is the sky blue?"}
+    search = tool("search", {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}})
+    assert derive_arguments(search, "cheap flights to Oslo")[0] == {"query": "cheap flights to Oslo"}
 
 
 def test_a_parameter_described_as_a_query_counts_as_free_text() -> None:
