@@ -219,7 +219,32 @@ def _part_of_other_value(question: str, start: int, end: int, share: bool = Fals
                 or (not share and _SHARE_AFTER.match(question, end)) or _NAME_AFTER.match(question, end))
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _number)
+# A file-system path as a question writes one: absolute ("/root/notes.md", "~/notes.md", "C:\\data\\a.csv"),
+# relative ("./a.csv", "docs/guide.md", "reports/"), or a file name with a common extension ("notes.txt"). A URL
+# is none, nor a trailing full stop, nor "3/4" or "and/or".
+_EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xml|html?|css|js|ts|py|rb|go|rs|java|"
+               "c|h|cpp|sh|sql|log|pdf|docx?|xlsx?|pptx?|odt|rtf|png|jpe?g|gif|svg|webp|mp3|wav|flac|mp4|mov|zip|tar|"
+               "gz|tgz|ipynb|env|lock")
+_PATH = re.compile(rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
+                   rf"(?:[\w-]+/)+(?:[\w-][\w.-]*\.(?:{_EXTENSIONS}))?|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
+                   r"(?<![.!?:])(?![\w/:@])", re.I)
+_PATH_NAME = re.compile(r"path|file|dir|directory|folder", re.I)
+
+
+def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    described = str(spec.get("description", ""))
+    if _type_of(spec) not in (None, "string") or "enum" in spec or not (
+            _PATH_NAME.search(name) or (name.lower() in _PATH_ROLES and _PATH_NAME.search(described))):
+        return None
+    for m in _PATH.finditer(question):
+        if _free(m.span(), used):
+            used.append(m.span())
+            return m.group(0)
+    return None
+
+
+_PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "target", "from", "to", "input", "output"})
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _number)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired

@@ -57,6 +57,37 @@ def test_a_tool_that_may_act_does_not_get_the_question_as_what_it_writes_or_send
     assert derive_arguments(search, "cheap flights to Oslo")[0] == {"query": "cheap flights to Oslo"}
 
 
+@pytest.mark.parametrize(("question", "path"), [
+    ("Read /tmp/files/notes.txt", "/tmp/files/notes.txt"), ("Open ~/docs/plan.md, please", "~/docs/plan.md"),
+    ("Save it to /root/markdown/x.md.", "/root/markdown/x.md"), ("Load C:\\data\\a.csv now", "C:\\data\\a.csv"),
+    ("Show me docs/guide.md", "docs/guide.md"), ("List src/components/ please", "src/components/"),
+    ("What is in notes.txt?", "notes.txt"),
+    # A URL, an address, a fraction, a season and "and/or" are no path; nor is a word without an extension.
+    ("Fetch https://example.com/a.txt", None), ("Mail bob@example.com", None), ("What is 3/4 of it", None),
+    ("The 2024/25 season", None), ("Cats and/or dogs", None), ("Read my notes", None),
+])
+def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question: str, path: str | None) -> None:
+    read = tool("read_text_file", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
+    derived = derive_arguments(read, question)
+    assert (derived[0] if isinstance(derived, tuple) else None) == ({"path": path} if path else None)
+
+
+def test_paths_go_to_the_parameters_named_for_them_in_the_order_written() -> None:
+    both = {"type": "string", "description": "A file path"}
+    move = tool("move_file", {"type": "object", "required": ["source", "destination"],
+                              "properties": {"source": both, "destination": both}})
+    assert derive_arguments(move, "Move /a/x.txt to /b/y.txt")[0] == {"source": "/a/x.txt", "destination": "/b/y.txt"}
+    # A "source" that does not say it is a path takes none; neither does a list of paths.
+    branch = tool("checkout", {"type": "object", "required": ["target"], "properties": {"target": {"type": "string"}}})
+    assert isinstance(derive_arguments(branch, "Check out /a/x.txt"), ArgumentsRequired)
+    many = tool("read_many", {"type": "object", "required": ["paths"],
+                              "properties": {"paths": {"type": "array", "items": {"type": "string"}}}})
+    assert isinstance(derive_arguments(many, "Read /a/x.txt"), ArgumentsRequired)
+    # A second path the call has no place for is a value it leaves unused.
+    read = tool("read", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
+    assert derive_with_leftovers(read, "Copy /a/x.txt to /b/y.txt")[1] == ["/b/y.txt"]
+
+
 def test_a_parameter_described_as_a_query_counts_as_free_text() -> None:
     schema = {
         "type": "object",
