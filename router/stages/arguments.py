@@ -243,6 +243,9 @@ def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     return None
 
 
+# A path the question names as where something is ("Remove old logs from /var/log"), not as what to act on: a
+# tool that may act is not given it.
+_CONTAINER = re.compile(r"\b(?:in|from|inside|under|within|of|across|throughout)\s+(?:the\s+)?(?:\w+\s+)?$", re.I)
 _PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "target", "from", "to", "input", "output"})
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _number)
 
@@ -342,8 +345,9 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
-                if extract is _number and name not in required and not _named_before(question, name, used[-1]):
-                    used.pop()  # "the invoices from 2024" gives no page size
+                if (extract is _number and name not in required and not _named_before(question, name, used[-1])) \
+                        or (extract is _path and not cap.read_only and _CONTAINER.search(question, 0, used[-1][0])):
+                    used.pop()  # "the invoices from 2024" gives no page size; "old logs in /var/log" no path to delete
                     value = None
                 break
         if value is None:

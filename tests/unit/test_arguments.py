@@ -67,7 +67,8 @@ def test_a_tool_that_may_act_does_not_get_the_question_as_what_it_writes_or_send
     ("The 2024/25 season", None), ("Cats and/or dogs", None), ("Read my notes", None),
 ])
 def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question: str, path: str | None) -> None:
-    read = tool("read_text_file", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
+    read = Capability(backend="files", name="read_text_file", read_only=True,
+                      input_schema={"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
     derived = derive_arguments(read, question)
     assert (derived[0] if isinstance(derived, tuple) else None) == ({"path": path} if path else None)
 
@@ -83,6 +84,11 @@ def test_paths_go_to_the_parameters_named_for_them_in_the_order_written() -> Non
     many = tool("read_many", {"type": "object", "required": ["paths"],
                               "properties": {"paths": {"type": "array", "items": {"type": "string"}}}})
     assert isinstance(derive_arguments(many, "Read /a/x.txt"), ArgumentsRequired)
+    # A path named as where something is, not what to act on, goes to no tool that may act.
+    delete = tool("delete", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
+    assert derive_arguments(delete, "Delete the file /tmp/old.txt")[0] == {"path": "/tmp/old.txt"}
+    for question in ("Remove old logs from /var/log", "Delete the cache in the folder /tmp/app"):
+        assert isinstance(derive_arguments(delete, question), ArgumentsRequired), question
     # A second path the call has no place for is a value it leaves unused.
     read = tool("read", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
     assert derive_with_leftovers(read, "Copy /a/x.txt to /b/y.txt")[1] == ["/b/y.txt"]
