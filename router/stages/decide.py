@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from router.settings import RouterSettings
 from router.stages.confidence import ConfidenceModel
 from router.stages.scoring import PerfSnapshot, Scorer
 from router.telemetry import TRACER
-from router.values import Analysis, BackendStatus, Candidate, Capability, CapabilityId, Catalog, Decision
+from router.values import Analysis, BackendStatus, Candidate, CapabilityId, Catalog, Decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +106,11 @@ class Decider:
             sizes = self._server_sizes(index)
 
             def scored(ranked: Sequence[Ranked], owner: str | None, evidence: Mapping[str, Evidence] | None = None,
-                       ceiling: Callable[[Capability], float] | None = None) -> list[Candidate]:
+                       ceiling: Mapping[str, tuple[float, float]] | None = None) -> list[Candidate]:
                 return self.scorer.score(ranked, analysis.intent, live.statuses, live.perf, sizes,
                                          dense=index is not None and index.tools.dense, evidence=evidence,
                                          tool_chosen=tool is not None, backend_chosen=owner is not None,
-                                         tool_ceiling=ceiling)
+                                         ceiling=ceiling)
 
             def taught(owner: str | None) -> tuple[list[Candidate], float]:
                 key = (analysis.caller, analysis.question, analysis.intent, owner, tool, want)
@@ -125,8 +125,7 @@ class Decider:
             def learn(owner: str | None) -> tuple[list[Candidate], float]:
                 """The candidates with what the examples say, and retrieval's own confidence in its first."""
                 ranked = self._retrieve(analysis, index, catalogs, want * 2, owner, tool)
-                ceiling = None if tool is not None else self._among_hidden(analysis, view, live, ranked, want * 2,
-                                                                           owner)
+                ceiling = None if tool is not None else self._as_for_anyone(analysis, view, live, want * 2, owner)
                 plain = scored(ranked, owner, ceiling=ceiling)[:want]
                 unsure = plain[0].scores.confidence if plain else 0.0
                 if examples is None or not len(examples) or tool is not None:
@@ -169,25 +168,20 @@ class Decider:
             hit = self._sizes[id(index)] = (index, {c.backend: len(c.capabilities) for c in index.texts.catalogs})
         return hit[1]
 
-    def _among_hidden(self, analysis: Analysis, view: View, live: Live, ranked: Sequence[Ranked], k: int,
-                      owner: str | None) -> Callable[[Capability], float] | None:
-        """For a caller whose policy hides some of a backend's capabilities: the most each of that backend's
-        candidates' tool confidence may be, judged among all its capabilities as for an unrestricted caller.
-        A tool its policy leaves alone (or with few others) on a backend is not therefore the one meant: "delete
-        the file" with only `write_file` allowed would otherwise overwrite it with tool confidence 1.0. The
-        caller sees only its own tools' lower confidences, never what outranked them."""
-        if view.whole is None or not ranked:
+    def _as_for_anyone(self, analysis: Analysis, view: View, live: Live, k: int,
+                       owner: str | None) -> dict[str, tuple[float, float]] | None:
+        """For a caller whose policy hides part of the catalog: the most each capability's confidence and tool
+        confidence may be, what a caller who sees everything gets (a capability such a caller does not rank among
+        its `k` is not in it). Among only what its policy leaves, a backend or tool stands out: with only
+        `write_file` allowed, "delete the file" would overwrite it, at tool confidence 1.0. Judged as for anyone,
+        a policy never turns a guess into an action; the caller sees only its own candidates' lower confidences."""
+        whole = view.whole
+        if whole is None or view.index is None or len(view.index) == len(whole):
             return None
-        whole, mine = self._server_sizes(view.whole), self._server_sizes(view.index)
-        partial = {r.capability.backend for r in ranked} - {b for b, n in mine.items() if n >= whole.get(b, 0)}
-        if not partial:
-            return None
-        wide = view.whole.search(analysis.question, analysis.vector, k, backends=partial)
-        judged = {c.capability.key: c.scores.tool_confidence for c in self.scorer.score(
-            wide, analysis.intent, live.statuses, live.perf, whole, dense=view.whole.tools.dense,
+        wide = whole.search(analysis.question, analysis.vector, k, backends={owner} if owner else None)
+        return {c.capability.key: (c.scores.confidence, c.scores.tool_confidence) for c in self.scorer.score(
+            wide, analysis.intent, live.statuses, live.perf, self._server_sizes(whole), dense=whole.tools.dense,
             backend_chosen=owner is not None)}
-        # A capability ranked below `k` of its backend's is none of their clear best.
-        return lambda cap: judged.get(cap.key, 0.0) if cap.backend in partial else 1.0
 
     def _retrieve(self, analysis: Analysis, index: CatalogIndex | None, catalogs: Mapping[str, Catalog], k: int,
                   backend: str | None, tool: str | None) -> list[Ranked]:

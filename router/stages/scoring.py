@@ -25,9 +25,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from router.learning.evidence import Evidence
 from router.models import ScoreBreakdown
@@ -101,7 +103,7 @@ class Scorer:
               perf: Mapping[tuple[str, str], PerfSnapshot], server_sizes: Mapping[str, int] | None = None, *,
               dense: bool = True, evidence: Mapping[str, Evidence] | None = None,
               tool_chosen: bool = False, backend_chosen: bool = False,
-              tool_ceiling: Callable[[Capability], float] | None = None) -> list[Candidate]:
+              ceiling: Mapping[str, tuple[float, float]] | None = None) -> list[Candidate]:
         """Composite-scored candidates, best first, each with its confidence; `relevant` marks those whose
         confidence clears `min_confidence`, or whose labelled examples vouch for them on this question.
         `server_sizes`: capabilities per backend in the whole catalog (the features are scaled by them).
@@ -110,7 +112,8 @@ class Scorer:
         the question, and its confidence is still reported. `evidence`: what each capability's labelled
         examples say about the question, by capability key. `tool_chosen`: the caller named the tool, so
         which tool is not in doubt; `backend_chosen`: the caller named the backend, so which backend is not.
-        `tool_ceiling`: the most a capability's tool confidence may be (a policy hides some of its backend's).
+        `ceiling`: the most each capability's confidence and tool confidence may be, by key (a policy hides part
+        of the catalog: what a caller who sees everything gets; 0 for a capability not in it).
         A capability that may change something is relevant only when it is likely enough to be the right one
         (`min_action_confidence`): an action is never taken on a guess."""
         settings = self.settings
@@ -129,9 +132,13 @@ class Scorer:
         # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
         rep_tools = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
                      for b, p in zip(rep_backends, predicted, strict=True)]
-        if tool_ceiling is not None and not tool_chosen:
+        if ceiling is not None and not tool_chosen:
+            top: dict[int, tuple[float, float]] = {}  # copies share their scores: the highest of theirs holds
             for r, g in zip(ranked, group, strict=True):
-                rep_tools[g] = min(rep_tools[g], tool_ceiling(r.capability))
+                c, t = ceiling.get(r.capability.key, (0.0, 0.0))
+                top[g] = (max(c, top[g][0]), max(t, top[g][1])) if g in top else (c, t)
+            rep_probs = np.minimum(rep_probs, [top[g][0] for g in range(len(rep_probs))])
+            rep_tools = [min(tp, top[g][1]) for g, tp in enumerate(rep_tools)]
         best = max(r.score for r in ranked)
 
         def likely(r: Ranked, p: float) -> bool:

@@ -88,11 +88,11 @@ MAIL = Catalog(backend="mail", version="1", description="Send and manage email",
     tool("mail", "read_email", "Read the full content of one email message.", "message_id", read_only=True)))
 
 
-async def test_a_tool_a_policy_leaves_alone_on_its_backend_is_judged_among_all_of_its_tools(
+async def test_a_caller_whose_policy_hides_part_of_the_catalog_is_never_more_sure_than_one_who_sees_it_all(
         index: tuple[CatalogIndex, LocalMiniLM]) -> None:
-    """A caller allowed only `send_email` asks to delete a message: among the tools it may use, the mail
-    server's fits and `send_email` is alone of it, which read as certain; it is judged among all the server's
-    tools, as for any caller, and nothing is sent on that guess. Its own sending is still routed."""
+    """Among only what a policy leaves, a backend or tool stands out: a caller allowed only `send_email` who asked to
+    delete a message was routed to send_email (the mail server fits, and its one tool left read as certain). Each
+    confidence is held to what a caller who sees everything gets, so nothing is sent on that guess."""
     _, model = index
     catalogs = [*CATALOGS, MAIL]
     settings = RouterSettings.model_validate(
@@ -106,17 +106,30 @@ async def test_a_tool_a_policy_leaves_alone_on_its_backend_is_judged_among_all_o
     texts = CatalogTexts.build(catalogs)
     router.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
                                                model.encode(list(texts.server_dense)), settings.routing))
-    only_send = Access(Principal("p", "send-only", "api_key"),
-                       Policy.model_validate({"allow": ["mail/send_email", "time/*"]}))
-    delete = RouteRequest(question="Delete the email message 42 from my mailbox")
 
+    def only(*allowed: str) -> Access:
+        return Access(Principal("p", " ".join(allowed), "api_key"), Policy.model_validate({"allow": list(allowed)}))
+
+    delete = RouteRequest(question="Delete the email message 42 from my mailbox")
     anyone = await route(router, delete)
     assert anyone.decision == "route" and anyone.candidates[0].capability == "delete_email"
-    limited = await route(router, delete, only_send)
-    assert limited.decision == "ambiguous" and limited.status == 409, limited.message
-    first = limited.candidates[0]
-    assert first.capability == "send_email" and first.scores.tool_confidence < settings.routing.min_tool_confidence
+    limited = await route(router, delete, only("mail/send_email", "time/*"))
+    assert limited.decision != "route" and limited.status in (404, 409), limited.message
+    assert limited.candidates[0].capability == "send_email"
     assert "delete_email" not in limited.model_dump_json()  # what outranked it stays hidden
-    send = await route(router, RouteRequest(question="Send an email to bob@example.com saying hi"), only_send)
+    send = await route(router, RouteRequest(question="Send an email message to bob@example.com"),
+                       only("mail/send_email", "time/*"))
     assert send.decision == "route" and send.candidates[0].capability == "send_email"
-    assert send.candidates[0].scores.tool_confidence > 0.9
+
+    questions = [delete.question, "Send an email message to bob@example.com", "Remember that Alice works at Acme",
+                 "Convert 5 km to miles", "Show me the latest commits in my repo"]
+    policies = [("mail/send_email", "time/*"), ("memory/*",), ("calculator/*",), ("git/*", "weather/*"),
+                ("memory/create_entities", "calculator/calculate")]
+    for question in questions:
+        seen = {(c.backend, c.capability): c.scores for c in (await route(router, RouteRequest(question=question,
+                                                                                                k=50))).candidates}
+        for allowed in policies:
+            for c in (await route(router, RouteRequest(question=question, k=50), only(*allowed))).candidates:
+                mine, theirs = c.scores, seen[(c.backend, c.capability)]
+                assert mine.confidence <= theirs.confidence and mine.tool_confidence <= theirs.tool_confidence, \
+                    (question, allowed, c.capability, mine, theirs)
