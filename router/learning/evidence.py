@@ -65,6 +65,7 @@ class Evidence:
     contribution: float  # what is added to `match`: weight * score, plus the two below
     rejections: int = 0  # its backend's rejections net of acceptances within reject_similarity
     default: float = 0.0  # what the learned default added (only when retrieval is unsure)
+    nearest_own: float = 0.0  # cosine of the nearest example the asking caller gave saying it was right
 
 
 
@@ -95,6 +96,7 @@ class ExampleIndex:
         else:
             self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._labels = np.array([e.label for e in ordered], dtype=np.float32)
+        self._givers = [e.principal or "" for e in ordered]  # whose each example is ("": anonymous callers)
         p = np.array([np.nan if e.confidence is None else e.confidence for e in ordered], dtype=np.float32)
         news = np.where(self._labels > 0, 1.0 - p, p)
         self._news = np.where(np.isnan(news), 1.0, np.clip(news, 0.0, 1.0)).astype(np.float32)
@@ -136,11 +138,13 @@ class ExampleIndex:
         near = sims >= within
         return -np.bincount(self._backend[near], weights=self._labels[near], minlength=len(self.backends))
 
-    def evidence(self, vector: Any, unsure: float | None = None, doubt: float = 1.0) -> QuestionEvidence:
+    def evidence(self, vector: Any, unsure: float | None = None, doubt: float = 1.0,
+                 caller: str = "") -> QuestionEvidence:
         """Capability key -> evidence for the question (empty without a vector or examples). `unsure`:
         retrieval's confidence in its own first candidate for the question (no learned default without it).
         `doubt`: how likely that candidate is wrong (1 - its confidence times its tool confidence): examples of
-        similar questions, not of this one reworded, count in proportion to it."""
+        similar questions, not of this one reworded, count in proportion to it. `caller`: who asks (its own
+        examples that a capability was right are told apart: `Evidence.nearest_own`)."""
         sims = self._similarities(vector)
         if sims is None:
             return QuestionEvidence(self, None, None, None, {}, {})
@@ -161,7 +165,9 @@ class ExampleIndex:
         if unsure is not None and unsure < self.threshold and self._default:
             gain = ((self.threshold - unsure) / self.threshold) ** 0.5
             default = {key: s.default_weight * share * gain for key, share in self._default.items()}
-        return QuestionEvidence(self, nearest, knn, rejections, demoted, default)
+        own = np.array([g == caller for g in self._givers]) & (self._labels > 0)
+        nearest_own = np.maximum.reduceat(np.where(own, sims, -1.0), self._starts)
+        return QuestionEvidence(self, nearest, knn, rejections, demoted, default, nearest_own)
 
     def may_replace(self, first_backend: str, new_first_key: str, vector: Any, unsure: float | None) -> bool:
         """Whether examples may put `new_first_key` (of another backend) before retrieval's first candidate,
@@ -187,9 +193,10 @@ class QuestionEvidence(Mapping[str, Evidence]):
     (a rejected backend's capabilities are found by their backend, whether or not they have examples)."""
 
     def __init__(self, index: ExampleIndex, nearest: np.ndarray | None, knn: np.ndarray | None,
-                 rejections: np.ndarray | None, demoted: dict[str, float], default: dict[str, float]) -> None:
+                 rejections: np.ndarray | None, demoted: dict[str, float], default: dict[str, float],
+                 nearest_own: np.ndarray | None = None) -> None:
         self._index, self._nearest, self._knn, self._rejections = index, nearest, knn, rejections
-        self._demoted, self._default = demoted, default
+        self._demoted, self._default, self._nearest_own = demoted, default, nearest_own
 
     def __getitem__(self, key: str) -> Evidence:
         if self._knn is None or self._nearest is None or self._rejections is None:
@@ -205,7 +212,9 @@ class QuestionEvidence(Mapping[str, Evidence]):
                         nearest=round(float(self._nearest[group]), 4) if group is not None else 0.0,
                         score=round(score, 4),
                         contribution=round(self._index.settings.weight * score + demoted + default, 4),
-                        rejections=int(self._rejections[b]) if b is not None else 0, default=round(default, 4))
+                        rejections=int(self._rejections[b]) if b is not None else 0, default=round(default, 4),
+                        nearest_own=round(float(self._nearest_own[group]), 4)
+                        if group is not None and self._nearest_own is not None else 0.0)
 
     def _keys(self) -> list[str]:
         return [] if self._knn is None else list(dict.fromkeys([*self._index.keys, *self._default]))

@@ -131,7 +131,7 @@ class Decider:
                 if examples is None or not len(examples) or tool is not None:
                     return plain, unsure
                 doubt = 1.0 - plain[0].scores.confidence * plain[0].scores.tool_confidence if plain else 1.0
-                evidence = examples.evidence(analysis.vector, unsure, doubt)
+                evidence = examples.evidence(analysis.vector, unsure, doubt, analysis.caller)
                 if not evidence:
                     return plain, unsure
                 learned = scored(_with_learned(ranked, analysis, index, evidence, owner), owner, evidence,

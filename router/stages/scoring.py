@@ -156,11 +156,11 @@ class Scorer:
             acts = may_act(cap) and not tool_chosen
             guess = acts and right < settings.min_action_confidence
             # Examples that vouch for a capability on questions like this one make it worth calling; for one that
-            # acts, only examples of this very request reworded do (`acting_similarity`), not a faint neighbour nor
-            # a default learned for whatever is unsure.
+            # acts, only the asking caller's own of this very request reworded do (`acting_similarity`), not a
+            # faint neighbour, a default learned for whatever is unsure, nor another caller's word.
             ev = (evidence or {}).get(cap.key)
             v = v and (not acts or (ev is not None and ev.contribution - ev.default > 0
-                                    and ev.nearest >= self.acting_similarity))
+                                    and ev.nearest_own >= self.acting_similarity))
             scores = ScoreBreakdown(**kw, confidence=round(p, 4), tool_confidence=round(tp, 4))
             fits = backend_fits and clear
             # With the backend named, it is called on its best match whatever the fit: unless that acts on a guess.

@@ -59,6 +59,20 @@ def test_similar_questions_speak_in_proportion_to_retrievals_doubt_and_the_quest
     assert sure["a/tool/t"].score > 0.99 and sure["b/tool/t"].score < -0.94
 
 
+def test_the_caller_s_own_examples_that_a_capability_was_right_are_told_apart() -> None:
+    q = unit(1, 0)
+    mine = dataclasses.replace(ex("a/t", 1, unit(1, 0.1)), principal="alice")
+    theirs = dataclasses.replace(ex("a/t", 1, unit(1, 0.01)), principal="bob")
+    wrong = dataclasses.replace(ex("a/t", -1, unit(1, 0)), principal="alice")
+    both = index(mine, theirs, wrong)
+    assert both.evidence(q, caller="alice")["a/tool/t"].nearest_own == pytest.approx(0.995, abs=1e-3)
+    assert both.evidence(q, caller="bob")["a/tool/t"].nearest_own == pytest.approx(1.0, abs=1e-3)
+    assert both.evidence(q, caller="carol")["a/tool/t"].nearest_own == -1.0  # none of hers
+    assert both.evidence(q, caller="carol")["a/tool/t"].nearest == pytest.approx(1.0, abs=1e-3)
+    # Anonymous callers are one caller.
+    assert index(ex("a/t", 1, unit(1, 0))).evidence(q)["a/tool/t"].nearest_own == pytest.approx(1.0, abs=1e-3)
+
+
 def test_farther_examples_that_agree_add_up_and_the_nearest_k_count() -> None:
     q = unit(1, 0, 0)
     one = index(ex("a/t", 1, unit(1, 1, 0))).evidence(q)["a/tool/t"].score

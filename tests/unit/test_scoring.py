@@ -303,13 +303,16 @@ def test_a_default_learned_for_unsure_questions_makes_a_reader_callable_but_not_
 
     unsure = dense_model(0.9)  # retrieval far from sure of either
     default = Evidence(examples=2, nearest=0.1, score=0.0, contribution=0.5, default=0.5)
-    near = Evidence(examples=2, nearest=0.95, score=0.8, contribution=1.6)
+    near = Evidence(examples=2, nearest=0.95, score=0.8, contribution=1.6, nearest_own=0.95)
     # A neighbour just past `learning.min_similarity` (a chat's pick stored unchecked, say) vouches for a reader,
     # not for a tool that acts on this question.
-    faint = Evidence(examples=1, nearest=0.41, score=0.01, contribution=0.02)
-    reworded = Evidence(examples=1, nearest=0.85, score=0.6, contribution=1.2)  # the request, said otherwise
+    faint = Evidence(examples=1, nearest=0.41, score=0.01, contribution=0.02, nearest_own=0.41)
+    reworded = Evidence(examples=1, nearest=0.85, score=0.6, contribution=1.2, nearest_own=0.85)  # said otherwise
+    # Another caller's word on the request reworded vouches for a reader, not for an action of this caller's.
+    theirs = Evidence(examples=1, nearest=0.85, score=0.6, contribution=1.2)
     for read_only, evidence, callable_ in ((True, default, True), (False, default, False), (False, near, True),
-                                           (True, faint, True), (False, faint, False), (False, reworded, True)):
+                                           (True, faint, True), (False, faint, False), (False, reworded, True),
+                                           (True, theirs, True), (False, theirs, False)):
         [c] = Scorer(RoutingSettings(), confidence=unsure).score(
             [ranked("wolfram", 0.3, read_only=read_only)], "general", {}, {},
             evidence={"wolfram/tool/t_wolfram": evidence})
