@@ -228,13 +228,23 @@ _EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xm
 _PATH = re.compile(rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
                    rf"(?:[\w-]+/)+(?:[\w-][\w.-]*\.(?:{_EXTENSIONS}))?|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
                    r"(?<![.!?:])(?![\w/:@])", re.I)
-_PATH_NAME = re.compile(r"path|file|dir|directory|folder", re.I)
+_PATH_WORDS = frozenset({"path", "file", "filename", "filepath", "pathname", "dir", "dirname", "directory", "folder"})
+_PATH_DESCRIBED = re.compile(r"\b(?:path|file|directory|folder)\b", re.I)
+
+
+def takes_path(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes a path: its name ends with a word for one (`path`, `repo_path`, `inputPath`, not
+    `file_type` or `profile`), or names one at all (`source`, `path_audio`) where its description speaks of one."""
+    if _type_of(spec) not in (None, "string") or "enum" in spec:
+        return False
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
+    described = bool(_PATH_DESCRIBED.search(str(spec.get("description", ""))))
+    return bool(words) and (words[-1] in _PATH_WORDS or "".join(words[-2:]) in _PATH_WORDS or (described and (
+        bool(_PATH_WORDS.intersection(words)) or name.lower() in _PATH_ROLES)))
 
 
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    described = str(spec.get("description", ""))
-    if _type_of(spec) not in (None, "string") or "enum" in spec or not (
-            _PATH_NAME.search(name) or (name.lower() in _PATH_ROLES and _PATH_NAME.search(described))):
+    if not takes_path(name, spec):
         return None
     for m in _PATH.finditer(question):
         if _free(m.span(), used):

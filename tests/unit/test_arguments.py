@@ -73,6 +73,21 @@ def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question:
     assert (derived[0] if isinstance(derived, tuple) else None) == ({"path": path} if path else None)
 
 
+@pytest.mark.parametrize(("name", "description", "takes"), [
+    ("path", "", True), ("repo_path", "", True), ("inputPath", "", True), ("fileName", "", True),
+    ("output_filename", "", True), ("directory", "", True), ("source", "Source file path", True),
+    ("path_audio", "Path to the audio file", True),
+    # Names that only contain such a word, and roles not described as paths, take none.
+    ("profile", "", False), ("file_type", "", False), ("file_id", "", False), ("dirty", "", False),
+    ("direction", "", False), ("path_audio", "", False), ("source", "", False), ("target", "A branch", False),
+])
+def test_a_parameter_takes_a_path_by_its_name_s_last_word_or_as_described(name: str, description: str,
+                                                                           takes: bool) -> None:
+    from router.stages.arguments import takes_path
+
+    assert takes_path(name, {"type": "string", "description": description}) is takes
+
+
 def test_paths_go_to_the_parameters_named_for_them_in_the_order_written() -> None:
     both = {"type": "string", "description": "A file path"}
     move = tool("move_file", {"type": "object", "required": ["source", "destination"],
