@@ -51,7 +51,7 @@ def _required(schema: dict[str, Any]) -> list[str]:
     return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
 
 
-def _properties(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def properties_of(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
     props = schema.get("properties") if isinstance(schema, dict) else None
     return {k: v for k, v in props.items() if isinstance(v, dict)} if isinstance(props, dict) else {}
 
@@ -80,7 +80,7 @@ CONTENT_NAMES = frozenset({"text", "message", "content", "msg", "sentence"})
 
 def free_text_parameter(cap: Capability) -> str | None:
     """The parameter that takes the question as it is, if the tool has exactly one such slot."""
-    props = _properties(cap.input_schema)
+    props = properties_of(cap.input_schema)
     required = _required(cap.input_schema)
     name = None
     if len(required) == 1:
@@ -341,7 +341,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     free = free_text_parameter(cap)
     if free is not None:
         return ({free: question}, f"question as {free!r}"), []
-    props = _properties(cap.input_schema)
+    props = properties_of(cap.input_schema)
     required = _required(cap.input_schema)
     used: list[tuple[int, int]] = []
     out: dict[str, Any] = {}

@@ -19,8 +19,9 @@ from router.llm.client import LLMClient
 from router.request import Request
 from router.settings import RoutingSettings
 from router.stages.arguments import schema_violation
-from router.stages.plan import MODEL_CHOICE, Arguments, planned_calls
+from router.stages.plan import planned_calls
 from router.stages.scoring import may_act
+from router.stages.serving import MODEL_CHOICE, Arguments
 from router.values import BackendStatus, Candidate, Catalog, Decision, Plan, PlannedCall
 
 

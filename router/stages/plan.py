@@ -19,150 +19,18 @@ from collections.abc import Mapping
 from router.errors import (
     AmbiguousRoute,
     ArgumentsRequired,
-    BackendNotCallable,
     BackendUnavailable,
     NoRelevantBackend,
     RouterError,
 )
-from router.request import Request
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, values_taken
+from router.stages.arguments import values_taken
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
-from router.stages.serving import (
-    asks_for_change,
-    asks_one_way,
-    asks_to_read,
-    readable,
-    toggles,
-    unmatched_words,
-    unserved,
-    value_kinds,
-)
-from router.values import BackendStatus, Candidate, Capability, Catalog, Decision, Plan, PlannedCall
+from router.stages.serving import ACTS, DATED, EITHER_WAY, LEFT, READS_ONLY, UNTAKEN, Arguments, readable
+from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
 
-READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
-ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
-UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
-LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
-EITHER_WAY = "one way"  # what a tool that toggles cannot serve: a request to switch something one way
-MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
 FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
-
-
-class Arguments:
-    """The arguments of each candidate for one request, derived once: settling and planning both ask; and
-    what of the question only some tools can serve (`unserved`): the kinds of value it carries, and a request
-    to change something, which a read-only tool cannot do, and a question that only asks, which a tool its server
-    declares may change something does not answer; values of a kind the call takes that it leaves unused;
-    and, below `min_untaken_confidence`, words of the question that a call taking nothing from it could not be
-    about."""
-
-    def __init__(self, request: Request, min_untaken_confidence: float = 0.0,
-                 catalogs: Mapping[str, Catalog] | None = None) -> None:
-        self.request = request
-        self.catalogs = catalogs or {}  # what each backend says it is for
-        self._derived: dict[str, Derived] = {}
-        self.named = request.tool is not None  # a named tool is the caller's choice
-        self.kinds = value_kinds(request.question) if not self.named else {}
-        self.change = asks_for_change(request.question) if not self.named else None
-        self.read = asks_to_read(request.question) if not self.named else None
-        self.one_way = asks_one_way(request.question) if not self.named else None
-        self.min_untaken_confidence = min_untaken_confidence
-        self.unmatched: dict[str, list[str]] = {}
-        self.left: dict[str, list] = {}  # the question's values each derivation left unused
-        self._annotated: dict[str, bool] = {}
-
-    def may_serve(self, candidate: Candidate) -> bool:
-        """Whether the candidate is one to offer when the router asks which tool: not a reader for a change, nor
-        a tool without the question's kind of value. One that takes nothing from the question, or not all of its
-        values, is not called on a guess, but may still be what the caller means."""
-        return self.doubt(candidate) in (None, UNTAKEN, LEFT, EITHER_WAY)
-
-    def doubt(self, candidate: Candidate) -> str | None:
-        """`unserved` for a candidate at its confidence; one an LLM chose has had the question read."""
-        sure = candidate.placed == MODEL_CHOICE
-        return self.unserved(candidate.capability, 1.0 if sure else candidate.scores.confidence)
-
-    def ruled_out(self, candidate: Candidate) -> str | None:
-        """Why a relevant candidate would not be called, in words (None: nothing rules it out)."""
-        if not candidate.relevant:
-            return None
-        why = self.doubt(candidate)
-        if why is None:
-            derived = self.of(candidate.capability)
-            if isinstance(derived, BackendNotCallable):
-                return "there is nothing on it to call (a backend known by its description, or a held tool)"
-            if isinstance(derived, ArgumentsRequired):
-                return f"it needs {derived.details.get('missing')!r}, which the question does not give"
-            return None
-        return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
-                ACTS: f"it may change something, and the question only asks ({self.read!r})",
-                LEFT: "it would leave some of the question's values unused",
-                EITHER_WAY: f"it switches whichever way things are now, and the question asks to {self.one_way}",
-                UNTAKEN: f"it {self.takes_little(candidate.capability, so=False)}, and on a match this weak it "
-                         "says nothing about " + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
-                }.get(why, f"it takes no {why} value, which the question gives")
-
-    def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
-        """What of the question the capability cannot serve (a kind of value, `READS_ONLY`, `LEFT` or `UNTAKEN`),
-        else None. A call that takes nothing from the question answers the same whatever was asked ("How do I run
-        it on a cluster?" starting a demo's long-running operation): on a weak match, a word of the question
-        that neither the capability's texts nor its server's description name is one its answer cannot be about."""
-        if self.change is not None and capability.read_only:
-            return READS_ONLY
-        if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
-            return ACTS
-        if self.one_way is not None and not capability.read_only and toggles(capability):
-            return EITHER_WAY
-        if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
-            return kind
-        if self._leaves_values(capability):
-            return LEFT
-        if confidence < self.min_untaken_confidence and self._takes_nothing(capability):
-            key = capability.key
-            if key not in self.unmatched:
-                catalog = self.catalogs.get(capability.backend)
-                self.unmatched[key] = unmatched_words(capability, self.request.question,
-                                                      catalog.description if catalog is not None else "")
-            return UNTAKEN if self.unmatched[key] else None
-        return None
-
-    def _declares_readers(self, backend: str) -> bool:
-        """Whether the backend marks some of its tools read-only: then the others may change something by its
-        own word ("Is logging enabled?" toggled the demo's logging), not by the MCP default for a server that
-        says nothing (most do, and their tools answer questions)."""
-        if backend not in self._annotated:
-            catalog = self.catalogs.get(backend)
-            self._annotated[backend] = catalog is not None and any(
-                c.read_only and c.kind == "tool" for c in catalog.capabilities)
-        return self._annotated[backend]
-
-    def _leaves_values(self, capability: Capability) -> bool:
-        self.of(capability)
-        return not self.named and bool(self.left[capability.key])
-
-    def _takes_nothing(self, capability: Capability) -> bool:
-        if self.named or capability.kind == "flow":  # a flow is sent the question itself
-            return False
-        return needs_nothing(self.of(capability))  # it answers much the same whatever else was asked
-
-    def takes_little(self, capability: Capability, so: bool = True) -> str:
-        """What a call `_takes_nothing` takes from the question, in words (`so`: and what follows)."""
-        derived = self.of(capability)
-        if isinstance(derived, tuple) and derived[1].startswith(OPTIONAL_ONLY):
-            optional = derived[1][len(OPTIONAL_ONLY):]
-            return (f"needs nothing from the question (it would take only its optional {optional})"
-                    + (", so its answer would not be about the rest" if so else ""))
-        return "takes nothing from the question" + (", so its answer would be the same whatever was asked"
-                                                      if so else "")
-
-    def of(self, capability: Capability) -> Derived:
-        key = capability.key
-        if key not in self._derived:
-            self._derived[key], self.left[key] = derive_with_leftovers(capability, self.request.question,
-                                                                      self.request.arguments)
-        return self._derived[key]
 
 
 def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSettings) -> Decision:
@@ -189,7 +57,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
         return _readers_for_a_question(d, first, arguments, settings.routing)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
-             and arguments.doubt(c) is None]
+             and arguments.doubt(c) in (None, DATED)]  # the tool the values settle on is the one a date rules out
     taken = {c.capability.key: values_taken(arguments.of(c.capability)) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
         fitting = [c for c in close if taken[c.capability.key]]
@@ -379,6 +247,9 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
         message = (f"the question asks to {arguments.one_way}, and the closest, {closest.capability.key}, switches "
                    "whichever way things are now, which the router cannot see: it could do the opposite; name it to "
                    "call it anyway")
+    elif closest is not None and why == DATED:
+        message = (f"the question gives a date, and the closest, {closest.capability.key}, converts a time as of "
+                   f"today: on that date {arguments.off_by(closest.capability)}; it is not called")
     elif closest is not None and why == LEFT:
         left = ", ".join(repr(v) if isinstance(v, str) else f"{v:g}" for v in arguments.left[closest.capability.key])
         message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "

@@ -1,16 +1,23 @@
 """What of a question a capability can serve, whatever its arguments: the kinds of value it carries (amounts
 in a currency), a request to change something (which a read-only tool cannot do), and the words a call that
-takes nothing from the question would have to be about. The plan stage declines a call that cannot serve the
-question rather than make it."""
+takes nothing from the question would have to be about. `Arguments` holds, for one request, each candidate's
+arguments (derived once) and what of the question it cannot serve (`doubt`); the plan stage declines a call that
+cannot serve the question rather than make it."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
 
+from router.errors import ArgumentsRequired, BackendNotCallable
+from router.request import Request
 from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
-from router.values import Capability
+from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, properties_of
+from router.stages.timezones import dates_in, offset_changes, zone_named
+from router.values import Candidate, Capability, Catalog
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
 # parameters) never name the kind cannot serve such a value, however close its other words are: "Convert 100
@@ -156,3 +163,157 @@ def _schema_words(schema: Any) -> str:
     if isinstance(schema, list):
         return " ".join(_schema_words(v) for v in schema)
     return schema if isinstance(schema, str) else ""
+
+
+MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
+_CLOCK = re.compile(r"\d\d:\d\d")  # a time of day as the arguments carry it
+_DATE_WORDS = re.compile(r"date|day", re.I)  # a parameter that takes the date itself
+READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
+ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
+UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
+LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
+EITHER_WAY = "one way"  # what a tool that toggles cannot serve: a request to switch something one way
+DATED = "another day"  # what a time converted as of today cannot serve: a date whose clocks are set otherwise
+
+
+class Arguments:
+    """The arguments of each candidate for one request, derived once: settling and planning both ask; and
+    what of the question only some tools can serve (`unserved`): the kinds of value it carries, and a request
+    to change something, which a read-only tool cannot do, and a question that only asks, which a tool its server
+    declares may change something does not answer; values of a kind the call takes that it leaves unused;
+    and, below `min_untaken_confidence`, words of the question that a call taking nothing from it could not be
+    about."""
+
+    def __init__(self, request: Request, min_untaken_confidence: float = 0.0,
+                 catalogs: Mapping[str, Catalog] | None = None) -> None:
+        self.request = request
+        self.catalogs = catalogs or {}  # what each backend says it is for
+        self._derived: dict[str, Derived] = {}
+        self.named = request.tool is not None  # a named tool is the caller's choice
+        self.kinds = value_kinds(request.question) if not self.named else {}
+        self.change = asks_for_change(request.question) if not self.named else None
+        self.read = asks_to_read(request.question) if not self.named else None
+        self.one_way = asks_one_way(request.question) if not self.named else None
+        now = datetime.now(UTC)
+        self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
+        self.clock_change: dict[str, tuple[date, str, float]] = {}  # what `DATED` found, by capability key
+        self.min_untaken_confidence = min_untaken_confidence
+        self.unmatched: dict[str, list[str]] = {}
+        self.left: dict[str, list] = {}  # the question's values each derivation left unused
+        self._annotated: dict[str, bool] = {}
+
+    def may_serve(self, candidate: Candidate) -> bool:
+        """Whether the candidate is one to offer when the router asks which tool: not a reader for a change, nor
+        a tool without the question's kind of value. One that takes nothing from the question, or not all of its
+        values, is not called on a guess, but may still be what the caller means."""
+        return self.doubt(candidate) in (None, UNTAKEN, LEFT, EITHER_WAY)
+
+    def doubt(self, candidate: Candidate) -> str | None:
+        """`unserved` for a candidate at its confidence; one an LLM chose has had the question read."""
+        sure = candidate.placed == MODEL_CHOICE
+        return self.unserved(candidate.capability, 1.0 if sure else candidate.scores.confidence)
+
+    def ruled_out(self, candidate: Candidate) -> str | None:
+        """Why a relevant candidate would not be called, in words (None: nothing rules it out)."""
+        if not candidate.relevant:
+            return None
+        why = self.doubt(candidate)
+        if why is None:
+            derived = self.of(candidate.capability)
+            if isinstance(derived, BackendNotCallable):
+                return "there is nothing on it to call (a backend known by its description, or a held tool)"
+            if isinstance(derived, ArgumentsRequired):
+                return f"it needs {derived.details.get('missing')!r}, which the question does not give"
+            return None
+        return {READS_ONLY: f"it only reads, and the question asks to {self.change} something",
+                ACTS: f"it may change something, and the question only asks ({self.read!r})",
+                LEFT: "it would leave some of the question's values unused",
+                EITHER_WAY: f"it switches whichever way things are now, and the question asks to {self.one_way}",
+                DATED: "it converts a time as of today, and on the question's date "
+                       f"{self.off_by(candidate.capability)}",
+                UNTAKEN: f"it {self.takes_little(candidate.capability, so=False)}, and on a match this weak it "
+                         "says nothing about " + ", ".join(map(repr, self.unmatched.get(candidate.capability.key, [])))
+                }.get(why, f"it takes no {why} value, which the question gives")
+
+    def unserved(self, capability: Capability, confidence: float = 1.0) -> str | None:
+        """What of the question the capability cannot serve (a kind of value, `READS_ONLY`, `LEFT` or `UNTAKEN`),
+        else None. A call that takes nothing from the question answers the same whatever was asked ("How do I run
+        it on a cluster?" starting a demo's long-running operation): on a weak match, a word of the question
+        that neither the capability's texts nor its server's description name is one its answer cannot be about."""
+        if self.change is not None and capability.read_only:
+            return READS_ONLY
+        if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
+            return ACTS
+        if self.one_way is not None and not capability.read_only and toggles(capability):
+            return EITHER_WAY
+        if self.dates and self._clocks_differ(capability):
+            return DATED
+        if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
+            return kind
+        if self._leaves_values(capability):
+            return LEFT
+        if confidence < self.min_untaken_confidence and self._takes_nothing(capability):
+            key = capability.key
+            if key not in self.unmatched:
+                catalog = self.catalogs.get(capability.backend)
+                self.unmatched[key] = unmatched_words(capability, self.request.question,
+                                                      catalog.description if catalog is not None else "")
+            return UNTAKEN if self.unmatched[key] else None
+        return None
+
+    def _clocks_differ(self, capability: Capability) -> bool:
+        """Whether a call converting a time of day between zones, which takes no date and so converts as of today,
+        would be off on the date the question gives ("9am in London on March 30"): a zone it takes keeps another
+        offset then."""
+        derived = self.of(capability)
+        if not isinstance(derived, tuple) or any(_DATE_WORDS.search(n) for n in properties_of(capability.input_schema)):
+            return False
+        clock = next((v for v in derived[0].values() if isinstance(v, str) and _CLOCK.fullmatch(v)), None)
+        zones = [v for v in derived[0].values() if isinstance(v, str) and "/" in v and zone_named(v.lower(), False)]
+        found = offset_changes(zones, clock, self.dates[0], self.now) if clock and zones else None
+        if found is not None:
+            self.clock_change[capability.key] = (self.dates[0], *found)
+        return found is not None
+
+    def off_by(self, capability: Capability) -> str:
+        """What `_clocks_differ` found for the capability, in words."""
+        if capability.key not in self.clock_change:
+            return ""
+        day, zone, hours = self.clock_change[capability.key]
+        return f"({day:%B} {day.day}) {zone} keeps another offset from UTC, so it would be {hours:g} h off"
+
+    def _declares_readers(self, backend: str) -> bool:
+        """Whether the backend marks some of its tools read-only: then the others may change something by its
+        own word ("Is logging enabled?" toggled the demo's logging), not by the MCP default for a server that
+        says nothing (most do, and their tools answer questions)."""
+        if backend not in self._annotated:
+            catalog = self.catalogs.get(backend)
+            self._annotated[backend] = catalog is not None and any(
+                c.read_only and c.kind == "tool" for c in catalog.capabilities)
+        return self._annotated[backend]
+
+    def _leaves_values(self, capability: Capability) -> bool:
+        self.of(capability)
+        return not self.named and bool(self.left[capability.key])
+
+    def _takes_nothing(self, capability: Capability) -> bool:
+        if self.named or capability.kind == "flow":  # a flow is sent the question itself
+            return False
+        return needs_nothing(self.of(capability))  # it answers much the same whatever else was asked
+
+    def takes_little(self, capability: Capability, so: bool = True) -> str:
+        """What a call `_takes_nothing` takes from the question, in words (`so`: and what follows)."""
+        derived = self.of(capability)
+        if isinstance(derived, tuple) and derived[1].startswith(OPTIONAL_ONLY):
+            optional = derived[1][len(OPTIONAL_ONLY):]
+            return (f"needs nothing from the question (it would take only its optional {optional})"
+                    + (", so its answer would not be about the rest" if so else ""))
+        return "takes nothing from the question" + (", so its answer would be the same whatever was asked"
+                                                      if so else "")
+
+    def of(self, capability: Capability) -> Derived:
+        key = capability.key
+        if key not in self._derived:
+            self._derived[key], self.left[key] = derive_with_leftovers(capability, self.request.question,
+                                                                      self.request.arguments)
+        return self._derived[key]

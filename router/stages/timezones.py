@@ -14,7 +14,7 @@ import re
 import zoneinfo
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -225,3 +225,40 @@ def _countries() -> dict[str, str]:
         except zoneinfo.ZoneInfoNotFoundError:
             continue
     return out
+
+
+# A calendar date a question gives: "March 30", "30 March 2027", "Mar. 30th", "2027-03-30" (a month's name
+# capitalised: "may 3 people" is no date).
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH = rf"({'|'.join(_MONTHS)})[a-z]*\.?"
+_DATES = re.compile(rf"\b(?:(\d{{4}})-(\d{{2}})-(\d{{2}})|{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(\d{{4}}))?|"
+                    rf"(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+(\d{{4}}))?)\b")
+
+
+def dates_in(question: str, today: date) -> list[date]:
+    """The calendar dates the question gives (a year left out is `today`'s)."""
+    out = []
+    for m in _DATES.finditer(question):
+        g = m.groups()
+        try:
+            if g[0]:
+                out.append(date(int(g[0]), int(g[1]), int(g[2])))
+            else:
+                month, day, year = (g[3], g[4], g[5]) if g[3] else (g[7], g[6], g[8])
+                out.append(date(int(year or today.year), _MONTHS.index(month[:3]) + 1, int(day)))
+        except ValueError:  # "February 30"
+            continue
+    return out
+
+
+def offset_changes(zones: list[str], clock: str, day: date, now: datetime) -> tuple[str, float] | None:
+    """A zone of `zones` whose offset from UTC at `clock` (HH:MM) on `day` is not the one it keeps `now`, and by how
+    many hours: a time converted as of today would be that far off on that day."""
+    hour, minute = map(int, clock.split(":"))
+    for zone in zones:
+        tz = zoneinfo.ZoneInfo(zone)
+        then = datetime(day.year, day.month, day.day, hour, minute, tzinfo=tz).utcoffset()
+        current = now.astimezone(tz).utcoffset()
+        if then is not None and current is not None and then != current:
+            return zone, abs((then - current).total_seconds()) / 3600
+    return None

@@ -119,3 +119,24 @@ def test_an_optional_number_next_to_its_parameters_name_is_taken_after_any_word(
     assert derive_arguments(weather, "Weather in Paris in 3 days")[0] == {"city": "Paris", "days": 3}
     items = tool("list_items", {"type": "object", "properties": {"limit": {"type": "integer"}}})
     assert derive_arguments(items, "list items with a limit of 10")[0] == {"limit": 10}
+
+
+def test_a_date_the_question_gives_and_whether_a_zone_s_clock_is_set_otherwise_then() -> None:
+    from datetime import UTC, date, datetime
+
+    from router.stages.timezones import dates_in, offset_changes
+
+    today = date(2026, 11, 28)
+    assert dates_in("9am in London on March 30", today) == [date(2026, 3, 30)]
+    assert dates_in("on 30 March 2027, or the 4th of July", today) == [date(2027, 3, 30), date(2026, 7, 4)]
+    assert dates_in("at 9 on 2027-03-30", today) == [date(2027, 3, 30)]
+    # Not dates: a month's name in lower case ("may"), a day the month does not have, a version or a score.
+    assert dates_in("You may 3 times; February 30; v2.1; 3-1", today) == []
+    now = datetime(2026, 11, 28, 12, tzinfo=UTC)  # winter on both sides of the Atlantic
+    assert offset_changes(["Europe/London", "America/New_York"], "09:00", date(2027, 3, 30), now) == \
+        ("Europe/London", 1.0)
+    # On March 20 only New York has changed its clocks.
+    assert offset_changes(["Europe/London", "America/New_York"], "09:00", date(2027, 3, 20), now) == \
+        ("America/New_York", 1.0)
+    assert offset_changes(["Europe/London", "America/New_York"], "09:00", date(2027, 1, 30), now) is None
+    assert offset_changes(["Asia/Tokyo"], "09:00", date(2027, 7, 30), now) is None  # no summer time

@@ -12,7 +12,8 @@ import pytest
 from router.errors import ArgumentsInvalid, BackendNotCallable, DeadlineExceeded
 from router.request import Request
 from router.stages import assist
-from router.stages.plan import Arguments, plan
+from router.stages.plan import plan
+from router.stages.serving import Arguments
 from router.values import Capability
 from tests.unit.test_descriptions_only import AGENTS, described, router_for
 

@@ -54,7 +54,8 @@ def test_values_that_settle_which_tool_do_not_make_an_unlikely_tool_that_acts_ca
     # alarm is its tool meant is not (0.2): an alarm set on that is an action on a guess.
     from router.models import ScoreBreakdown
     from router.settings import RouterSettings
-    from router.stages.plan import Arguments, settle_by_arguments
+    from router.stages.plan import settle_by_arguments
+    from router.stages.serving import Arguments
     from router.values import Analysis, Candidate, Decision
 
     zone = TIMEZONE_SCHEMA
@@ -78,7 +79,8 @@ def test_a_much_weaker_candidate_is_not_called_in_place_of_a_best_match_that_can
     from router.errors import NoRelevantBackend as Declined
     from router.models import ScoreBreakdown
     from router.settings import RouterSettings
-    from router.stages.plan import Arguments, plan
+    from router.stages.plan import plan
+    from router.stages.serving import Arguments
     from router.values import Analysis, Candidate, Decision
 
     text = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}

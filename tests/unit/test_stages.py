@@ -15,9 +15,10 @@ from router.settings import ResilienceSettings
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider, Live, View
 from router.stages.execute import hedge_delay_ms
-from router.stages.plan import Arguments, plan
+from router.stages.plan import plan
 from router.stages.respond import respond
 from router.stages.scoring import ANY_INTENT, PerfSnapshot
+from router.stages.serving import Arguments
 from router.strategies import StrategyResult
 from router.values import Analysis, CallOutcome, Decision
 from tests.unit.helpers import embed_texts, fake_embed
