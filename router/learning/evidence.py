@@ -96,7 +96,9 @@ class ExampleIndex:
         else:
             self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._labels = np.array([e.label for e in ordered], dtype=np.float32)
-        self._givers = [e.principal or "" for e in ordered]  # whose each example is ("": anonymous callers)
+        givers = {g: i for i, g in enumerate(dict.fromkeys(e.principal or "" for e in ordered))}  # "": anonymous
+        self._giver_of = givers
+        self._giver = np.array([givers[e.principal or ""] for e in ordered], dtype=np.int64)
         p = np.array([np.nan if e.confidence is None else e.confidence for e in ordered], dtype=np.float32)
         news = np.where(self._labels > 0, 1.0 - p, p)
         self._news = np.where(np.isnan(news), 1.0, np.clip(news, 0.0, 1.0)).astype(np.float32)
@@ -165,7 +167,7 @@ class ExampleIndex:
         if unsure is not None and unsure < self.threshold and self._default:
             gain = ((self.threshold - unsure) / self.threshold) ** 0.5
             default = {key: s.default_weight * share * gain for key, share in self._default.items()}
-        own = np.array([g == caller for g in self._givers]) & (self._labels > 0)
+        own = (self._giver == self._giver_of.get(caller, -1)) & (self._labels > 0)
         nearest_own = np.maximum.reduceat(np.where(own, sims, -1.0), self._starts)
         return QuestionEvidence(self, nearest, knn, rejections, demoted, default, nearest_own)
 

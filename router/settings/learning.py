@@ -32,7 +32,7 @@ class LearningSettings(Strict):
         "Question cosine from which an example makes a tool that may change something callable (0.8: \"Please "
         "remember that my favourite colour is green\" is 0.85 from the same request for blue; \"What is my favourite "
         "colour?\" 0.77): a faint neighbour never makes the router act. Only the asking caller's own examples "
-        "count for that: another's word never makes it act for this one."))
+        "count for that (callers without a key are one caller): another's word never makes it act for this one."))
     reject_after: int = Field(default=3, ge=1, le=1000, description=(
         "Times a backend must have been wrong (more than right) for questions within `reject_similarity` of a "
         "new one before it is pushed down for it: one complaint is an anecdote, several are a pattern."))

@@ -73,9 +73,11 @@ def is_free_text(name: str, spec: dict[str, Any]) -> bool:
 
 
 # What a tool writes or sends. Given the question, an action would write the request itself ("Post that the
-# build is green" posting those words): a tool that may act does not get it there, unless the parameter's
-# description says it takes a question or prompt.
-CONTENT_NAMES = frozenset({"text", "message", "content", "msg", "sentence"})
+# build is green" posting those words, "Add a task to buy milk" a task of that name): a tool that may act does not
+# get it there, unless the parameter's description says first that it is a question, query or prompt.
+CONTENT_NAMES = frozenset({"text", "message", "content", "msg", "sentence", "task"})
+_ASKED_FOR = re.compile(r"\s*(?:the\s+|a\s+|your\s+|user'?s\s+)?(?:natural[- ]language\s+)?(?:question|query|prompt|"
+                        r"search)\b", re.I)
 
 
 def free_text_parameter(cap: Capability) -> str | None:
@@ -91,7 +93,7 @@ def free_text_parameter(cap: Capability) -> str | None:
         texts = [n for n, s in props.items() if is_free_text(n, s)]
         name = texts[0] if len(texts) == 1 else None
     if name is not None and not cap.read_only and name.lower() in CONTENT_NAMES \
-            and not _FREE_TEXT_HINT.search(str(props.get(name, {}).get("description", ""))):
+            and not _ASKED_FOR.match(str(props.get(name, {}).get("description", ""))):
         return None
     return name
 
@@ -220,27 +222,30 @@ def _part_of_other_value(question: str, start: int, end: int, share: bool = Fals
 
 
 # A file-system path as a question writes one: absolute ("/root/notes.md", "~/notes.md", "C:\\data\\a.csv"),
-# relative ("./a.csv", "docs/guide.md", "reports/"), or a file name with a common extension ("notes.txt"). A URL
-# is none, nor a trailing full stop, nor "3/4" or "and/or".
+# relative ("./a.csv", "docs/guide.md", "reports/"), or a file name with a common extension ("notes.txt"); in
+# quotes, whole ("'/home/me/My Documents/a.txt'"). A URL is none, nor a trailing full stop, "3/4", "and/or", "w/".
 _EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xml|html?|css|js|ts|py|rb|go|rs|java|"
                "c|h|cpp|sh|sql|log|pdf|docx?|xlsx?|pptx?|odt|rtf|png|jpe?g|gif|svg|webp|mp3|wav|flac|mp4|mov|zip|tar|"
                "gz|tgz|ipynb|env|lock")
-_PATH = re.compile(rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
-                   rf"(?:[\w-]+/)+(?:[\w-][\w.-]*\.(?:{_EXTENSIONS}))?|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
+_PATH = re.compile(rf"(?<=['\"`])(?:~?/|\.{{1,2}}/|[A-Za-z]:\\)[^'\"`\n]+(?=['\"`])|"  # quoted, spaces and all
+                   rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
+                   rf"(?:[\w-]+/)+[\w-][\w.-]*\.(?:{_EXTENSIONS})|(?:[\w-]{{2,}}/)+|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
                    r"(?<![.!?:])(?![\w/:@])", re.I)
 _PATH_WORDS = frozenset({"path", "file", "filename", "filepath", "pathname", "dir", "dirname", "directory", "folder"})
-_PATH_DESCRIBED = re.compile(r"\b(?:path|file|directory|folder)\b", re.I)
+_PATH_DESCRIBED = re.compile(r"\b(?:path|directory|folder)\b", re.I)
+_PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "input", "output"})
 
 
 def takes_path(name: str, spec: dict[str, Any]) -> bool:
     """Whether a parameter takes a path: its name ends with a word for one (`path`, `repo_path`, `inputPath`, not
-    `file_type` or `profile`), or names one at all (`source`, `path_audio`) where its description speaks of one."""
+    `file_type`, `file_id` or `profile`), or names one (`path_audio`) or a role (`source`) and its description says
+    it is a path, a directory or a folder."""
     if _type_of(spec) not in (None, "string") or "enum" in spec:
         return False
     words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
     described = bool(_PATH_DESCRIBED.search(str(spec.get("description", ""))))
     return bool(words) and (words[-1] in _PATH_WORDS or "".join(words[-2:]) in _PATH_WORDS or (described and (
-        bool(_PATH_WORDS.intersection(words)) or name.lower() in _PATH_ROLES)))
+        words[0] in _PATH_WORDS or name.lower() in _PATH_ROLES)))
 
 
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -252,11 +257,6 @@ def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
             return m.group(0)
     return None
 
-
-# A path the question names as where something is ("Remove old logs from /var/log"), not as what to act on: a
-# tool that may act is not given it.
-_CONTAINER = re.compile(r"\b(?:in|from|inside|under|within|of|across|throughout)\s+(?:the\s+)?(?:\w+\s+)?$", re.I)
-_PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "target", "from", "to", "input", "output"})
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _number)
 
 
@@ -350,14 +350,16 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
     # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
     # answered with the default resource 1 when they were left to their defaults.
+    # A path goes only to a tool that reads: which path a request to change files acts on, and in which role, is
+    # more than its shape tells ("Remove old logs from /var/log", "Copy into /backup the file /etc/hosts").
+    extractors = EXTRACTORS if cap.read_only else tuple(e for e in EXTRACTORS if e is not _path)
     for name in [n for n in props if n in required] + [n for n in required if n not in props] + \
             [n for n in props if n not in required]:
         spec = props.get(name, {})
-        for extract in EXTRACTORS:
+        for extract in extractors:
             if (value := extract(question, name, spec, used)) is not None:
-                if (extract is _number and name not in required and not _named_before(question, name, used[-1])) \
-                        or (extract is _path and not cap.read_only and _CONTAINER.search(question, 0, used[-1][0])):
-                    used.pop()  # "the invoices from 2024" gives no page size; "old logs in /var/log" no path to delete
+                if extract is _number and name not in required and not _named_before(question, name, used[-1]):
+                    used.pop()  # "the invoices from 2024" gives no page size
                     value = None
                 break
         if value is None:

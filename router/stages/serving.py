@@ -93,26 +93,29 @@ def asks_to_read(question: str) -> str | None:
 # switches whichever way things are ("Toggles simulated logging on or off") without being told which (no
 # boolean or enumerated parameter): called for such a request, it acts on a guess about the state now, which
 # the router cannot see, and does the opposite of what was asked when the guess is wrong.
-_ONE_WAY = re.compile(r"(?:turn|switch)\s+(?:on|off)\b|(?:enable|disable|activate|deactivate|start|stop|pause|"
-                      r"resume|mute|unmute)\b")
+_ONE_WAY = re.compile(r"\b(turn|switch|shut|toggle|flip|set)\b(?:\s+[\w'-]+){0,5}?\s+(on|off)\b|"
+                      r"\b(enable|disable|activate|deactivate|start|stop|pause|resume|mute|unmute)\b", re.I)
 _TOGGLE_NAME = re.compile(r"(?:^|[^a-z])toggle", re.I)
-_TOGGLE_DESCRIPTION = re.compile(r"\s*toggles?\b", re.I)
+_TOGGLES = re.compile(r"\btoggles?\b", re.I)
 
 
 def asks_one_way(question: str) -> str | None:
-    """The words of a request to switch something one way ("turn off", "enable"), else None."""
-    verb, rest = _leading_word(question)
-    found = _ONE_WAY.match(verb + rest)
-    return found.group(0) if found else None
+    """The words of a request to switch something one way ("turn off", "enable"), anywhere in it ("Turn the
+    logs off", "Now disable logging"), else None. It only ever rules out a tool that `toggles`."""
+    found = _ONE_WAY.search(question)
+    if found is None:
+        return None
+    return f"{found[1]} {found[2]}".lower() if found[1] else found[3].lower()
 
 
 def toggles(cap: Capability) -> bool:
-    """Whether the tool switches something whichever way it is, not being told which way."""
-    if not (_TOGGLE_NAME.search(cap.name) or _TOGGLE_DESCRIPTION.match(cap.description)):
+    """Whether the tool switches something whichever way it is (its name or description says it toggles), not
+    being told which way (no boolean or enumerated parameter)."""
+    if not (_TOGGLE_NAME.search(cap.name) or _TOGGLES.search(cap.description)):
         return False
-    props = cap.input_schema.get("properties") if isinstance(cap.input_schema, dict) else None
-    specs = props.values() if isinstance(props, dict) else ()
-    return not any(isinstance(p, dict) and (p.get("type") == "boolean" or "enum" in p) for p in specs)
+    told = [p for p in properties_of(cap.input_schema).values()
+            if "enum" in p or "boolean" in (p["type"] if isinstance(p.get("type"), list) else [p.get("type")])]
+    return not told
 
 
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.

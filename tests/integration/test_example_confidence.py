@@ -182,7 +182,8 @@ async def test_a_question_about_a_switch_does_not_flip_it(router: Router, questi
         await query(router, QueryRequest(question=question))
 
 
-@pytest.mark.parametrize("question", ["Turn off the simulated logs", "Please enable simulated logging"])
+@pytest.mark.parametrize("question", ["Turn off the simulated logs", "Please enable simulated logging",
+                                      "Turn the simulated logs off", "Now disable simulated logging"])
 async def test_a_switch_that_toggles_is_not_flipped_for_a_request_for_one_way(router: Router, question: str) -> None:
     # Both called toggle-simulated-logging (confidence 0.87 and 0.89): with logging off, as the server starts,
     # "Turn off" turned it on.

@@ -55,16 +55,23 @@ def test_a_tool_that_may_act_does_not_get_the_question_as_what_it_writes_or_send
     assert derive_arguments(ask, "Why is the sky blue?")[0] == {"text": "Why is the sky blue?"}
     search = tool("search", {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}})
     assert derive_arguments(search, "cheap flights to Oslo")[0] == {"query": "cheap flights to Oslo"}
+    # A message that only mentions a question is still what is sent; a task is what is added.
+    reply = tool("reply", {"type": "object", "required": ["message"], "properties": {"message": {
+        "type": "string", "description": "The message to send in reply to the user's question"}}})
+    add = tool("add_task", {"type": "object", "required": ["task"], "properties": {"task": {"type": "string"}}})
+    assert isinstance(derive_arguments(reply, "Tell Bob the build is green"), ArgumentsRequired)
+    assert isinstance(derive_arguments(add, "Add a task to buy milk"), ArgumentsRequired)
 
 
 @pytest.mark.parametrize(("question", "path"), [
     ("Read /tmp/files/notes.txt", "/tmp/files/notes.txt"), ("Open ~/docs/plan.md, please", "~/docs/plan.md"),
     ("Save it to /root/markdown/x.md.", "/root/markdown/x.md"), ("Load C:\\data\\a.csv now", "C:\\data\\a.csv"),
+    ("Read '/home/me/My Documents/a.txt' now", "/home/me/My Documents/a.txt"),
     ("Show me docs/guide.md", "docs/guide.md"), ("List src/components/ please", "src/components/"),
     ("What is in notes.txt?", "notes.txt"),
     # A URL, an address, a fraction, a season and "and/or" are no path; nor is a word without an extension.
     ("Fetch https://example.com/a.txt", None), ("Mail bob@example.com", None), ("What is 3/4 of it", None),
-    ("The 2024/25 season", None), ("Cats and/or dogs", None), ("Read my notes", None),
+    ("The 2024/25 season", None), ("Cats and/or dogs", None), ("Read my notes", None), ("Come w/ me", None),
 ])
 def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question: str, path: str | None) -> None:
     read = Capability(backend="files", name="read_text_file", read_only=True,
@@ -80,6 +87,8 @@ def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question:
     # Names that only contain such a word, and roles not described as paths, take none.
     ("profile", "", False), ("file_type", "", False), ("file_id", "", False), ("dirty", "", False),
     ("direction", "", False), ("path_audio", "", False), ("source", "", False), ("target", "A branch", False),
+    ("file_id", "ID of the file", False), ("file_type", "Type of file to create", False),
+    ("to", "Recipient; files attached separately", False),
 ])
 def test_a_parameter_takes_a_path_by_its_name_s_last_word_or_as_described(name: str, description: str,
                                                                            takes: bool) -> None:
@@ -88,25 +97,28 @@ def test_a_parameter_takes_a_path_by_its_name_s_last_word_or_as_described(name: 
     assert takes_path(name, {"type": "string", "description": description}) is takes
 
 
-def test_paths_go_to_the_parameters_named_for_them_in_the_order_written() -> None:
+def test_paths_go_only_to_tools_that_read_in_the_order_written() -> None:
+    def reader(name: str, schema: dict) -> Capability:
+        return Capability(backend="files", name=name, input_schema=schema, read_only=True)
+
     both = {"type": "string", "description": "A file path"}
-    move = tool("move_file", {"type": "object", "required": ["source", "destination"],
-                              "properties": {"source": both, "destination": both}})
-    assert derive_arguments(move, "Move /a/x.txt to /b/y.txt")[0] == {"source": "/a/x.txt", "destination": "/b/y.txt"}
-    # A "source" that does not say it is a path takes none; neither does a list of paths.
-    branch = tool("checkout", {"type": "object", "required": ["target"], "properties": {"target": {"type": "string"}}})
-    assert isinstance(derive_arguments(branch, "Check out /a/x.txt"), ArgumentsRequired)
-    many = tool("read_many", {"type": "object", "required": ["paths"],
-                              "properties": {"paths": {"type": "array", "items": {"type": "string"}}}})
+    compare = reader("compare", {"type": "object", "required": ["source", "destination"],
+                                 "properties": {"source": both, "destination": both}})
+    assert derive_arguments(compare, "Compare /a/x.txt with /b/y.txt")[0] == {"source": "/a/x.txt",
+                                                                               "destination": "/b/y.txt"}
+    # Which path a request to change files acts on, and in which role, is more than a path's shape tells: a tool
+    # that may act takes none ("Remove old logs from /var/log" would delete the folder).
+    for acting in (tool("move", compare.input_schema), tool("delete", {
+            "type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})):
+        for question in ("Move /a/x.txt to /b/y.txt", "Delete the file /tmp/old.txt", "Remove old logs from /var/log"):
+            assert isinstance(derive_arguments(acting, question), ArgumentsRequired), (acting.name, question)
+    # A list of paths is not filled from one.
+    many = reader("read_many", {"type": "object", "required": ["paths"],
+                                "properties": {"paths": {"type": "array", "items": {"type": "string"}}}})
     assert isinstance(derive_arguments(many, "Read /a/x.txt"), ArgumentsRequired)
-    # A path named as where something is, not what to act on, goes to no tool that may act.
-    delete = tool("delete", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
-    assert derive_arguments(delete, "Delete the file /tmp/old.txt")[0] == {"path": "/tmp/old.txt"}
-    for question in ("Remove old logs from /var/log", "Delete the cache in the folder /tmp/app"):
-        assert isinstance(derive_arguments(delete, question), ArgumentsRequired), question
     # A second path the call has no place for is a value it leaves unused.
-    read = tool("read", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
-    assert derive_with_leftovers(read, "Copy /a/x.txt to /b/y.txt")[1] == ["/b/y.txt"]
+    read = reader("read", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
+    assert derive_with_leftovers(read, "Read /a/x.txt and /b/y.txt")[1] == ["/b/y.txt"]
 
 
 def test_a_parameter_described_as_a_query_counts_as_free_text() -> None:
@@ -414,8 +426,11 @@ def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, le
 
 @pytest.mark.parametrize(("question", "way"), [
     ("Turn off the simulated logs", "turn off"), ("Please switch on the lights", "switch on"),
-    ("Can you disable alerts", "disable"), ("Stop the logging", "stop"), ("Toggle the logging", None),
-    ("Turn the page", None), ("What does the logging toggle do?", None), ("How do I enable tracing?", None),
+    ("Can you disable alerts", "disable"), ("Stop the logging", "stop"), ("Turn the simulated logs off", "turn off"),
+    ("Toggle simulated logging off", "toggle off"), ("Shut off the logging", "shut off"),
+    ("Now disable simulated logging", "disable"), ("How do I enable tracing?", "enable"),
+    ("Toggle the logging", None), ("Turn the page", None), ("What does the logging toggle do?", None),
+    ("Is logging enabled?", None),
 ])
 def test_a_request_to_switch_something_one_way_is_told_by_its_leading_words(question: str, way: str | None) -> None:
     from router.stages.serving import asks_one_way
@@ -437,6 +452,8 @@ def test_a_tool_that_switches_whichever_way_things_are_is_told_from_one_that_is_
     assert not toggles(tool("toggle_light", "Toggle a light.", on={"type": "boolean"}))
     assert not toggles(tool("set_mode", "Toggles the mode.", mode={"enum": ["on", "off"]}))
     assert not toggles(tool("get_status", "Says whether logging is toggled on."))
+    assert toggles(tool("logging", "This tool toggles the simulated logging."))
+    assert not toggles(tool("logging", "This tool toggles the logging.", on={"type": ["boolean", "null"]}))
 
 
 def test_the_words_of_a_question_a_capability_is_not_about() -> None:
