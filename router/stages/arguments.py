@@ -350,13 +350,10 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
     # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
     # answered with the default resource 1 when they were left to their defaults.
-    # A path goes only to a tool that reads: which path a request to change files acts on, and in which role, is
-    # more than its shape tells ("Remove old logs from /var/log", "Copy into /backup the file /etc/hosts").
-    extractors = EXTRACTORS if cap.read_only else tuple(e for e in EXTRACTORS if e is not _path)
     for name in [n for n in props if n in required] + [n for n in required if n not in props] + \
             [n for n in props if n not in required]:
         spec = props.get(name, {})
-        for extract in extractors:
+        for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
                 if extract is _number and name not in required and not _named_before(question, name, used[-1]):
                     used.pop()  # "the invoices from 2024" gives no page size
@@ -404,6 +401,17 @@ def _name_words(name: str, shortest: int) -> list[str]:
 
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
                          r"on|by|during|around|about|per)\W*$")
+
+
+def paths_taken(cap: Capability, derived: Derived) -> list[str]:
+    """The parameters a call derived from the question took a path for. A tool that may act is not called so:
+    which path a request to change files acts on, and in which role, is more than a path's shape tells ("Remove
+    old logs from /var/log" names the folder they are in; "Copy into /backup the file /etc/hosts" the destination
+    first). Its derivation still counts them, so that a reader is not put in its place for taking the path."""
+    if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
+        return []
+    props = properties_of(cap.input_schema)
+    return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
 
 
 def values_taken(derived: Derived) -> int:

@@ -24,7 +24,7 @@ from router.errors import (
     RouterError,
 )
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import values_taken
+from router.stages.arguments import paths_taken, values_taken
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import ACTS, DATED, EITHER_WAY, LEFT, READS_ONLY, UNTAKEN, Arguments, readable
 from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
@@ -173,6 +173,13 @@ def planned_calls(decision: Decision, arguments: Arguments, statuses: Mapping[st
     eligible = [c for c in eligible if arguments.doubt(c) is None]
     for i, cand in enumerate(eligible):
         derived = arguments.of(cand.capability)
+        if isinstance(derived, tuple) and not cand.capability.read_only and \
+                (paths := paths_taken(cand.capability, derived)):
+            derived = ArgumentsRequired(
+                f"tool {cand.capability.name!r} of backend {cand.capability.backend!r} may change something, and "
+                f"would act on the path {derived[0][paths[0]]!r} taken from the question for {paths[0]!r}: which "
+                "path a change acts on is the caller's to say; pass `arguments`", backend=cand.capability.backend,
+                tool=cand.capability.name, missing=paths[0], input_schema=cand.capability.input_schema)
         if isinstance(derived, ArgumentsRequired):
             if i == 0 and skip is None:
                 missing = derived

@@ -97,7 +97,7 @@ def test_a_parameter_takes_a_path_by_its_name_s_last_word_or_as_described(name: 
     assert takes_path(name, {"type": "string", "description": description}) is takes
 
 
-def test_paths_go_only_to_tools_that_read_in_the_order_written() -> None:
+def test_paths_go_to_the_parameters_that_take_them_in_the_order_written() -> None:
     def reader(name: str, schema: dict) -> Capability:
         return Capability(backend="files", name=name, input_schema=schema, read_only=True)
 
@@ -106,12 +106,6 @@ def test_paths_go_only_to_tools_that_read_in_the_order_written() -> None:
                                  "properties": {"source": both, "destination": both}})
     assert derive_arguments(compare, "Compare /a/x.txt with /b/y.txt")[0] == {"source": "/a/x.txt",
                                                                                "destination": "/b/y.txt"}
-    # Which path a request to change files acts on, and in which role, is more than a path's shape tells: a tool
-    # that may act takes none ("Remove old logs from /var/log" would delete the folder).
-    for acting in (tool("move", compare.input_schema), tool("delete", {
-            "type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})):
-        for question in ("Move /a/x.txt to /b/y.txt", "Delete the file /tmp/old.txt", "Remove old logs from /var/log"):
-            assert isinstance(derive_arguments(acting, question), ArgumentsRequired), (acting.name, question)
     # A list of paths is not filled from one.
     many = reader("read_many", {"type": "object", "required": ["paths"],
                                 "properties": {"paths": {"type": "array", "items": {"type": "string"}}}})

@@ -99,3 +99,37 @@ def test_a_much_weaker_candidate_is_not_called_in_place_of_a_best_match_that_can
 
     assert isinstance(planned(0.6).refusal, Declined)  # type: ignore[attr-defined]  # a guess at what was meant
     assert [c.capability.name for c in planned(0.85).calls] == ["find_price"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("question", ["Delete the file /tmp/old.txt", "Remove old logs from /var/log",
+                                      "Copy into /backup the file /etc/hosts"])
+def test_a_tool_that_may_act_is_not_called_on_a_path_taken_from_the_question(question: str) -> None:
+    # Which path a change acts on, and in which role, is more than a path's shape tells: "from /var/log" names the
+    # folder the logs are in, and deleting it would be an action on a guess. The derivation still counts the path,
+    # so that a reader taking it is not put first instead ("Create the directory /srv/x" was a directory listing).
+    from router.errors import ArgumentsRequired
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.arguments import derive_arguments
+    from router.stages.plan import plan
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    paths = {"type": "string", "description": "A file path"}
+    change = Capability(backend="files", name="change", input_schema={
+        "type": "object", "required": ["source"], "properties": {"source": paths, "destination": paths}})
+    assert "source" in derive_arguments(change, question)[0]  # type: ignore[index]
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+    decision = Decision(analysis=analysis, method="hybrid", verdict="route", message="", candidates=(
+        Candidate(change, ScoreBreakdown(composite=0.9, confidence=0.9, tool_confidence=0.9), True),))
+    planned = plan(decision, Arguments(Request(question=question)), {}, RouterSettings())
+    assert not planned.calls and isinstance(planned.refusal, ArgumentsRequired)
+    assert "which path a change acts on is the caller's to say" in planned.refusal.message
+    # A tool that reads is called on it.
+    reader = Capability(backend="files", name="show", input_schema=change.input_schema, read_only=True)
+    read = "Show /tmp/old.txt"
+    decision = Decision(analysis=Analysis(question=read, vector=None, intent="general", intent_source="classifier"),
+                        method="hybrid", verdict="route", message="", candidates=(
+        Candidate(reader, ScoreBreakdown(composite=0.9, confidence=0.9, tool_confidence=0.9), True),))
+    [call] = plan(decision, Arguments(Request(question=read)), {}, RouterSettings()).calls
+    assert call.arguments == {"source": "/tmp/old.txt"}
