@@ -45,8 +45,9 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 # instructions) and "turn" but for "turn on" and "turn off" ("turn this into a poem" asks for output).
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
-                           "set", "reset", "clear", "enable", "disable", "turn"})
-_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)")
+                           "set", "reset", "clear", "enable", "disable", "turn", "change"})
+# "Change 100 USD to EUR" asks for a conversion, not a change.
+_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+[\d$€£¥]")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 
@@ -73,7 +74,7 @@ def asks_for_change(question: str) -> str | None:
 _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
-                                       "turn", "move"})
+                                       "turn", "move", "change"})
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 

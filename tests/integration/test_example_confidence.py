@@ -221,11 +221,14 @@ async def test_a_time_converted_on_a_date_when_the_clocks_are_set_otherwise_is_n
     assert resp.capability == "convert_time"
 
 
-async def test_a_timer_is_not_set_by_reading_the_clock(router: Router) -> None:
-    # It was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer.
+@pytest.mark.parametrize(("question", "verb"), [("Set a timer for 5 minutes", "set"),
+                                               ("Change the time zone to Europe/Paris", "change")])
+async def test_a_timer_or_a_time_zone_is_not_set_by_reading_the_clock(router: Router, question: str, verb: str) -> None:
+    # The timer was a 422 asking for get_current_time's time zone: a caller who gave one got the time, not a timer;
+    # the time zone was answered with the current time in Paris.
     with pytest.raises(NoRelevantBackend) as info:
-        await query(router, QueryRequest(question="Set a timer for 5 minutes"))
-    assert "asks to set something" in info.value.message and "only reads" in info.value.message
+        await query(router, QueryRequest(question=question))
+    assert f"asks to {verb} something" in info.value.message and "only reads" in info.value.message
 
 
 async def test_a_call_that_would_leave_some_of_the_question_s_values_unused_is_not_made(router: Router) -> None:

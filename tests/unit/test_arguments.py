@@ -398,7 +398,8 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("What do you remember about Bob?", None), ("Add 3 and 4", None), ("Create a chart of sales", None),
     ("Remembering names is hard", None), ("Set a timer for 5 minutes", "set"), ("Please turn off the lights", "turn"),
     ("Settings of the router?", None), ("Set up a cluster", None), ("Turn this list into a table", None),
-    ("Turn on dark mode", "turn"),
+    ("Turn on dark mode", "turn"), ("Change the time zone to Europe/Paris", "change"),
+    ("Change 100 USD to EUR", None),  # a conversion
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
@@ -411,6 +412,7 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     ("Find the duplicates and delete them", None), ("What do you remember about Bob?", None),
     ("Get me a taxi", None), ("How do I enable tracing?", None), ("Listing prices rose", None),
     ("Tell me the time in Tokyo", "tell"), ("Please tell us a story", "tell"), ("Tell Bob I'm late", None),
+    ("What is the change in price?", "what"),  # a noun here
 ])
 def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
     from router.stages.serving import asks_to_read
