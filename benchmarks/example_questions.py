@@ -38,7 +38,7 @@ from router.models import QueryRequest, RouteRequest  # noqa: E402
 from router.request import Request  # noqa: E402
 from router.retrieval.catalog import CatalogIndex, CatalogTexts  # noqa: E402
 from router.retrieval.embeddings import LocalMiniLM  # noqa: E402
-from router.settings import McpHttpSpec, McpStdioSpec, ResilienceSettings  # noqa: E402
+from router.settings import McpHttpSpec, McpStdioSpec, ResilienceSettings, RouterSettings  # noqa: E402
 from router.settings.file import load_settings  # noqa: E402
 from router.values import CallContext, CallOutcome, Capability  # noqa: E402
 
@@ -121,11 +121,19 @@ async def example_router(store: Path, docs: Path | None = None) -> AsyncIterator
         engine.store.close()
     settings = settings.model_copy(update={"backends": [kb[0] if isinstance(b, McpHttpSpec) else b
                                                         for b in settings.backends]})
+    async with connected_router(settings) as router:
+        yield router
+
+
+@asynccontextmanager
+async def connected_router(settings: RouterSettings) -> AsyncIterator[Router]:
+    """A router in this process over `settings`' backends, connected and indexed with the local model `make demo`
+    runs; each call goes straight to its backend (no Ray)."""
     backends = {spec.name: build_backend(spec) for spec in settings.backends}
     try:
         await asyncio.wait_for(asyncio.gather(*(b.connect() for b in backends.values())), 60)
         catalogs = [await b.list_capabilities() for b in backends.values()]
-        model = LocalMiniLM(model=settings.embeddings.model)  # the model `make demo` runs
+        model = LocalMiniLM(model=settings.embeddings.model)
 
         async def embed(texts: list[str]) -> Any:
             return model.encode(list(texts))

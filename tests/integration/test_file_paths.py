@@ -6,19 +6,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from actors.backends import build_backend
-from benchmarks.example_questions import _Direct
-from benchmarks.plan_outcomes import Healthy
+from benchmarks.example_questions import connected_router
 from router.core import Router
 from router.errors import RouterError
 from router.models import QueryRequest
-from router.retrieval.catalog import CatalogIndex, CatalogTexts
-from router.retrieval.embeddings import LocalMiniLM
 from router.settings import RouterSettings
 from tests.conftest import EXAMPLES
 from tests.unit.router_world import query
@@ -42,24 +37,8 @@ async def router(folder: Path) -> AsyncIterator[Router]:
     settings = RouterSettings.model_validate({"backends": [
         {"name": "filesystem", "kind": "mcp_stdio", "command": "node", "args": [str(SERVER), str(folder)]},
         {"name": "time", "kind": "mcp_stdio", "command": "mcp-server-time"}]})
-    backends = {spec.name: build_backend(spec) for spec in settings.backends}
-    try:
-        for b in backends.values():
-            await b.connect()
-        catalogs = [await b.list_capabilities() for b in backends.values()]
-        model = LocalMiniLM(model=settings.embeddings.model)
-
-        async def embed(texts: list[str]) -> Any:
-            return model.encode(list(texts))
-
-        r = Router(settings, executor=_Direct(backends), embed=embed, stats=Healthy(list(backends)))
-        texts = CatalogTexts.build(catalogs)
-        r.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
-                                              model.encode(list(texts.server_dense)), settings.routing))
+    async with connected_router(settings) as r:
         yield r
-    finally:
-        for b in backends.values():
-            await b.shutdown()
 
 
 async def test_a_file_the_question_names_is_read_and_a_folder_listed(router: Router, folder: Path) -> None:
