@@ -46,8 +46,9 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn", "change"})
-# "Change 100 USD to EUR" asks for a conversion, not a change.
-_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+[\d$€£¥]")
+# "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ..." names a thing.
+_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
+                           r"requests?|management|notes?|sets?)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 

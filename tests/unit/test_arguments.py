@@ -399,7 +399,7 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("Remembering names is hard", None), ("Set a timer for 5 minutes", "set"), ("Please turn off the lights", "turn"),
     ("Settings of the router?", None), ("Set up a cluster", None), ("Turn this list into a table", None),
     ("Turn on dark mode", "turn"), ("Change the time zone to Europe/Paris", "change"),
-    ("Change 100 USD to EUR", None),  # a conversion
+    ("Change 100 USD to EUR", None), ("Change log of the router?", None),  # a conversion; a thing
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
