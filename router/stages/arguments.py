@@ -95,7 +95,7 @@ def free_text_parameter(cap: Capability) -> str | None:
     if name is not None and not cap.read_only and name.lower() in CONTENT_NAMES \
             and not _ASKED_FOR.match(str(props.get(name, {}).get("description", ""))):
         return None
-    return name
+    return None if name is not None and takes_path(name, props.get(name, {})) else name  # a path is no question
 
 
 # --- extractors: (question, parameter name, spec, already-consumed spans) -> value or None -------

@@ -136,8 +136,11 @@ def plan(decision: Decision, arguments: Arguments, statuses: Mapping[str, Backen
         # as relevant and can be called with what the question says is preferred; otherwise 422. A held tool
         # was meant: only a copy of it as approved (the same tool on another backend) may answer for it.
         best = next(c for c in decision.candidates if c.relevant or request.backend)
-        if not calls or calls[0].candidate.scores.composite < best.scores.composite - settings.routing.callable_margin \
-                or (best.capability.held and not calls[0].candidate.capability.same_as(best.capability)):
+        margin = settings.routing.callable_margin
+        stand_in = calls[0].candidate.capability if calls else None
+        if stand_in is None or calls[0].candidate.scores.composite < best.scores.composite - margin \
+                or (best.capability.held and not stand_in.same_as(best.capability)) \
+                or (stand_in.read_only and not best.capability.read_only):  # a reader is no stand-in for an action
             return Plan(calls=tuple(calls), mode=request.mode, refusal=missing)
     return Plan(calls=tuple(calls), mode=request.mode)
 

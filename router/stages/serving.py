@@ -16,7 +16,7 @@ from router.errors import ArgumentsRequired, BackendNotCallable
 from router.request import Request
 from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
 from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, properties_of
-from router.stages.timezones import dates_in, offset_changes, zone_named
+from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.values import Candidate, Capability, Catalog
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
@@ -46,9 +46,9 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn", "change"})
-# "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ..." names a thing.
+# "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ...", "Change in GDP" name a thing.
 _NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
-                           r"requests?|management|notes?|sets?)\b)")
+                           r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 
@@ -65,6 +65,8 @@ def asks_for_change(question: str) -> str | None:
     """The verb of a request to change something ("Please delete ...", "Can you remember ..."), else None."""
     verb, rest = _leading_word(question)
     if verb not in _CHANGE_VERBS or _NOT_A_CHANGE.match(verb + rest):
+        return None
+    if verb == "change" and "currency" in value_kinds(question):  # "Change dollars to euros"
         return None
     return verb
 
@@ -172,7 +174,12 @@ def _schema_words(schema: Any) -> str:
 
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
 _CLOCK = re.compile(r"\d\d:\d\d")  # a time of day as the arguments carry it
-_DATE_WORDS = re.compile(r"date|day", re.I)  # a parameter that takes the date itself
+_DATE_WORD = re.compile(r"(?:^|_)(?:date|day|datetime|when)(?:$|_|[A-Z])|(?:Date|Day)(?:[A-Z]|$)")  # snake or camel
+
+
+def _takes_date(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes the date itself (named for one, or a date by its format)."""
+    return bool(_DATE_WORD.search(name)) or spec.get("format") in ("date", "date-time")
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
@@ -201,7 +208,7 @@ class Arguments:
         self.one_way = asks_one_way(request.question) if not self.named else None
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
-        self.clock_change: dict[str, tuple[date, str, float]] = {}  # what `DATED` found, by capability key
+        self.clock_change: dict[str, tuple[date, str, str, float]] = {}  # what `DATED` found, by capability key
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
@@ -268,24 +275,31 @@ class Arguments:
 
     def _clocks_differ(self, capability: Capability) -> bool:
         """Whether a call converting a time of day between zones, which takes no date and so converts as of today,
-        would be off on the date the question gives ("9am in London on March 30"): a zone it takes keeps another
-        offset then."""
+        would be off on a date the question gives ("9am in London on March 30"): on that date the zones' offsets
+        differ by another amount than today. The caller's own arguments are its to give."""
         derived = self.of(capability)
-        if not isinstance(derived, tuple) or any(_DATE_WORDS.search(n) for n in properties_of(capability.input_schema)):
+        if not isinstance(derived, tuple) or not derived[1].startswith("extracted") or any(
+                _takes_date(n, spec) for n, spec in properties_of(capability.input_schema).items()):
             return False
         clock = next((v for v in derived[0].values() if isinstance(v, str) and _CLOCK.fullmatch(v)), None)
-        zones = [v for v in derived[0].values() if isinstance(v, str) and "/" in v and zone_named(v.lower(), False)]
-        found = offset_changes(zones, clock, self.dates[0], self.now) if clock and zones else None
-        if found is not None:
-            self.clock_change[capability.key] = (self.dates[0], *found)
-        return found is not None
+        zones = [z for v in derived[0].values() if isinstance(v, str) and "/" in v
+                 and (z := zone_named(v.lower(), False)) is not None]
+        if clock is None or len(zones) < 2:
+            return False
+        for day in self.dates:
+            found = gap_changes(zones, clock, day, self.now)
+            if found is not None:
+                self.clock_change[capability.key] = (day, *found)
+                return True
+        return False
 
     def off_by(self, capability: Capability) -> str:
         """What `_clocks_differ` found for the capability, in words."""
         if capability.key not in self.clock_change:
             return ""
-        day, zone, hours = self.clock_change[capability.key]
-        return f"({day:%B} {day.day}) {zone} keeps another offset from UTC, so it would be {hours:g} h off"
+        day, a, b, hours = self.clock_change[capability.key]
+        return (f"({day:%B} {day.day}) the clocks of {a} and {b} are set otherwise than today, so it would be "
+                f"{hours:g} h off")
 
     def _declares_readers(self, backend: str) -> bool:
         """Whether the backend marks some of its tools read-only: then the others may change something by its

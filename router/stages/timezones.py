@@ -251,14 +251,19 @@ def dates_in(question: str, today: date) -> list[date]:
     return out
 
 
-def offset_changes(zones: list[str], clock: str, day: date, now: datetime) -> tuple[str, float] | None:
-    """A zone of `zones` whose offset from UTC at `clock` (HH:MM) on `day` is not the one it keeps `now`, and by how
-    many hours: a time converted as of today would be that far off on that day."""
-    hour, minute = map(int, clock.split(":"))
-    for zone in zones:
-        tz = zoneinfo.ZoneInfo(zone)
-        then = datetime(day.year, day.month, day.day, hour, minute, tzinfo=tz).utcoffset()
-        current = now.astimezone(tz).utcoffset()
-        if then is not None and current is not None and then != current:
-            return zone, abs((then - current).total_seconds()) / 3600
+def gap_changes(zones: list[str], clock: str, day: date, now: datetime) -> tuple[str, str, float] | None:
+    """Two of `zones` (canonical names) whose difference in offset from UTC at `clock` (HH:MM) on `day` is not the one
+    they keep `now`, and by how many hours: a time converted between them as of today would be that far off on that
+    day. (London and Paris change their clocks together; London and New York do not, nor London and Sydney.)"""
+    try:
+        hour, minute = map(int, clock.split(":"))
+        first, *others = (zoneinfo.ZoneInfo(z) for z in zones)
+        then = [datetime(day.year, day.month, day.day, hour, minute, tzinfo=tz).utcoffset() for tz in (first, *others)]
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return None
+    current = [now.astimezone(tz).utcoffset() for tz in (first, *others)]
+    for i, zone in enumerate(zones[1:], 1):
+        a, b, c, d = then[0], then[i], current[0], current[i]
+        if None not in (a, b, c, d) and (a - b) != (c - d):  # type: ignore[operator]
+            return zones[0], zone, abs(((a - b) - (c - d)).total_seconds()) / 3600  # type: ignore[operator]
     return None

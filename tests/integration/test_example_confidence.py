@@ -199,16 +199,17 @@ async def test_a_switch_that_toggles_is_not_flipped_for_a_request_for_one_way(ro
 
 async def test_a_time_converted_on_a_date_when_the_clocks_are_set_otherwise_is_not_converted_as_of_today(
         router: Router) -> None:
-    # convert_time takes no date: "9am in London on March 30" was converted at today's offsets, an hour off when
-    # London's clocks have changed by then. A date on which they are as today's is converted.
+    # convert_time takes no date: "9am in London on March 20" was converted at today's offsets, an hour off when
+    # New York's clocks have changed by then and London's not yet. A date with today's gap is converted.
     from datetime import UTC, date, datetime, timedelta
 
-    from router.stages.timezones import offset_changes
+    from router.stages.timezones import gap_changes
 
     now = datetime.now(UTC)
     days = [now.date() + timedelta(days=n) for n in range(30, 360, 7)]
-    other = next(d for d in days if offset_changes(["Europe/London", "America/New_York"], "09:00", d, now))
-    same = next(d for d in days if not offset_changes(["Europe/London", "America/New_York"], "09:00", d, now))
+    zones = ["Europe/London", "America/New_York"]
+    other = next(d for d in days if gap_changes(zones, "09:00", d, now))
+    same = next(d for d in days if not gap_changes(zones, "09:00", d, now))
 
     def asked(day: date) -> QueryRequest:
         return QueryRequest(question=f"What time is it in New York when it is 9am in London on {day:%B} {day.day}?")
@@ -216,7 +217,7 @@ async def test_a_time_converted_on_a_date_when_the_clocks_are_set_otherwise_is_n
     with pytest.raises(NoRelevantBackend):
         await query(router, asked(other))
     shown = await route(router, RouteRequest(question=asked(other).question))
-    assert any(c.ruled_out and "keeps another offset from UTC" in c.ruled_out for c in shown.candidates)
+    assert any(c.ruled_out and "are set otherwise than today" in c.ruled_out for c in shown.candidates)
     resp = await query(router, asked(same))
     assert resp.capability == "convert_time"
 

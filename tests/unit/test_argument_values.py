@@ -121,10 +121,10 @@ def test_an_optional_number_next_to_its_parameters_name_is_taken_after_any_word(
     assert derive_arguments(items, "list items with a limit of 10")[0] == {"limit": 10}
 
 
-def test_a_date_the_question_gives_and_whether_a_zone_s_clock_is_set_otherwise_then() -> None:
+def test_a_date_the_question_gives_and_whether_two_zones_clocks_are_set_otherwise_then() -> None:
     from datetime import UTC, date, datetime
 
-    from router.stages.timezones import dates_in, offset_changes
+    from router.stages.timezones import dates_in, gap_changes
 
     today = date(2026, 11, 28)
     assert dates_in("9am in London on March 30", today) == [date(2026, 3, 30)]
@@ -133,10 +133,10 @@ def test_a_date_the_question_gives_and_whether_a_zone_s_clock_is_set_otherwise_t
     # Not dates: a month's name in lower case ("may"), a day the month does not have, a version or a score.
     assert dates_in("You may 3 times; February 30; v2.1; 3-1", today) == []
     now = datetime(2026, 11, 28, 12, tzinfo=UTC)  # winter on both sides of the Atlantic
-    assert offset_changes(["Europe/London", "America/New_York"], "09:00", date(2027, 3, 30), now) == \
-        ("Europe/London", 1.0)
-    # On March 20 only New York has changed its clocks.
-    assert offset_changes(["Europe/London", "America/New_York"], "09:00", date(2027, 3, 20), now) == \
-        ("America/New_York", 1.0)
-    assert offset_changes(["Europe/London", "America/New_York"], "09:00", date(2027, 1, 30), now) is None
-    assert offset_changes(["Asia/Tokyo"], "09:00", date(2027, 7, 30), now) is None  # no summer time
+    london_new_york = ["Europe/London", "America/New_York"]
+    assert gap_changes(london_new_york, "09:00", date(2027, 3, 30), now) is None  # both on summer time by then
+    assert gap_changes(london_new_york, "09:00", date(2027, 3, 20), now) == ("Europe/London", "America/New_York", 1.0)
+    assert gap_changes(["Europe/London", "Europe/Paris"], "09:00", date(2027, 7, 1), now) is None  # together
+    assert gap_changes(["Europe/London", "Australia/Sydney"], "09:00", date(2027, 7, 1), now) == \
+        ("Europe/London", "Australia/Sydney", 2.0)  # one forward, the other back
+    assert gap_changes(london_new_york, "24:00", date(2027, 3, 20), now) is None  # no such time: nothing to say

@@ -59,6 +59,10 @@ def test_a_tool_that_may_act_does_not_get_the_question_as_what_it_writes_or_send
     reply = tool("reply", {"type": "object", "required": ["message"], "properties": {"message": {
         "type": "string", "description": "The message to send in reply to the user's question"}}})
     add = tool("add_task", {"type": "object", "required": ["task"], "properties": {"task": {"type": "string"}}})
+    # A free-text name that takes a path is no place for the question.
+    delete = tool("delete_file", {"type": "object", "required": ["input"], "properties": {
+        "input": {"type": "string", "description": "Path of the file to delete"}}})
+    assert isinstance(derive_arguments(delete, "Delete the old logs"), ArgumentsRequired)
     assert isinstance(derive_arguments(reply, "Tell Bob the build is green"), ArgumentsRequired)
     assert isinstance(derive_arguments(add, "Add a task to buy milk"), ArgumentsRequired)
 
@@ -399,7 +403,8 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("Remembering names is hard", None), ("Set a timer for 5 minutes", "set"), ("Please turn off the lights", "turn"),
     ("Settings of the router?", None), ("Set up a cluster", None), ("Turn this list into a table", None),
     ("Turn on dark mode", "turn"), ("Change the time zone to Europe/Paris", "change"),
-    ("Change 100 USD to EUR", None), ("Change log of the router?", None),  # a conversion; a thing
+    ("Change 100 USD to EUR", None), ("Change dollars to euros", None), ("Change log of the router?", None),
+    ("Change in GDP since 2020?", None),  # conversions; things
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change

@@ -133,3 +133,57 @@ def test_a_tool_that_may_act_is_not_called_on_a_path_taken_from_the_question(que
         Candidate(reader, ScoreBreakdown(composite=0.9, confidence=0.9, tool_confidence=0.9), True),))
     [call] = plan(decision, Arguments(Request(question=read)), {}, RouterSettings()).calls
     assert call.arguments == {"source": "/tmp/old.txt"}
+
+
+def test_a_reader_is_no_stand_in_for_a_tool_that_may_act_and_lacks_its_arguments() -> None:
+    # "Create the directory /srv/x": the directory maker may not act on a path taken from the question, and the
+    # lister, as relevant and able to take the path, listed it.
+    from router.errors import ArgumentsRequired
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import plan
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    path = {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}
+    make = Capability(backend="files", name="create_directory", input_schema=path)
+    listing = Capability(backend="files", name="list_directory", input_schema=path, read_only=True)
+    question = "Create the directory /srv/x"
+    decision = Decision(analysis=Analysis(question=question, vector=None, intent="general",
+                                          intent_source="classifier"), method="hybrid", verdict="route", message="",
+                        candidates=(Candidate(make, ScoreBreakdown(composite=0.9, confidence=0.9, tool_confidence=0.9),
+                                              True),
+                                    Candidate(listing, ScoreBreakdown(composite=0.85, confidence=0.8,
+                                                                      tool_confidence=0.9), True)))
+    planned = plan(decision, Arguments(Request(question=question)), {}, RouterSettings())
+    assert isinstance(planned.refusal, ArgumentsRequired) and planned.refusal.details["tool"] == "create_directory"
+
+
+def test_a_time_converted_on_another_date_is_judged_on_derived_values_of_two_zones_and_every_date() -> None:
+    from router.stages.serving import DATED, Arguments
+
+    zone = {"type": "string", "description": "IANA timezone name"}
+    convert = Capability(backend="time", name="convert_time", read_only=True, input_schema={
+        "type": "object", "required": ["source_timezone", "time", "target_timezone"],
+        "properties": {"source_timezone": zone, "time": {"type": "string", "description": "HH:MM"},
+                       "target_timezone": zone}})
+
+    def doubt(question: str, **kw: object) -> str | None:
+        from datetime import UTC, datetime
+
+        arguments = Arguments(Request(question=question, **kw))  # type: ignore[arg-type]
+        arguments.now = datetime(2026, 11, 28, 12, tzinfo=UTC)
+        return arguments.unserved(convert)
+
+    assert doubt("What time is it in New York when it is 9am in London on March 20?") == DATED
+    assert doubt("What time is it in New York when it is 9am in London on January 5, and on March 20?") == DATED
+    assert doubt("What time is it in Paris when it is 9am in London on July 1?") is None  # their clocks move together
+    # The caller's own arguments are its to give, and never break the plan.
+    given = {"source_timezone": "europe/london", "time": "24:00", "target_timezone": "America/New_York"}
+    assert doubt("Convert it for the meeting on March 20", arguments=given) is None
+    # A tool that takes the date converts on it.
+    dated = Capability(backend="time", name="convert_on", read_only=True, input_schema={
+        **convert.input_schema, "properties": {**convert.input_schema["properties"],
+                                               "when": {"type": "string", "format": "date"}}})
+    arguments = Arguments(Request(question="What time is it in New York when it is 9am in London on March 20?"))
+    assert arguments.unserved(dated) is None
