@@ -27,6 +27,7 @@ from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallabl
 from router.retrieval.catalog import is_server_level
 from router.schemas import validation_errors
 from router.stages.argument_order import put_in_order
+from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import zone_in
 from router.values import Capability
 
@@ -221,37 +222,16 @@ def _part_of_other_value(question: str, start: int, end: int, share: bool = Fals
                 or (not share and _SHARE_AFTER.match(question, end)) or _NAME_AFTER.match(question, end))
 
 
-# A file-system path as a question writes one: absolute ("/root/notes.md", "~/notes.md", "C:\\data\\a.csv"),
-# relative ("./a.csv", "docs/guide.md", "reports/"), or a file name with a common extension ("notes.txt"); in
-# quotes, whole ("'/home/me/My Documents/a.txt'"). A URL is none, nor a trailing full stop, "3/4", "and/or", "w/".
-_EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xml|html?|css|js|ts|py|rb|go|rs|java|"
-               "c|h|cpp|sh|sql|log|pdf|docx?|xlsx?|pptx?|odt|rtf|png|jpe?g|gif|svg|webp|mp3|wav|flac|mp4|mov|zip|tar|"
-               "gz|tgz|ipynb|env|lock")
-_PATH = re.compile(rf"(?<=['\"`])(?:~?/|\.{{1,2}}/|[A-Za-z]:\\)[^'\"`\n]+(?=['\"`])|"  # quoted, spaces and all
-                   rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
-                   rf"(?:[\w-]+/)+[\w-][\w.-]*\.(?:{_EXTENSIONS})|(?:[\w-]{{2,}}/)+|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
-                   r"(?<![.!?:])(?![\w/:@])", re.I)
-_PATH_WORDS = frozenset({"path", "file", "filename", "filepath", "pathname", "dir", "dirname", "directory", "folder"})
-_PATH_DESCRIBED = re.compile(r"\b(?:path|directory|folder)\b", re.I)
-_PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "input", "output"})
-
-
 def takes_path(name: str, spec: dict[str, Any]) -> bool:
-    """Whether a parameter takes a path: its name ends with a word for one (`path`, `repo_path`, `inputPath`, not
-    `file_type`, `file_id` or `profile`), or names one (`path_audio`) or a role (`source`) and its description says
-    it is a path, a directory or a folder."""
-    if _type_of(spec) not in (None, "string") or "enum" in spec:
-        return False
-    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
-    described = bool(_PATH_DESCRIBED.search(str(spec.get("description", ""))))
-    return bool(words) and (words[-1] in _PATH_WORDS or "".join(words[-2:]) in _PATH_WORDS or (described and (
-        words[0] in _PATH_WORDS or name.lower() in _PATH_ROLES)))
+    """Whether a parameter takes a file-system path (a string named or described as one: `paths.names_a_path`)."""
+    return _type_of(spec) in (None, "string") and "enum" not in spec and \
+        names_a_path(name, str(spec.get("description", "")))
 
 
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not takes_path(name, spec):
         return None
-    for m in _PATH.finditer(question):
+    for m in PATH.finditer(question):
         if _free(m.span(), used):
             used.append(m.span())
             return m.group(0)
