@@ -57,7 +57,8 @@ def properties_of(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in props.items() if isinstance(v, dict)} if isinstance(props, dict) else {}
 
 
-def _type_of(spec: dict[str, Any]) -> str | None:
+def type_of(spec: dict[str, Any]) -> str | None:
+    """A parameter's JSON type (the first not null of a list of them), or None."""
     t = spec.get("type")
     if isinstance(t, list):
         t = next((x for x in t if x != "null"), None)
@@ -65,7 +66,7 @@ def _type_of(spec: dict[str, Any]) -> str | None:
 
 
 def is_free_text(name: str, spec: dict[str, Any]) -> bool:
-    if _type_of(spec) not in (None, "string") or "enum" in spec:
+    if type_of(spec) not in (None, "string") or "enum" in spec:
         return False
     described = str(spec.get("description", ""))
     if _FORMAL.search(f"{name.replace('_', ' ')} {described}") and "natural language" not in described.lower():
@@ -88,7 +89,7 @@ def free_text_parameter(cap: Capability) -> str | None:
     name = None
     if len(required) == 1:
         spec = props.get(required[0], {})
-        if _type_of(spec) in (None, "string") and is_free_text(required[0], spec):
+        if type_of(spec) in (None, "string") and is_free_text(required[0], spec):
             name = required[0]
     elif not required:
         texts = [n for n, s in props.items() if is_free_text(n, s)]
@@ -167,7 +168,7 @@ def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tupl
 
 
 def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    kind = _type_of(spec)
+    kind = type_of(spec)
     if kind not in ("number", "integer"):
         return None
     # The number the question gives the parameter by its name ("longitude -74 and latitude 40.7") first, then
@@ -224,7 +225,7 @@ def _part_of_other_value(question: str, start: int, end: int, share: bool = Fals
 
 def takes_path(name: str, spec: dict[str, Any]) -> bool:
     """Whether a parameter takes a file-system path (a string named or described as one: `paths.names_a_path`)."""
-    return _type_of(spec) in (None, "string") and "enum" not in spec and \
+    return type_of(spec) in (None, "string") and "enum" not in spec and \
         names_a_path(name, str(spec.get("description", "")))
 
 

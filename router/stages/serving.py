@@ -15,7 +15,14 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.request import Request
 from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
-from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing, properties_of
+from router.stages.arguments import (
+    OPTIONAL_ONLY,
+    Derived,
+    derive_with_leftovers,
+    needs_nothing,
+    properties_of,
+    type_of,
+)
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.values import Candidate, Capability, Catalog
 
@@ -117,9 +124,7 @@ def toggles(cap: Capability) -> bool:
     being told which way (no boolean or enumerated parameter)."""
     if not (_TOGGLE_NAME.search(cap.name) or _TOGGLES.search(cap.description)):
         return False
-    told = [p for p in properties_of(cap.input_schema).values()
-            if "enum" in p or "boolean" in (p["type"] if isinstance(p.get("type"), list) else [p.get("type")])]
-    return not told
+    return not any("enum" in p or type_of(p) == "boolean" for p in properties_of(cap.input_schema).values())
 
 
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.
@@ -208,7 +213,9 @@ class Arguments:
         self.one_way = asks_one_way(request.question) if not self.named else None
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
-        self.clock_change: dict[str, tuple[date, str, str, float]] = {}  # what `DATED` found, by capability key
+        # What `DATED` found, by capability key (None: nothing), asked once per capability: settling, planning
+        # and the dry run's reasons each ask again.
+        self.clock_change: dict[str, tuple[date, str, str, float] | None] = {}
         self.min_untaken_confidence = min_untaken_confidence
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
@@ -277,27 +284,32 @@ class Arguments:
         """Whether a call converting a time of day between zones, which takes no date and so converts as of today,
         would be off on a date the question gives ("9am in London on March 30"): on that date the zones' offsets
         differ by another amount than today. The caller's own arguments are its to give."""
+        if capability.key not in self.clock_change:
+            self.clock_change[capability.key] = self._clock_change(capability)
+        return self.clock_change[capability.key] is not None
+
+    def _clock_change(self, capability: Capability) -> tuple[date, str, str, float] | None:
         derived = self.of(capability)
         if not isinstance(derived, tuple) or not derived[1].startswith("extracted") or any(
                 _takes_date(n, spec) for n, spec in properties_of(capability.input_schema).items()):
-            return False
+            return None
         clock = next((v for v in derived[0].values() if isinstance(v, str) and _CLOCK.fullmatch(v)), None)
         zones = [z for v in derived[0].values() if isinstance(v, str) and "/" in v
                  and (z := zone_named(v.lower(), False)) is not None]
         if clock is None or len(zones) < 2:
-            return False
+            return None
         for day in self.dates:
             found = gap_changes(zones, clock, day, self.now)
             if found is not None:
-                self.clock_change[capability.key] = (day, *found)
-                return True
-        return False
+                return (day, *found)
+        return None
 
     def off_by(self, capability: Capability) -> str:
         """What `_clocks_differ` found for the capability, in words."""
-        if capability.key not in self.clock_change:
+        found = self.clock_change.get(capability.key)
+        if found is None:
             return ""
-        day, a, b, hours = self.clock_change[capability.key]
+        day, a, b, hours = found
         return (f"({day:%B} {day.day}) the clocks of {a} and {b} are set otherwise than today, so it would be "
                 f"{hours:g} h off")
 
