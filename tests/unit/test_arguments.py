@@ -4,7 +4,6 @@ import pytest
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired
 from router.stages.arguments import derive_arguments, derive_with_leftovers, free_text_parameter, is_free_text
-from router.stages.serving import unmatched_words
 from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 
@@ -65,58 +64,6 @@ def test_a_tool_that_may_act_does_not_get_the_question_as_what_it_writes_or_send
     assert isinstance(derive_arguments(delete, "Delete the old logs"), ArgumentsRequired)
     assert isinstance(derive_arguments(reply, "Tell Bob the build is green"), ArgumentsRequired)
     assert isinstance(derive_arguments(add, "Add a task to buy milk"), ArgumentsRequired)
-
-
-@pytest.mark.parametrize(("question", "path"), [
-    ("Read /tmp/files/notes.txt", "/tmp/files/notes.txt"), ("Open ~/docs/plan.md, please", "~/docs/plan.md"),
-    ("Save it to /root/markdown/x.md.", "/root/markdown/x.md"), ("Load C:\\data\\a.csv now", "C:\\data\\a.csv"),
-    ("Read '/home/me/My Documents/a.txt' now", "/home/me/My Documents/a.txt"),
-    ("Show me docs/guide.md", "docs/guide.md"), ("List src/components/ please", "src/components/"),
-    ("What is in notes.txt?", "notes.txt"),
-    # A URL, an address, a fraction, a season and "and/or" are no path; nor is a word without an extension.
-    ("Fetch https://example.com/a.txt", None), ("Mail bob@example.com", None), ("What is 3/4 of it", None),
-    ("The 2024/25 season", None), ("Cats and/or dogs", None), ("Read my notes", None), ("Come w/ me", None),
-])
-def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question: str, path: str | None) -> None:
-    read = Capability(backend="files", name="read_text_file", read_only=True,
-                      input_schema={"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
-    derived = derive_arguments(read, question)
-    assert (derived[0] if isinstance(derived, tuple) else None) == ({"path": path} if path else None)
-
-
-@pytest.mark.parametrize(("name", "description", "takes"), [
-    ("path", "", True), ("repo_path", "", True), ("inputPath", "", True), ("fileName", "", True),
-    ("output_filename", "", True), ("directory", "", True), ("source", "Source file path", True),
-    ("path_audio", "Path to the audio file", True),
-    # Names that only contain such a word, and roles not described as paths, take none.
-    ("profile", "", False), ("file_type", "", False), ("file_id", "", False), ("dirty", "", False),
-    ("direction", "", False), ("path_audio", "", False), ("source", "", False), ("target", "A branch", False),
-    ("file_id", "ID of the file", False), ("file_type", "Type of file to create", False),
-    ("to", "Recipient; files attached separately", False),
-])
-def test_a_parameter_takes_a_path_by_its_name_s_last_word_or_as_described(name: str, description: str,
-                                                                           takes: bool) -> None:
-    from router.stages.arguments import takes_path
-
-    assert takes_path(name, {"type": "string", "description": description}) is takes
-
-
-def test_paths_go_to_the_parameters_that_take_them_in_the_order_written() -> None:
-    def reader(name: str, schema: dict) -> Capability:
-        return Capability(backend="files", name=name, input_schema=schema, read_only=True)
-
-    both = {"type": "string", "description": "A file path"}
-    compare = reader("compare", {"type": "object", "required": ["source", "destination"],
-                                 "properties": {"source": both, "destination": both}})
-    assert derive_arguments(compare, "Compare /a/x.txt with /b/y.txt")[0] == {"source": "/a/x.txt",
-                                                                               "destination": "/b/y.txt"}
-    # A list of paths is not filled from one.
-    many = reader("read_many", {"type": "object", "required": ["paths"],
-                                "properties": {"paths": {"type": "array", "items": {"type": "string"}}}})
-    assert isinstance(derive_arguments(many, "Read /a/x.txt"), ArgumentsRequired)
-    # A second path the call has no place for is a value it leaves unused.
-    read = reader("read", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
-    assert derive_with_leftovers(read, "Read /a/x.txt and /b/y.txt")[1] == ["/b/y.txt"]
 
 
 def test_a_parameter_described_as_a_query_counts_as_free_text() -> None:
@@ -382,91 +329,6 @@ def test_the_place_a_time_of_day_is_given_in_is_the_source(question: str, source
     derived = derive_arguments(CONVERT, question)
     assert not isinstance(derived, ArgumentsRequired)
     assert (derived[0]["source_timezone"], derived[0]["target_timezone"]) == (source, target)
-
-
-def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> None:
-    from router.stages.serving import unserved, value_kinds
-
-    kinds = value_kinds("Convert 100 USD to EUR")
-    assert kinds == {"currency": ["USD", "EUR"]}
-    units = Capability(backend="calc", name="convert_units", description="Convert between units of length and mass")
-    money = Capability(backend="fx", name="convert", description="Convert an amount between currencies")
-    assert unserved(units, kinds) == "currency" and unserved(money, kinds) is None
-    assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}
-
-
-
-@pytest.mark.parametrize(("question", "verb"), [
-    ("Remember that Bob likes tea", "remember"), ("Please delete all my notes", "delete"),
-    ("Could you, please, save this page", "save"), ("Kindly book a table for two", "book"),
-    ("What do you remember about Bob?", None), ("Add 3 and 4", None), ("Create a chart of sales", None),
-    ("Remembering names is hard", None), ("Set a timer for 5 minutes", "set"), ("Please turn off the lights", "turn"),
-    ("Settings of the router?", None), ("Set up a cluster", None), ("Turn this list into a table", None),
-    ("Turn on dark mode", "turn"), ("Change the time zone to Europe/Paris", "change"),
-    ("Change 100 USD to EUR", None), ("Change dollars to euros", None), ("Change log of the router?", None),
-    ("Change in GDP since 2020?", None),  # conversions; things
-])
-def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
-    from router.stages.serving import asks_for_change
-
-    assert asks_for_change(question) == verb
-
-
-@pytest.mark.parametrize(("question", "lead"), [
-    ("List all entities in memory", "list"), ("What's in my notes?", "what"), ("Can you show the memos", "show"),
-    ("Find the duplicates and delete them", None), ("What do you remember about Bob?", None),
-    ("Get me a taxi", None), ("How do I enable tracing?", None), ("Listing prices rose", None),
-    ("Tell me the time in Tokyo", "tell"), ("Please tell us a story", "tell"), ("Tell Bob I'm late", None),
-    ("What is the change in price?", "what"),  # a noun here
-])
-def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
-    from router.stages.serving import asks_to_read
-
-    assert asks_to_read(question) == lead
-
-
-@pytest.mark.parametrize(("question", "way"), [
-    ("Turn off the simulated logs", "turn off"), ("Please switch on the lights", "switch on"),
-    ("Can you disable alerts", "disable"), ("Stop the logging", "stop"), ("Turn the simulated logs off", "turn off"),
-    ("Toggle simulated logging off", "toggle off"), ("Shut off the logging", "shut off"),
-    ("Now disable simulated logging", "disable"), ("How do I enable tracing?", "enable"),
-    ("Toggle the logging", None), ("Turn the page", None), ("What does the logging toggle do?", None),
-    ("Is logging enabled?", None),
-])
-def test_a_request_to_switch_something_one_way_is_told_by_its_leading_words(question: str, way: str | None) -> None:
-    from router.stages.serving import asks_one_way
-
-    assert asks_one_way(question) == way
-
-
-def test_a_tool_that_switches_whichever_way_things_are_is_told_from_one_that_is_told_which_way() -> None:
-    from router.stages.serving import toggles
-
-    def tool(name: str, description: str, **props: dict[str, object]) -> Capability:
-        return Capability(backend="b", name=name, description=description,
-                          input_schema={"type": "object", "properties": props})
-
-    assert toggles(tool("toggle-simulated-logging", "Toggles simulated, random-leveled logging on or off."))
-    assert toggles(tool("lights", "Toggle the kitchen light.", room={"type": "string"}))
-    assert toggles(tool("toggleLight", "Switches the light."))
-    # Told which way, it is a setter; naming a toggle's state is no toggle.
-    assert not toggles(tool("toggle_light", "Toggle a light.", on={"type": "boolean"}))
-    assert not toggles(tool("set_mode", "Toggles the mode.", mode={"enum": ["on", "off"]}))
-    assert not toggles(tool("get_status", "Says whether logging is toggled on."))
-    assert toggles(tool("logging", "This tool toggles the simulated logging."))
-    assert not toggles(tool("logging", "This tool toggles the logging.", on={"type": ["boolean", "null"]}))
-
-
-def test_the_words_of_a_question_a_capability_is_not_about() -> None:
-    roots = Capability(backend="everything", name="get-roots-list",
-                       description="Lists the current MCP roots provided by the client.")
-    # Stop words and words that only ask ("list", "show") need no echo; the rest are named as asked.
-    assert unmatched_words(roots, "List the files in my home directory") == ["files", "home", "directory"]
-    assert unmatched_words(roots, "Show me the roots the client provides") == []
-    image = Capability(backend="everything", name="get-tiny-image", description="Returns a tiny MCP logo image.")
-    assert unmatched_words(image, "Give me a sample image") == ["sample"]
-    # What its server says it is for counts as its own words.
-    assert unmatched_words(image, "Give me a sample image", "The MCP reference test server (sample prompts)") == []
 
 
 def test_the_values_a_call_would_leave_unused() -> None:

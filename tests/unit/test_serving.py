@@ -1,0 +1,95 @@
+"""What of a question a tool can serve, whatever its arguments: the kinds of value it carries, a request to
+change something, a question that only asks, a request to switch something one way, and the words a call must
+be about."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.stages.serving import unmatched_words
+from router.values import Capability
+
+
+def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> None:
+    from router.stages.serving import unserved, value_kinds
+
+    kinds = value_kinds("Convert 100 USD to EUR")
+    assert kinds == {"currency": ["USD", "EUR"]}
+    units = Capability(backend="calc", name="convert_units", description="Convert between units of length and mass")
+    money = Capability(backend="fx", name="convert", description="Convert an amount between currencies")
+    assert unserved(units, kinds) == "currency" and unserved(money, kinds) is None
+    assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}
+
+
+
+@pytest.mark.parametrize(("question", "verb"), [
+    ("Remember that Bob likes tea", "remember"), ("Please delete all my notes", "delete"),
+    ("Could you, please, save this page", "save"), ("Kindly book a table for two", "book"),
+    ("What do you remember about Bob?", None), ("Add 3 and 4", None), ("Create a chart of sales", None),
+    ("Remembering names is hard", None), ("Set a timer for 5 minutes", "set"), ("Please turn off the lights", "turn"),
+    ("Settings of the router?", None), ("Set up a cluster", None), ("Turn this list into a table", None),
+    ("Turn on dark mode", "turn"), ("Change the time zone to Europe/Paris", "change"),
+    ("Change 100 USD to EUR", None), ("Change dollars to euros", None), ("Change log of the router?", None),
+    ("Change in GDP since 2020?", None),  # conversions; things
+])
+def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
+    from router.stages.serving import asks_for_change
+
+    assert asks_for_change(question) == verb
+
+
+@pytest.mark.parametrize(("question", "lead"), [
+    ("List all entities in memory", "list"), ("What's in my notes?", "what"), ("Can you show the memos", "show"),
+    ("Find the duplicates and delete them", None), ("What do you remember about Bob?", None),
+    ("Get me a taxi", None), ("How do I enable tracing?", None), ("Listing prices rose", None),
+    ("Tell me the time in Tokyo", "tell"), ("Please tell us a story", "tell"), ("Tell Bob I'm late", None),
+    ("What is the change in price?", "what"),  # a noun here
+])
+def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
+    from router.stages.serving import asks_to_read
+
+    assert asks_to_read(question) == lead
+
+
+@pytest.mark.parametrize(("question", "way"), [
+    ("Turn off the simulated logs", "turn off"), ("Please switch on the lights", "switch on"),
+    ("Can you disable alerts", "disable"), ("Stop the logging", "stop"), ("Turn the simulated logs off", "turn off"),
+    ("Toggle simulated logging off", "toggle off"), ("Shut off the logging", "shut off"),
+    ("Now disable simulated logging", "disable"), ("How do I enable tracing?", "enable"),
+    ("Toggle the logging", None), ("Turn the page", None), ("What does the logging toggle do?", None),
+    ("Is logging enabled?", None),
+])
+def test_a_request_to_switch_something_one_way_is_told_by_its_leading_words(question: str, way: str | None) -> None:
+    from router.stages.serving import asks_one_way
+
+    assert asks_one_way(question) == way
+
+
+def test_a_tool_that_switches_whichever_way_things_are_is_told_from_one_that_is_told_which_way() -> None:
+    from router.stages.serving import toggles
+
+    def tool(name: str, description: str, **props: dict[str, object]) -> Capability:
+        return Capability(backend="b", name=name, description=description,
+                          input_schema={"type": "object", "properties": props})
+
+    assert toggles(tool("toggle-simulated-logging", "Toggles simulated, random-leveled logging on or off."))
+    assert toggles(tool("lights", "Toggle the kitchen light.", room={"type": "string"}))
+    assert toggles(tool("toggleLight", "Switches the light."))
+    # Told which way, it is a setter; naming a toggle's state is no toggle.
+    assert not toggles(tool("toggle_light", "Toggle a light.", on={"type": "boolean"}))
+    assert not toggles(tool("set_mode", "Toggles the mode.", mode={"enum": ["on", "off"]}))
+    assert not toggles(tool("get_status", "Says whether logging is toggled on."))
+    assert toggles(tool("logging", "This tool toggles the simulated logging."))
+    assert not toggles(tool("logging", "This tool toggles the logging.", on={"type": ["boolean", "null"]}))
+
+
+def test_the_words_of_a_question_a_capability_is_not_about() -> None:
+    roots = Capability(backend="everything", name="get-roots-list",
+                       description="Lists the current MCP roots provided by the client.")
+    # Stop words and words that only ask ("list", "show") need no echo; the rest are named as asked.
+    assert unmatched_words(roots, "List the files in my home directory") == ["files", "home", "directory"]
+    assert unmatched_words(roots, "Show me the roots the client provides") == []
+    image = Capability(backend="everything", name="get-tiny-image", description="Returns a tiny MCP logo image.")
+    assert unmatched_words(image, "Give me a sample image") == ["sample"]
+    # What its server says it is for counts as its own words.
+    assert unmatched_words(image, "Give me a sample image", "The MCP reference test server (sample prompts)") == []
