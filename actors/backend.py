@@ -206,6 +206,8 @@ class BackendSupervisor:
         try:
             async with self._slots.held(context.principal, timeout_s):  # the wait for a slot is the call's time too
                 given = timeout_s - (time.perf_counter() - started)
+                if capability.kind == "tool":
+                    arguments = self.served.with_fixed(capability.name, arguments)
                 outcome = await self.backend.call(capability, arguments, timeout_s=given, context=context)
         except asyncio.CancelledError:
             self.detector.abandon(admission.probe)
@@ -239,6 +241,8 @@ class BackendSupervisor:
         if held is not None:
             yield router_error_event(ErrorKind.BACKEND_NOT_CALLABLE, self.served.held_message(str(held)))
             return
+        if method == "tools/call" and isinstance(named, str) and isinstance(params.get("arguments") or {}, dict):
+            params = {**params, "arguments": self.served.with_fixed(named, params.get("arguments") or {})}
         entered = time.perf_counter()
         admission, refusal = await self._admit(what, timeout_s, False, principal)
         if refusal is not None:

@@ -1,7 +1,8 @@
 """ServedCatalog: what a backend lists, as the router serves it, and what it holds back from every caller.
 
 The server's listing goes through the catalog review (`router.trust.review`: limits, cleaning, poisoning
-scan, pins), then the operator's `read_only` word over the server's annotations. What the review holds is
+scan, pins), then the operator's `read_only` word over the server's annotations and `fixed_arguments`: a
+parameter the operator fixed is taken out of the tools' schemas and put into their calls. What the review holds is
 never sent, however it is asked for: by a routed call, by name through the gateway, or a resource by URI.
 """
 
@@ -10,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from typing import Any
 
 from actors.backends.base import make_catalog
 from router.settings import BackendSpec
 from router.trust.review import CatalogGuard, CatalogReview
-from router.values import Catalog
+from router.values import Capability, Catalog
 
 log = logging.getLogger("mcp_router.backend")
 
@@ -26,6 +28,7 @@ class ServedCatalog:
         self.listed: Catalog | None = None  # as the server last listed it
         self.review: CatalogReview | None = None
         self.catalog: Catalog | None = None  # as served
+        self._fixed: dict[str, dict[str, Any]] = {}  # tool name -> the fixed arguments it takes
         self._reviewing = asyncio.Lock()
 
     async def serve(self, listed: Catalog) -> Catalog:
@@ -51,9 +54,29 @@ class ServedCatalog:
         capabilities = review.capabilities
         if self.spec.read_only is not None:  # the operator's word over the server's annotations
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
-        self.catalog = make_catalog(self.spec.name, review.description, capabilities, listed.intents,
-                                    read_only=self.spec.read_only is True, held=review.approved)
+        fixed = getattr(self.spec, "fixed_arguments", {})
+        self._fixed = {c.name: taken for c in (*capabilities, *review.approved) if c.kind == "tool"
+                       and (taken := {k: v for k, v in fixed.items() if k in _properties(c.input_schema)})}
+        self.catalog = make_catalog(self.spec.name, review.description, tuple(map(self._unfixed, capabilities)),
+                                    listed.intents, read_only=self.spec.read_only is True,
+                                    held=tuple(map(self._unfixed, review.approved)))
         return self.catalog
+
+    def _unfixed(self, capability: Capability) -> Capability:
+        """The tool without the parameters the operator fixed (nobody but the router fills them)."""
+        taken = self._fixed.get(capability.name) if capability.kind == "tool" else None
+        if not taken:
+            return capability
+        schema = dict(capability.input_schema)
+        schema["properties"] = {k: v for k, v in _properties(schema).items() if k not in taken}
+        if isinstance(schema.get("required"), list):
+            schema["required"] = [r for r in schema["required"] if r not in taken]
+        return replace(capability, input_schema=schema)
+
+    def with_fixed(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A tool call's arguments with the operator's fixed values in, over any the caller gave for them."""
+        taken = self._fixed.get(tool)
+        return {**arguments, **taken} if taken else arguments
 
     def approvals_pending(self) -> bool:
         """An approval (or a new lock file) since the last review: the last listing should be served again."""
@@ -69,3 +92,8 @@ class ServedCatalog:
 
     def held_message(self, name: str) -> str:
         return f"{self.spec.name}/{name} is held by the catalog review"
+
+
+def _properties(schema: Any) -> dict[str, Any]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from actors.backends import build_backend  # noqa: E402
+from actors.backend import BackendSupervisor  # noqa: E402
 from benchmarks.plan_outcomes import Healthy  # noqa: E402
 from mcp_router.servers.knowledge_base.server import build_engine, parse_args  # noqa: E402
 from router.core import Router  # noqa: E402
@@ -98,15 +98,14 @@ def on_stdio(spec: McpHttpSpec, store: Path, docs: Path | None = None) -> McpStd
 
 
 class _Direct:
-    """Calls each backend directly (what the backend actors do under Ray)."""
+    """Calls each backend's supervisor in this process (what the backend hosts do under Ray)."""
 
-    def __init__(self, backends: dict[str, Any]) -> None:
-        self.backends = backends
+    def __init__(self, supervisors: dict[str, BackendSupervisor]) -> None:
+        self.supervisors = supervisors
 
     async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                    context: CallContext, force: bool = False) -> CallOutcome:
-        return await self.backends[capability.backend].call(capability, arguments, timeout_s=timeout_s,
-                                                              context=context)
+        return await self.supervisors[capability.backend].call(capability, arguments, timeout_s, context, force)
 
 
 @asynccontextmanager
@@ -128,11 +127,16 @@ async def example_router(store: Path, docs: Path | None = None) -> AsyncIterator
 @asynccontextmanager
 async def connected_router(settings: RouterSettings) -> AsyncIterator[Router]:
     """A router in this process over `settings`' backends, connected and indexed with the local model `make demo`
-    runs; each call goes straight to its backend (no Ray)."""
-    backends = {spec.name: build_backend(spec) for spec in settings.backends}
+    runs; each backend served by its supervisor as a host serves it (its catalog reviewed, its settings applied),
+    each call going straight to it (no Ray)."""
+    backends = {spec.name: BackendSupervisor(spec, settings.resilience, settings.security)
+                for spec in settings.backends}
     try:
-        await asyncio.wait_for(asyncio.gather(*(b.connect() for b in backends.values())), 60)
-        catalogs = [await b.list_capabilities() for b in backends.values()]
+        started = await asyncio.gather(*(b.start(wait_s=60) for b in backends.values()))
+        down = [f"{s.name}: {s.last_error}" for s in started if s.health != "healthy"]
+        if down:
+            raise RuntimeError(f"backends not connected: {down}")
+        catalogs = [catalog for b in backends.values() if (catalog := await b.catalog()) is not None]
         model = LocalMiniLM(model=settings.embeddings.model)
 
         async def embed(texts: list[str]) -> Any:

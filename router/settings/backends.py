@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr
 
@@ -51,6 +51,12 @@ class _McpBase(_BackendBase):
         "The protocol generation the router speaks to the server: auto, the newest both speak (2026-07-28 "
         "when the server does); legacy, the 2025 handshake (a server that asks its client for sampling or "
         "elicitation in the middle of a call, as 2025 servers do, reaches a gateway client only this way)."))
+    fixed_arguments: dict[Annotated[str, Field(min_length=1, max_length=128)], Any] = Field(
+        default_factory=dict, description=(
+            "Values put into every call of this backend's tools that take a parameter of that name, e.g. "
+            "`{repo_path: /srv/repo}` for a git server. The parameter is taken out of each tool's input schema as "
+            "served, so routing, an LLM and gateway clients never fill it, and a caller's own value is replaced: "
+            "the tools work on what the operator set, and only on that."))
 
 
 class McpStdioSpec(_McpBase):

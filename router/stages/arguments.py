@@ -27,6 +27,7 @@ from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallabl
 from router.retrieval.catalog import is_server_level
 from router.schemas import validation_errors
 from router.stages.argument_order import put_in_order
+from router.stages.names import kind_named_by, loosely_named, name_in
 from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import zone_in
 from router.values import Capability
@@ -238,7 +239,16 @@ def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
             return m.group(0)
     return None
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _number)
+
+def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    if type_of(spec) not in (None, "string") or "enum" in spec or takes_path(name, spec):
+        return None  # "the config file" gives no `file_name` that takes a path
+    found = name_in(question, name, lambda span: _free(span, used))
+    if found is not None:
+        used.append(found[0])
+    return found and found[1]
+
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _name, _number)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
@@ -336,8 +346,9 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
-                if extract is _number and name not in required and not _named_before(question, name, used[-1]):
-                    used.pop()  # "the invoices from 2024" gives no page size
+                if name not in required and ((extract is _number and not _named_before(question, name, used[-1]))
+                                             or (extract is _name and loosely_named(question, used[-1]))):
+                    used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
                 break
         if value is None:
@@ -395,8 +406,11 @@ def paths_taken(cap: Capability, derived: Derived) -> list[str]:
     return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
 
 
-def values_taken(derived: Derived) -> int:
-    """How many of a tool's arguments the question's own values gave (its words as free text give none)."""
+def values_taken(cap: Capability, derived: Derived) -> int:
+    """How many of a tool's arguments the question's own values gave. Its words as free text give none, and
+    neither does a thing's name: "the 'Guest' role" fits creating a role as well as deleting one."""
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
         return 0
-    return len(derived[0])
+    props = properties_of(cap.input_schema)
+    return sum(1 for n in derived[0] if kind_named_by(n) is None or "enum" in props.get(n, {})
+               or takes_path(n, props.get(n, {})))

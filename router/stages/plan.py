@@ -58,7 +58,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
              and arguments.doubt(c) in (None, DATED)]  # the tool the values settle on is the one a date rules out
-    taken = {c.capability.key: values_taken(arguments.of(c.capability)) for c in close}
+    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability)) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
         fitting = [c for c in close if taken[c.capability.key]]
         chosen = fitting[0] if len(fitting) == 1 and (fitting[0] is not first or first.unclear_tool) else None

@@ -5,14 +5,17 @@ what the catalog review holds (`actors/served.py`), refused however it is asked 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from actors.backend import BackendSupervisor
 from router.settings import RouterSettings
-from router.values import Capability, Catalog
+from router.values import CallContext, CallOutcome, Capability, Catalog
 from tests.unit.test_backend_supervisor import ScriptedBackend, supervisor
 
 
@@ -120,3 +123,42 @@ async def test_the_review_runs_off_the_hosts_event_loop_and_an_unchanged_listing
     await sup.served.serve(listing)
     ticker.cancel()
     assert threads == [True] and ticks >= 10  # reviewed once, and the loop kept running meanwhile
+
+
+async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_whoever_gives_another() -> None:
+    schema = {"type": "object", "properties": {"repo_path": {"type": "string"}, "max_count": {"type": "integer"}},
+              "required": ["repo_path"]}
+    log = Capability(backend="flaky", name="git_log", input_schema=schema)
+    other = Capability(backend="flaky", name="git_status", input_schema={"type": "object", "properties": {}})
+
+    class Echoing(ScriptedBackend):
+        async def list_capabilities(self) -> Catalog:
+            return Catalog(backend="flaky", version="1", description="", capabilities=(log, other))
+
+        async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
+                       context: CallContext) -> CallOutcome:
+            return CallOutcome(backend="flaky", capability=capability.name, ok=True, latency_ms=1.0,
+                               text=json.dumps(arguments, sort_keys=True))
+
+        async def relay(self, method: str, params: dict[str, Any], *, timeout_s: float,
+                        log_level: str | None = None) -> AsyncIterator[dict[str, Any]]:
+            yield {"event": "result", "result": params}
+
+    sup = supervisor([], fixed_arguments={"repo_path": "/srv/repo", "branch": "main"})
+    sup.backend = Echoing([])  # type: ignore[assignment]
+    await sup.start(wait_s=2)
+    catalog = await sup.catalog()
+    assert catalog is not None
+    served = {c.name: c.input_schema for c in catalog.capabilities}
+    # Nobody but the router fills it: not routing, an LLM, nor a gateway client (whose listing shows this schema).
+    assert served["git_log"] == {"type": "object", "properties": {"max_count": {"type": "integer"}}, "required": []}
+    assert served["git_status"] == other.input_schema  # a tool without the parameter is served as listed
+    ctx = CallContext(question="q", intent="general")
+    for given in ({"max_count": 3}, {"max_count": 3, "repo_path": "/home/alice/secrets"}):
+        called = await sup.call(log, given, 5.0, ctx)
+        assert json.loads(called.text) == {"max_count": 3, "repo_path": "/srv/repo"}
+    status = await sup.call(other, {}, 5.0, ctx)
+    assert status.text == "{}"  # not sent a parameter the tool does not take
+    relayed = [e async for e in sup.relay("tools/call", {"name": "git_log", "arguments": {"repo_path": "/etc"}}, 5.0)]
+    assert relayed[-1]["result"] == {"name": "git_log", "arguments": {"repo_path": "/srv/repo"}}
+    await sup.shutdown()

@@ -1,0 +1,71 @@
+"""A thing's name as a question writes it beside the kind of thing (`router/stages/names.py`), for a parameter named
+after that kind; and why such a name settles no choice between tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from router.errors import ArgumentsRequired
+from router.stages.arguments import derive_arguments, values_taken
+from router.stages.names import kind_named_by
+from router.values import Capability
+
+
+def tool(name: str, parameter: str, required: bool = True, **spec: Any) -> Capability:
+    return Capability(backend="b", name=name, input_schema={
+        "type": "object", "properties": {parameter: {"type": "string", **spec}},
+        "required": [parameter] if required else []})
+
+
+@pytest.mark.parametrize(("question", "name"), [
+    ("Create a branch called feature-x", "feature-x"), ("Switch to the main branch", "main"),
+    ("Delete the branch 'old-feature'", "old-feature"), ('Check out the "release/2.0" branch', "release/2.0"),
+    ("Make a new branch named fix_login.", "fix_login"), ("Merge branches called dev into it", "dev"),
+    # Words that describe a branch rather than name it, and a branch not named at all, give none.
+    ("Switch to the current branch", None), ("Show the existing branch", None), ("Create a new branch", None),
+    ("Check out the remote branch", None), ("Which branch am I on?", None), ("Branch out from here", None),
+    ("The branch office in Leeds", None), ("Show the available branches", None),
+])
+def test_a_name_is_taken_only_beside_the_word_for_its_kind(question: str, name: str | None) -> None:
+    derived = derive_arguments(tool("git_checkout", "branch_name"), question)
+    assert (derived[0] if isinstance(derived, tuple) else None) == ({"branch_name": name} if name else None)
+
+
+@pytest.mark.parametrize(("parameter", "kind"), [
+    ("table_name", "table"), ("tableName", "table"), ("branch_name", "branch"), ("roleName", "role"),
+    # A person's name, and a name of nothing in particular, are not a thing's name the question writes so.
+    ("name", None), ("first_name", None), ("user_name", None), ("display_name", None), ("id", None),
+    ("table", None), ("nm", None),
+])
+def test_a_parameter_takes_a_things_name_when_named_after_the_kind(parameter: str, kind: str | None) -> None:
+    assert kind_named_by(parameter) == kind
+
+
+def test_an_optional_parameter_takes_a_name_only_when_the_question_calls_it_so_or_quotes_it() -> None:
+    charts = tool("charts_changes_get", "chart_name", required=False)
+    assert derive_arguments(charts, "Any updates to the 'Arrivals' chart?")[0] == {"chart_name": "Arrivals"}
+    assert derive_arguments(charts, "Is there a chart called Departures?")[0] == {"chart_name": "Departures"}
+    # "the X chart" may well name one, but a tool that can do without it is not given a guess.
+    assert derive_arguments(charts, "Any changes to the Arrivals chart?")[0] == {}
+    assert derive_arguments(charts, "Get the aeronautical charts for KLAX")[0] == {}
+
+
+def test_a_things_name_fits_creating_it_as_well_as_deleting_it_so_it_settles_no_choice_of_tool() -> None:
+    create = tool("createRole", "roleName")
+    timezone = Capability(backend="b", name="now", input_schema={
+        "type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]})
+    question = 'Delete the "Guest" role, and tell me the time in Europe/Paris'
+    derived = derive_arguments(create, question)
+    assert derived[0] == {"roleName": "Guest"} and values_taken(create, derived) == 0
+    assert values_taken(timezone, derive_arguments(timezone, question)) == 1
+
+
+def test_two_names_of_one_kind_leave_the_second_unused_and_none_is_no_name() -> None:
+    describe = tool("describe_table", "table_name")
+    assert derive_arguments(describe, "Show the schema of the users table")[0] == {"table_name": "users"}
+    assert isinstance(derive_arguments(describe, "Describe the table"), ArgumentsRequired)
+    from router.stages.arguments import derive_with_leftovers
+    derived, left = derive_with_leftovers(describe, "Compare the users table with the orders table")
+    assert derived[0] == {"table_name": "users"} and left == ["orders"]  # type: ignore[index]
