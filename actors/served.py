@@ -71,7 +71,7 @@ class ServedCatalog:
         schema["properties"] = {k: v for k, v in _properties(schema).items() if k not in taken}
         if isinstance(schema.get("required"), list):
             schema["required"] = [r for r in schema["required"] if r not in taken]
-        return replace(capability, input_schema=schema)
+        return replace(capability, input_schema=schema, fixed=tuple(sorted(taken)))
 
     def with_fixed(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A tool call's arguments with the operator's fixed values in, over any the caller gave for them."""

@@ -56,6 +56,8 @@ class Capability:
     # Why it cannot be called: a tool whose definition changed and awaits approval, ranked by its last
     # approved one, so that a question meant for it is refused by name rather than sent to another tool.
     held: str | None = None
+    # Parameters the operator set for every call (the backend's `fixed_arguments`), out of the input schema.
+    fixed: tuple[str, ...] = ()
 
     @property
     def id(self) -> CapabilityId:

@@ -23,6 +23,7 @@ from router.stages.arguments import (
     properties_of,
     type_of,
 )
+from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.values import Candidate, Capability, Catalog
 
@@ -211,6 +212,7 @@ class Arguments:
         self.change = asks_for_change(request.question) if not self.named else None
         self.read = asks_to_read(request.question) if not self.named else None
         self.one_way = asks_one_way(request.question) if not self.named else None
+        self.paths = PATH.findall(request.question) if not self.named else []
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
         # What `DATED` found, by capability key (None: nothing), asked once per capability: settling, planning
@@ -327,6 +329,13 @@ class Arguments:
         self.of(capability)
         return not self.named and bool(self.left[capability.key])
 
+    def _paths_fixed(self, capability: Capability, derived: Derived) -> list[str]:
+        """The paths the question writes, for a call whose path the operator fixed (`fixed_arguments`): "the git
+        status of /srv/other" answered on the operator's repository would be about another one."""
+        if not self.paths or not isinstance(derived, tuple) or derived[1] == "caller":
+            return []
+        return self.paths if any(names_a_path(name, "") for name in capability.fixed) else []
+
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself
             return False
@@ -345,6 +354,6 @@ class Arguments:
     def of(self, capability: Capability) -> Derived:
         key = capability.key
         if key not in self._derived:
-            self._derived[key], self.left[key] = derive_with_leftovers(capability, self.request.question,
-                                                                      self.request.arguments)
+            self._derived[key], left = derive_with_leftovers(capability, self.request.question, self.request.arguments)
+            self.left[key] = left + self._paths_fixed(capability, self._derived[key])
         return self._derived[key]

@@ -61,6 +61,10 @@ async def test_a_question_that_names_no_repository_is_answered_on_the_operators(
 
 async def test_a_callers_own_repository_is_replaced_by_the_operators(router: Router, repos: tuple[Path, Path]) -> None:
     _, other = repos
+    # Asked of another repository, a tool that takes none would answer about the operator's: not called.
+    with pytest.raises(RouterError) as info:
+        await query(router, QueryRequest(question=f"Show the git status of {other}"))
+    assert info.value.status_code == 404 and f"gives '{other}'" in info.value.message
     named = await query(router, QueryRequest(question="status", backend="git", tool="git_status",
                                              arguments={"repo_path": str(other)}))
     assert "only-in-served.txt" in named.answer and "only-in-other.txt" not in named.answer

@@ -153,6 +153,7 @@ async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_wh
     # Nobody but the router fills it: not routing, an LLM, nor a gateway client (whose listing shows this schema).
     assert served["git_log"] == {"type": "object", "properties": {"max_count": {"type": "integer"}}, "required": []}
     assert served["git_status"] == other.input_schema  # a tool without the parameter is served as listed
+    assert [c.fixed for c in catalog.capabilities] == [("repo_path",), ()]  # named, for the plan's rules
     ctx = CallContext(question="q", intent="general")
     for given in ({"max_count": 3}, {"max_count": 3, "repo_path": "/home/alice/secrets"}):
         called = await sup.call(log, given, 5.0, ctx)
