@@ -53,10 +53,14 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 # instructions) and "turn" but for "turn on" and "turn off" ("turn this into a poem" asks for output).
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
-                           "set", "reset", "clear", "enable", "disable", "turn", "change"})
+                           "set", "reset", "clear", "enable", "disable", "turn", "change", "checkout", "revert", "undo",
+                           "restore", "unstage", "overwrite", "truncate", "make"})
 # "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ...", "Change in GDP" name a thing.
+# "Make" asks for a change only when it makes something so ("Make a.txt read-only"); "make a chart" asks for output.
 _NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
-                           r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)")
+                           r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)|"
+                           r"make\b(?!.{0,80}?\b(?:read-?only|executable|writ[e]?able|public|private|hidden|visible|"
+                           r"(?:the\s+)?default|(?:in)?active)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 
@@ -85,7 +89,8 @@ def asks_for_change(question: str) -> str | None:
 _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
-                                       "turn", "move", "change"})
+                                       "turn", "move", "change", "checkout", "revert", "undo", "restore", "unstage",
+                                       "overwrite", "truncate", "make"})
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 
