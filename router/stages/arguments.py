@@ -27,7 +27,7 @@ from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallabl
 from router.retrieval.catalog import is_server_level
 from router.schemas import validation_errors
 from router.stages.argument_order import put_in_order
-from router.stages.names import kind_named_by, loosely_named, name_in
+from router.stages.names import loosely_named, name_in
 from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import zone_in
 from router.values import Capability
@@ -393,24 +393,3 @@ def _name_words(name: str, shortest: int) -> list[str]:
 
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
                          r"on|by|during|around|about|per)\W*$")
-
-
-def paths_taken(cap: Capability, derived: Derived) -> list[str]:
-    """The parameters a call derived from the question took a path for. A tool that may act is not called so:
-    which path a request to change files acts on, and in which role, is more than a path's shape tells ("Remove
-    old logs from /var/log" names the folder they are in; "Copy into /backup the file /etc/hosts" the destination
-    first). Its derivation still counts them, so that a reader is not put in its place for taking the path."""
-    if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
-        return []
-    props = properties_of(cap.input_schema)
-    return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
-
-
-def values_taken(cap: Capability, derived: Derived) -> int:
-    """How many of a tool's arguments the question's own values gave. Its words as free text give none, and
-    neither does a thing's name: "the 'Guest' role" fits creating a role as well as deleting one."""
-    if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
-        return 0
-    props = properties_of(cap.input_schema)
-    return sum(1 for n in derived[0] if kind_named_by(n) is None or "enum" in props.get(n, {})
-               or takes_path(n, props.get(n, {})))

@@ -24,10 +24,11 @@ from router.errors import (
     RouterError,
 )
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import paths_taken, values_taken
+from router.stages.arguments import Derived, properties_of, takes_path
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
+from router.stages.names import kind_named_by
 from router.stages.serving import ACTS, DATED, EITHER_WAY, LEFT, READS_ONLY, UNTAKEN, Arguments, readable
-from router.values import BackendStatus, Candidate, Decision, Plan, PlannedCall
+from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
 FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
@@ -58,9 +59,15 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
              and arguments.doubt(c) in (None, DATED)]  # the tool the values settle on is the one a date rules out
-    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability)) for c in close}
+    # A path settles a choice only when the first tool takes none: a spreadsheet server's tools all take the file.
+    paths = not any(takes_path(n, spec) for n, spec in properties_of(first.capability.input_schema).items())
+    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
-        fitting = [c for c in close if taken[c.capability.key]]
+        # In place of a clearly right tool the question cannot feed, only a tool likely enough on its own: a file's
+        # path fits every tool of a spreadsheet server that reads the file, and "Export the Sales sheet to CSV"
+        # is not answered by the one that returns the whole workbook because it needs nothing else.
+        fitting = [c for c in close if taken[c.capability.key] and (
+            first.unclear_tool or c.scores.tool_confidence >= settings.routing.min_tool_confidence)]
         chosen = fitting[0] if len(fitting) == 1 and (fitting[0] is not first or first.unclear_tool) else None
     else:
         most = max(taken.values(), default=0)
@@ -276,3 +283,29 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     return NoRelevantBackend(message,
                              candidates=[c.info(i + 1).model_dump() for i, c in enumerate(d.candidates[:3])],
                              request_id=arguments.request.request_id)
+
+
+def paths_taken(cap: Capability, derived: Derived) -> list[str]:
+    """The parameters a call derived from the question took a path for. A tool that may act is not called so:
+    which path a request to change files acts on, and in which role, is more than a path's shape tells ("Remove
+    old logs from /var/log" names the folder they are in; "Copy into /backup the file /etc/hosts" the destination
+    first). Its derivation still counts them, so that a reader is not put in its place for taking the path."""
+    if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
+        return []
+    props = properties_of(cap.input_schema)
+    return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
+
+
+def values_taken(cap: Capability, derived: Derived, paths: bool = True) -> int:
+    """How many of a tool's arguments the question's own values gave. Its words as free text give none, and
+    neither does a thing's name: "the 'Guest' role" fits creating a role as well as deleting one; nor, unless
+    `paths`, a path: which file says nothing of what is asked of it."""
+    if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
+        return 0
+    props = properties_of(cap.input_schema)
+
+    def counts(name: str) -> bool:
+        spec = props.get(name, {})
+        return paths if takes_path(name, spec) else kind_named_by(name) is None or "enum" in spec
+
+    return sum(map(counts, derived[0]))

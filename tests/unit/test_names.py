@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from router.errors import ArgumentsRequired
-from router.stages.arguments import derive_arguments, values_taken
+from router.stages.arguments import derive_arguments
 from router.stages.names import kind_named_by
+from router.stages.plan import values_taken
 from router.values import Capability
 
 

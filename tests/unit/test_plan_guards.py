@@ -187,3 +187,47 @@ def test_a_time_converted_on_another_date_is_judged_on_derived_values_of_two_zon
                                                "when": {"type": "string", "format": "date"}}})
     arguments = Arguments(Request(question="What time is it in New York when it is 9am in London on March 20?"))
     assert arguments.unserved(dated) is None
+
+
+def test_a_file_the_question_names_settles_no_tool_of_a_server_whose_tools_all_take_one() -> None:
+    # A spreadsheet server: "Export the Sales sheet of /srv/sales.xlsx to CSV" was answered with the whole workbook
+    # (the only close tool needing nothing but the path), and "Show the cells A1:C4 of ..." with its macros.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import settle_by_arguments
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    def takes(*names: str) -> dict[str, object]:
+        return {"type": "object", "required": list(names), "properties": {n: {"type": "string"} for n in names}}
+
+    export_csv = Capability(backend="xl", name="export_csv", input_schema=takes("path", "sheet", "csv_path"))
+    workbook = Capability(backend="xl", name="export_workbook", read_only=True, input_schema=takes("path"))
+    macros = Capability(backend="xl", name="read_vba", read_only=True, input_schema=takes("path"))
+    clock = Capability(backend="xl", name="now", read_only=True, input_schema=TIMEZONE_SCHEMA)
+
+    def settle(question: str, *candidates: Candidate) -> Decision:
+        analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+        decision = Decision(analysis=analysis, method="hybrid", candidates=candidates, verdict="route", message="")
+        return settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+
+    clear, weak = ScoreBreakdown(composite=0.8, confidence=0.8, tool_confidence=0.9), ScoreBreakdown(
+        composite=0.75, confidence=0.8, tool_confidence=0.15)
+    exported = settle("Export the Sales sheet of /srv/sales.xlsx to CSV", Candidate(export_csv, clear, True),
+                      Candidate(workbook, weak, True))
+    assert exported.candidates[0].capability.name == "export_csv"  # asked for its sheet, not answered by another
+    unclear = ScoreBreakdown(composite=0.8, confidence=0.5, tool_confidence=0.3)
+    shown = settle("Show the cells A1:C4 of /srv/sales.xlsx", Candidate(export_csv, unclear, False, unclear_tool=True),
+                   Candidate(macros, weak, True))
+    assert shown.candidates[0].capability.name == "export_csv" and shown.verdict == "route"
+    # Nor, in place of a clearly right tool that lacks a value, a weak one that takes the rest: "An alarm in Tokyo"
+    # is not answered with the time there.
+    timed_schema = {"type": "object", "required": ["timezone", "time"], "properties": {
+        **TIMEZONE_SCHEMA["properties"], "time": {"type": "string", "description": "HH:MM"}}}
+    alarm = Capability(backend="xl", name="set_alarm", input_schema=timed_schema)
+    alarmed = settle("An alarm in Tokyo", Candidate(alarm, clear, True), Candidate(clock, weak, True))
+    assert alarmed.candidates[0].capability.name == "set_alarm"
+    # A value of a kind the first tool does not take still settles it: "What time is it in Tokyo?".
+    timed = settle("What time is it in Tokyo?", Candidate(export_csv, unclear, False, unclear_tool=True),
+                   Candidate(clock, weak, True))
+    assert timed.candidates[0].capability.name == "now"

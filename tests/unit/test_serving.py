@@ -32,7 +32,8 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("Change 100 USD to EUR", None), ("Change dollars to euros", None), ("Change log of the router?", None),
     ("Change in GDP since 2020?", None),  # conversions; things
     ("Make /srv/a.txt read-only", "make"), ("Please make the repo private", "make"), ("Make a chart of sales", None),
-    ("Make me a sandwich", None), ("Checkout the file notes.txt from HEAD", "checkout"), ("Undo my last commit", "undo"),
+    ("Make me a sandwich", None), ("Checkout the file notes.txt from HEAD", "checkout"),
+    ("Undo my last commit", "undo"),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
