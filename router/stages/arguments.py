@@ -30,6 +30,7 @@ from router.stages.argument_order import put_in_order
 from router.stages.names import loosely_named, name_in
 from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import zone_in
+from router.stages.written import EXPRESSION, URL, expression, first_free, takes_expression, takes_url
 from router.values import Capability
 
 FREE_TEXT_NAMES = frozenset({
@@ -40,7 +41,8 @@ _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- 
 # A parameter in a formal language takes no English: "Delete all customers ..." is no SQL query. (A search
 # "using code search syntax" or returning JSON still takes the question.)
 _FORMAL = re.compile(r"\b(sql|jql|promql|graphql|cypher|xpath|jsonpath|shell command|regex pattern|"
-                     r"regular expression to)\b", re.I)
+                     r"regular expression to|(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression)\b",
+                     re.I)
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
 # Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
@@ -139,15 +141,19 @@ _WORDS = frozenset("a an and are as at be by do go he hi if in is it me my no of
                    "why yes you".split())
 
 
-def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    hint = f"{name} {spec.get('description', '')}".lower()
-    if "timezone" not in hint and "time zone" not in hint and name.lower() not in ("tz", "zone"):
-        return None
-    found = zone_in(question, lambda span: _free(span, used))
+def _taken(found: tuple[tuple[int, int], Any] | None, used: list[tuple[int, int]]) -> Any:
+    """The value found, its span now used (None: nothing found)."""
     if found is None:
         return None
     used.append(found[0])
     return found[1]
+
+
+def _timezone(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    hint = f"{name} {spec.get('description', '')}".lower()
+    if "timezone" not in hint and "time zone" not in hint and name.lower() not in ("tz", "zone"):
+        return None
+    return _taken(zone_in(question, lambda span: _free(span, used)), used)
 
 
 def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -233,22 +239,27 @@ def takes_path(name: str, spec: dict[str, Any]) -> bool:
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not takes_path(name, spec):
         return None
-    for m in PATH.finditer(question):
-        if _free(m.span(), used):
-            used.append(m.span())
-            return m.group(0)
+    return _taken(first_free(PATH, question, lambda span: _free(span, used)), used)
+
+
+def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A web address or an arithmetic expression, for a string parameter that takes one."""
+    if type_of(spec) not in (None, "string") or "enum" in spec:
+        return None
+    described = str(spec.get("description", ""))
+    if takes_url(name, described):
+        return _taken(first_free(URL, question, lambda span: _free(span, used)), used)
+    if takes_expression(name, described):
+        return _taken(first_free(EXPRESSION, question, lambda span: _free(span, used), expression), used)
     return None
 
 
 def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if type_of(spec) not in (None, "string") or "enum" in spec or takes_path(name, spec):
         return None  # "the config file" gives no `file_name` that takes a path
-    found = name_in(question, name, lambda span: _free(span, used))
-    if found is not None:
-        used.append(found[0])
-    return found and found[1]
+    return _taken(name_in(question, name, lambda span: _free(span, used)), used)
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _name, _number)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _name, _number)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
