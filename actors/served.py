@@ -9,6 +9,8 @@ never sent, however it is asked for: by a routed call, by name through the gatew
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from dataclasses import replace
 from typing import Any
@@ -29,6 +31,7 @@ class ServedCatalog:
         self.review: CatalogReview | None = None
         self.catalog: Catalog | None = None  # as served
         self._fixed: dict[str, dict[str, Any]] = {}  # tool name -> the fixed arguments it takes
+        self._unused: list[str] = []  # fixed arguments no tool takes, as last logged
         self._reviewing = asyncio.Lock()
 
     async def serve(self, listed: Catalog) -> Catalog:
@@ -56,7 +59,11 @@ class ServedCatalog:
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
         fixed = getattr(self.spec, "fixed_arguments", {})
         self._fixed = {c.name: taken for c in (*capabilities, *review.approved) if c.kind == "tool"
-                       and (taken := {k: v for k, v in fixed.items() if k in _properties(c.input_schema)})}
+                       and (taken := {k: v for k, v in fixed.items() if k in _parameters(c.input_schema)})}
+        unused = sorted(set(fixed) - {k for taken in self._fixed.values() for k in taken})
+        if unused and unused != self._unused:
+            log.warning("backend %s: no tool takes the fixed argument(s) %s", self.spec.name, ", ".join(unused))
+        self._unused = unused
         self.catalog = make_catalog(self.spec.name, review.description, tuple(map(self._unfixed, capabilities)),
                                     listed.intents, read_only=self.spec.read_only is True,
                                     held=tuple(map(self._unfixed, review.approved)))
@@ -71,7 +78,9 @@ class ServedCatalog:
         schema["properties"] = {k: v for k, v in _properties(schema).items() if k not in taken}
         if isinstance(schema.get("required"), list):
             schema["required"] = [r for r in schema["required"] if r not in taken]
-        return replace(capability, input_schema=schema, fixed=tuple(sorted(taken)))
+        digests = tuple((k, hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16])
+                        for k, v in sorted(taken.items()))
+        return replace(capability, input_schema=schema, fixed=digests)
 
     def with_fixed(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A tool call's arguments with the operator's fixed values in, over any the caller gave for them."""
@@ -97,3 +106,10 @@ class ServedCatalog:
 def _properties(schema: Any) -> dict[str, Any]:
     props = schema.get("properties") if isinstance(schema, dict) else None
     return props if isinstance(props, dict) else {}
+
+
+def _parameters(schema: Any) -> set[str]:
+    """The parameters a schema names, as properties or only as required."""
+    required = schema.get("required") if isinstance(schema, dict) else None
+    return {*_properties(schema), *(r for r in required if isinstance(r, str))} if isinstance(required, list) else \
+        set(_properties(schema))

@@ -56,8 +56,9 @@ class Capability:
     # Why it cannot be called: a tool whose definition changed and awaits approval, ranked by its last
     # approved one, so that a question meant for it is refused by name rather than sent to another tool.
     held: str | None = None
-    # Parameters the operator set for every call (the backend's `fixed_arguments`), out of the input schema.
-    fixed: tuple[str, ...] = ()
+    # Parameters the operator set for every call (the backend's `fixed_arguments`), out of the input schema: each
+    # with a digest of its value (the value may be a credential), so that tools fixed apart are no copies.
+    fixed: tuple[tuple[str, str], ...] = ()
 
     @property
     def id(self) -> CapabilityId:
@@ -69,9 +70,9 @@ class Capability:
 
     def same_as(self, other: Capability) -> bool:
         """A copy of this capability on another backend (a replica of one server): the same kind, name,
-        description and input schema, so either one's answer is the other's."""
-        return (self.kind, self.name, self.description, self.input_schema) == (
-            other.kind, other.name, other.description, other.input_schema)
+        description, input schema and fixed arguments, so either one's answer is the other's."""
+        return (self.kind, self.name, self.description, self.input_schema, self.fixed) == (
+            other.kind, other.name, other.description, other.input_schema, other.fixed)
 
     @property
     def repeatable(self) -> bool:

@@ -264,6 +264,7 @@ EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _wri
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
 NONE_NEEDED = "none needed"  # the source of a call that takes nothing from the question
+AS_NAMED = "(as named)"  # after a parameter in the source: a thing's name the question gives (`router.stages.names`)
 OPTIONAL_ONLY = "extracted, optional: "  # of one that needs nothing, but takes values the question gives
 
 
@@ -382,7 +383,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
                  choices={n for n, e in by.items() if e is _enum})
-    return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(sorted(out))), left
+    taken = sorted(f"{n} {AS_NAMED}" if by[n] is _name else n for n in out)
+    return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
 def _named_before(question: str, name: str, span: tuple[int, int]) -> bool:

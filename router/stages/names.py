@@ -9,26 +9,31 @@ from collections.abc import Callable
 
 _KIND = re.compile(r"^([a-z]{3,})(?:_name|Name)$")  # branch_name, tableName; not `name` alone, nor `first_name`
 _NOT_KINDS = frozenset({"first", "last", "full", "middle", "display", "user", "given", "family", "nick", "real"})
-_QUOTED = r"\"([^\"\n]{1,100})\"|'([^'\n]{1,100})'|`([^`\n]{1,100})`|“([^”\n]{1,100})”"
+# Quotes, not apostrophes: an opening quote follows no letter ("Don't delete the users' branch" quotes nothing).
+_QUOTED = (r"(?<!\w)\"([^\"\n]{1,64})\"(?!\w)|(?<!\w)'([^'\n]{1,64})'(?!\w)|(?<!\w)`([^`\n]{1,64})`(?!\w)|"
+           r"\u201c([^\u201d\n]{1,64})\u201d")
 _WORD = r"([\w][\w.\-/]{0,99}(?<![.\-/]))"
-# Words that stand between "the" and a kind of thing without naming one ("the current branch", "the whole table").
+# Words that stand between "the" and a kind of thing without naming one ("the current branch", "the whole table"),
+# or follow "called" without being a name ("a table named in the ticket").
 _NOT_NAMES = frozenset(
-    "a an the this that these those my your our their its his her each every any some all no which what whose "
-    "current new old same other whole entire first last next previous prior default remote local following above "
-    "below given specified selected active existing latest recent top bottom second third final original right "
-    "wrong correct empty temporary only biggest largest smallest one two database sql git repo "
-    "repository".split())
-
+    "a an the this that these those it its them my your our their his her each every any some all no which what "
+    "whose current new old same other whole entire first last next previous prior default remote local following "
+    "above below given specified selected active existing latest recent top bottom second third final original "
+    "right wrong correct empty temporary only big biggest large largest small smallest dead stale broken upstream "
+    "downstream source target base head parent child one two three four five six seven eight nine ten several many "
+    "few database sql git repo repository in on at by for from to with without after before like as of into onto "
+    "over under about".split())
 # A word between "the" and a kind of thing that ends as most English adjectives do ("the available roles", "the
 # aeronautical charts", "the existing branch") describes the thing rather than names it; a name so ending ("the
 # staging branch") is missed, not mistaken.
 _DESCRIBES = re.compile(r"(?:al|ble|ive|ous|ic|ful|less|ent|ant|ary|ing|ed|est)$", re.I)
+_THE = re.compile(r"\bthe\s+$", re.I)
 
 
 def loosely_named(question: str, span: tuple[int, int]) -> bool:
     """Whether the name at `span` is a bare word between "the" and its kind ("the users table"), not called so or
     quoted: a guess that a parameter the tool can do without does not take."""
-    return question[:span[0]].lower().endswith("the ")
+    return _THE.search(question[:span[0]]) is not None and question[span[0] - 1:span[0]] not in "\"'`\u201c"
 
 
 def kind_named_by(parameter: str) -> str | None:
@@ -40,26 +45,27 @@ def kind_named_by(parameter: str) -> str | None:
 
 def name_in(question: str, parameter: str,
             free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
-    """The span and value of the first name the question gives a thing of the parameter's kind, where `free`."""
+    """The span and value of the name the question first gives a thing of the parameter's kind, where `free`.
+    The first mention decides: one that names nothing ("the table called default, not the users table", "a branch
+    named after the ticket") gives no name rather than the next; and several things of the kind ("the tables
+    called users and orders", "the three branches") give none, for a parameter that takes one."""
     kind = kind_named_by(parameter)
     if kind is None:
         return None
-    k = rf"{re.escape(kind)}(?:e?s)?"
-    patterns = (rf"\b{k}\s+(?:called|named|titled)\s+(?:{_QUOTED}|{_WORD})",  # a branch called feature-x
-                rf"\b{k}\s+(?:{_QUOTED})",  # the table "orders"
-                rf"(?:{_QUOTED})\s+{k}\b",  # the "orders" table
-                rf"\bthe\s+{_WORD}\s+{k}\b")  # the users table
-    found: list[tuple[int, tuple[int, int], str]] = []
-    for pattern in patterns:
-        for m in re.finditer(pattern, question, re.I):
-            group = next(g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None)
-            value, span = m.group(group), m.span(group)
-            if value.lower() in _NOT_NAMES or value.lower() == kind or not free(span) or (
-                    pattern is patterns[-1] and _DESCRIBES.search(value)):
-                continue
-            found.append((span[0], span, value))
-            break
-    if not found:
-        return None
-    _, span, value = min(found)
-    return span, value
+    k, several = re.escape(kind), rf"{re.escape(kind)}e?s\b"
+    patterns = (rf"\b{k}s?\s+(?:called|named|titled)\s+(?:{_QUOTED}|{_WORD})",  # a branch called feature-x
+                rf"\b{k}s?\s+(?:{_QUOTED})",  # the table "orders"
+                rf"(?:{_QUOTED})\s+{k}s?\b",  # the "orders" table
+                rf"\bthe\s+{_WORD}\s+{k}s?\b")  # the users table
+    mentions = sorted((m.start(), i, m) for i, pattern in enumerate(patterns)
+                      for m in re.finditer(pattern, question, re.I))
+    for _, i, m in mentions:
+        group = next(g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None)
+        value, span = m.group(group), m.span(group)
+        if not free(span):
+            continue  # already another parameter's
+        if re.search(several, m.group(0), re.I) or value.lower() in _NOT_NAMES or value.lower() == kind or \
+                (i == len(patterns) - 1 and (_DESCRIBES.search(value) or value.isdigit())):
+            return None
+        return span, value
+    return None

@@ -24,9 +24,8 @@ from router.errors import (
     RouterError,
 )
 from router.settings import RouterSettings, RoutingSettings
-from router.stages.arguments import Derived, properties_of, takes_path
+from router.stages.arguments import AS_NAMED, Derived, properties_of, takes_path
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
-from router.stages.names import kind_named_by
 from router.stages.serving import ACTS, DATED, EITHER_WAY, LEFT, READS_ONLY, UNTAKEN, Arguments, readable
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
@@ -303,9 +302,6 @@ def values_taken(cap: Capability, derived: Derived, paths: bool = True) -> int:
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
         return 0
     props = properties_of(cap.input_schema)
-
-    def counts(name: str) -> bool:
-        spec = props.get(name, {})
-        return paths if takes_path(name, spec) else kind_named_by(name) is None or "enum" in spec
-
-    return sum(map(counts, derived[0]))
+    taken = derived[1].split(": ", 1)[-1].split(", ")
+    names = {p.removesuffix(AS_NAMED).rstrip() for p in taken if p.endswith(AS_NAMED)}
+    return sum(1 for n in derived[0] if n not in names and (paths or not takes_path(n, props.get(n, {}))))

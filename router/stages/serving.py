@@ -339,7 +339,7 @@ class Arguments:
         status of /srv/other" answered on the operator's repository would be about another one."""
         if not self.paths or not isinstance(derived, tuple) or derived[1] == "caller":
             return []
-        return self.paths if any(names_a_path(name, "") for name in capability.fixed) else []
+        return self.paths if any(names_a_path(name, "") for name, _ in capability.fixed) else []
 
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself

@@ -23,11 +23,18 @@ def tool(name: str, parameter: str, required: bool = True, **spec: Any) -> Capab
 @pytest.mark.parametrize(("question", "name"), [
     ("Create a branch called feature-x", "feature-x"), ("Switch to the main branch", "main"),
     ("Delete the branch 'old-feature'", "old-feature"), ('Check out the "release/2.0" branch', "release/2.0"),
-    ("Make a new branch named fix_login.", "fix_login"), ("Merge branches called dev into it", "dev"),
+    ("Make a new branch named fix_login.", "fix_login"), ("Check out the  develop\tbranch", "develop"),
     # Words that describe a branch rather than name it, and a branch not named at all, give none.
     ("Switch to the current branch", None), ("Show the existing branch", None), ("Create a new branch", None),
     ("Check out the remote branch", None), ("Which branch am I on?", None), ("Branch out from here", None),
     ("The branch office in Leeds", None), ("Show the available branches", None),
+    # The first mention decides, and one that names nothing gives no name rather than the next one's.
+    ("Drop the branch called default, not the main branch", None), ("Delete a branch named after the ticket", None),
+    ("Copy the branch 'current' into the backup branch", None), ("Delete the stale branch", None),
+    # Several of the kind are no name for a parameter that takes one; an apostrophe is no quote.
+    ("Delete the branches called dev and main", None), ("Delete the three branches", None),
+    ("Delete the 3 branches", None), ("Don't delete the users' branch, it's the wrong one", None),
+    ("What's in the customers' branch", None), ("Drop the it branch", None),
 ])
 def test_a_name_is_taken_only_beside_the_word_for_its_kind(question: str, name: str | None) -> None:
     derived = derive_arguments(tool("git_checkout", "branch_name"), question)
@@ -51,6 +58,7 @@ def test_an_optional_parameter_takes_a_name_only_when_the_question_calls_it_so_o
     # "the X chart" may well name one, but a tool that can do without it is not given a guess.
     assert derive_arguments(charts, "Any changes to the Arrivals chart?")[0] == {}
     assert derive_arguments(charts, "Get the aeronautical charts for KLAX")[0] == {}
+    assert derive_arguments(charts, "Any changes to the\u00a0 Arrivals chart?")[0] == {}  # however spaced
 
 
 def test_a_things_name_fits_creating_it_as_well_as_deleting_it_so_it_settles_no_choice_of_tool() -> None:
@@ -61,6 +69,12 @@ def test_a_things_name_fits_creating_it_as_well_as_deleting_it_so_it_settles_no_
     derived = derive_arguments(create, question)
     assert derived[0] == {"roleName": "Guest"} and values_taken(create, derived) == 0
     assert values_taken(timezone, derive_arguments(timezone, question)) == 1
+    # A parameter named like a thing's name but filled by another kind of value counts as that value.
+    zone_name = Capability(backend="b", name="now", input_schema={"type": "object", "required": ["zone_name"],
+                           "properties": {"zone_name": {"type": "string", "description": "IANA time zone"}}})
+    taken = derive_arguments(zone_name, question)
+    assert taken[0] == {"zone_name": "Europe/Paris"} and values_taken(zone_name, taken) == 1
+    assert derived[1] == "extracted: roleName (as named)"  # which the routing metadata shows
 
 
 def test_two_names_of_one_kind_leave_the_second_unused_and_none_is_no_name() -> None:

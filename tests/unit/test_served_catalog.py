@@ -130,10 +130,12 @@ async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_wh
               "required": ["repo_path"]}
     log = Capability(backend="flaky", name="git_log", input_schema=schema)
     other = Capability(backend="flaky", name="git_status", input_schema={"type": "object", "properties": {}})
+    # A schema that names the parameter only as required still takes it (else a caller's value would pass).
+    loose = Capability(backend="flaky", name="git_show", input_schema={"type": "object", "required": ["repo_path"]})
 
     class Echoing(ScriptedBackend):
         async def list_capabilities(self) -> Catalog:
-            return Catalog(backend="flaky", version="1", description="", capabilities=(log, other))
+            return Catalog(backend="flaky", version="1", description="", capabilities=(log, other, loose))
 
         async def call(self, capability: Capability, arguments: dict[str, Any], *, timeout_s: float,
                        context: CallContext) -> CallOutcome:
@@ -153,11 +155,20 @@ async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_wh
     # Nobody but the router fills it: not routing, an LLM, nor a gateway client (whose listing shows this schema).
     assert served["git_log"] == {"type": "object", "properties": {"max_count": {"type": "integer"}}, "required": []}
     assert served["git_status"] == other.input_schema  # a tool without the parameter is served as listed
-    assert [c.fixed for c in catalog.capabilities] == [("repo_path",), ()]  # named, for the plan's rules
+    assert [[n for n, _ in c.fixed] for c in catalog.capabilities] == [["repo_path"], [], ["repo_path"]]
+    elsewhere = supervisor([], name="copy", fixed_arguments={"repo_path": "/srv/other"})
+    elsewhere.backend = Echoing([])  # type: ignore[assignment]
+    await elsewhere.start(wait_s=2)
+    other_catalog = await elsewhere.catalog()
+    assert other_catalog is not None and "/srv" not in repr(other_catalog)  # a digest, not the value
+    assert not catalog.capabilities[0].same_as(other_catalog.capabilities[0])  # another repository: no copy
+    await elsewhere.shutdown()
     ctx = CallContext(question="q", intent="general")
     for given in ({"max_count": 3}, {"max_count": 3, "repo_path": "/home/alice/secrets"}):
         called = await sup.call(log, given, 5.0, ctx)
         assert json.loads(called.text) == {"max_count": 3, "repo_path": "/srv/repo"}
+    shown = await sup.call(loose, {"repo_path": "/etc"}, 5.0, ctx)
+    assert json.loads(shown.text) == {"repo_path": "/srv/repo"} and served["git_show"]["required"] == []
     status = await sup.call(other, {}, 5.0, ctx)
     assert status.text == "{}"  # not sent a parameter the tool does not take
     relayed = [e async for e in sup.relay("tools/call", {"name": "git_log", "arguments": {"repo_path": "/etc"}}, 5.0)]
