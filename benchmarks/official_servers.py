@@ -1,0 +1,151 @@
+"""A catalog nobody tuned for: the official filesystem and memory servers (npm), git and time servers (PyPI),
+asked plain requests, most of them to change something. Each request names the tools that would do it (none:
+nothing in this catalog does it rightly); the router's dry run says what it would call, nothing is called.
+
+    python benchmarks/official_servers.py [--json OUT] [--show] [--no-fixed-arguments]
+
+A request answered by one of its tools is right, by another wrong; a refusal (404, 409, 422) is neither. The git
+server works on a repository fixed by the operator (`fixed_arguments`), as a deployment would run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.example_questions import connected_router  # noqa: E402
+from router.models import RouteRequest  # noqa: E402
+from router.request import Request  # noqa: E402
+from router.settings import RouterSettings  # noqa: E402
+
+NODE = Path(__file__).resolve().parents[1] / "examples" / "node_modules" / "@modelcontextprotocol"
+READ = ("read_file", "read_text_file")
+LIST = ("list_directory", "list_directory_with_sizes", "directory_tree")
+# (request, the tools that would do it); {root} is the served folder, {repo} the repository.
+REQUESTS: list[tuple[str, tuple[str, ...]]] = [
+    ("Show me the git status", ("git_status",)),
+    ("What changed since the last commit?", ("git_status", "git_diff_unstaged", "git_diff_staged", "git_diff")),
+    ("Show the unstaged changes", ("git_diff_unstaged",)), ("Show the staged diff", ("git_diff_staged",)),
+    ("Show the last 5 commits", ("git_log",)), ("Show the git log of {repo}", ("git_log",)),
+    ("Show me the git status of {repo}", ("git_status",)), ("Commit my changes with message fix typo", ("git_commit",)),
+    ("Commit all changes in {repo}", ("git_commit",)), ("Stage notes.txt", ("git_add",)),
+    ("Unstage everything", ("git_reset",)), ("Switch to the main branch", ("git_checkout",)),
+    ("Create a branch called feature-x", ("git_create_branch",)), ("Undo my last commit", ()),
+    ("Discard my local changes", ()), ("Delete the branch feature-x", ()), ("Merge feature-x into main", ()),
+    ("Push my commits to origin", ()), ("Revert the last commit", ()), ("Tag this commit as v1.0", ()),
+    ("Stash my changes", ()), ("Checkout the file notes.txt from HEAD", ()),
+    ("Reset the repository to the previous commit", ()), ("Initialize a new git repository", ()),
+    ("Clone the repository from github", ()),
+    ("Read {root}/a.txt", READ), ("What is in {root}/notes.txt?", READ), ("Show me the contents of notes.txt", READ),
+    ("List the files in {root}", LIST), ("What files are in {root}?", LIST), ("Print the tree of {root}", LIST),
+    ("How big is {root}/a.txt?", ("get_file_info", "list_directory_with_sizes")),
+    ("Get info about {root}/a.txt", ("get_file_info",)), ("Find all markdown files", ("search_files",)),
+    ("Search {root} for markdown files", ("search_files",)),
+    ("Is there a file called notes.txt?", ("search_files", "get_file_info", *LIST)),
+    ("Compare {root}/a.txt and {root}/b.txt", ("read_multiple_files",)),
+    ("Write hello world to {root}/a.txt", ("write_file",)), ("Append a line to {root}/a.txt", ("edit_file",)),
+    ("Replace foo with bar in {root}/a.txt", ("edit_file",)), ("Empty the file {root}/a.txt", ("write_file",)),
+    ("Make a new file with my shopping list", ("write_file",)), ("Create a folder called reports", ("create_directory",)),
+    ("Create the directory {root}/reports", ("create_directory",)), ("Rename notes.txt to todo.txt", ("move_file",)),
+    ("Move {root}/a.txt to {root}/b.txt", ("move_file",)), ("Rename {root}/a.txt to {root}/c.txt", ("move_file",)),
+    ("Move all logs into the archive folder", ("move_file",)), ("Delete notes.txt", ()), ("Delete {root}/a.txt", ()),
+    ("Remove the folder {root}/old", ()), ("Copy notes.txt to backup.txt", ()), ("Copy {root}/a.txt to {root}/b.txt", ()),
+    ("Make {root}/a.txt read-only", ()), ("Back up {root}/a.txt to {root}/a.bak", ()),
+    ("Restore {root}/a.txt from {root}/a.bak", ()), ("Clean up the temp directory", ()), ("Zip the reports folder", ()),
+    ("Save this note: buy milk", ("create_entities", "add_observations", "write_file")),
+    ("Remember that Bob likes tea", ("create_entities", "add_observations")),
+    ("Forget that Bob likes tea", ("delete_observations",)),
+    ("Bob no longer works at Acme", ("delete_relations", "delete_observations")),
+    ("Alice is Bob's sister", ("create_relations", "create_entities")), ("Delete Bob from memory", ("delete_entities",)),
+    ("What do you know about Bob?", ("search_nodes", "open_nodes", "read_graph")),
+    ("Update Bob's email to bob@example.com", ("add_observations",)),
+    ("What time is it in Tokyo?", ("get_current_time",)),
+    ("Convert 3pm New York time to London time", ("convert_time",)),
+    ("Change the time zone to Europe/Paris", ()), ("Set my time zone to Tokyo", ()),
+    ("Schedule a meeting at 3pm tomorrow", ()), ("Cancel my 3pm meeting", ()),
+]
+
+
+def settings(root: Path, repo: Path, memory: Path, fixed: bool = True) -> RouterSettings:
+    git = Path(sys.executable).parent / "mcp-server-git"
+    return RouterSettings.model_validate({"backends": [
+        {"name": "filesystem", "kind": "mcp_stdio", "command": "node",
+         "args": [str(NODE / "server-filesystem" / "dist" / "index.js"), str(root)]},
+        {"name": "memory", "kind": "mcp_stdio", "command": "node",
+         "args": [str(NODE / "server-memory" / "dist" / "index.js")], "env": {"MEMORY_FILE_PATH": str(memory)}},
+        {"name": "git", "kind": "mcp_stdio", "command": str(git), "args": ["--repository", str(repo)],
+         **({"fixed_arguments": {"repo_path": str(repo)}} if fixed else {})},
+        {"name": "time", "kind": "mcp_stdio", "command": "mcp-server-time"}]})
+
+
+def _world(tmp: Path) -> tuple[Path, Path]:
+    root, repo = tmp / "files", tmp / "repo"
+    root.mkdir()
+    for name, text in (("a.txt", "foo\n"), ("b.txt", "bar\n"), ("notes.txt", "buy milk\n")):
+        (root / name).write_text(text)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "notes.txt").write_text("draft\n")
+    subprocess.run(["git", "-C", str(repo), "add", "notes.txt"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@example.com", "commit", "-q",
+                    "-m", "first"], check=True)
+    return root, repo
+
+
+async def run(fixed: bool = True) -> list[dict[str, Any]]:
+    rows = []
+    # One folder name on every run: a question's words, its paths too, move its ranking.
+    tmp = Path(tempfile.gettempdir()) / "mcp-router-official-servers"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        root, repo = _world(tmp)
+        async with connected_router(settings(root, repo, tmp / "memory.jsonl", fixed)) as router:
+            for template, tools in REQUESTS:
+                question = template.format(root=root, repo=repo)
+                shown = await router.route(Request.dry_run(RouteRequest(question=question)))
+                called = shown.calls[0].split("/", 1)[1] if shown.calls else None
+                outcome = f"refused ({shown.status})" if called is None else \
+                    "right" if called in tools else "wrong"
+                rows.append({"request": template, "tools": list(tools), "outcome": outcome, "called": called,
+                             "message": shown.message[:160]})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write every request's outcome here")
+    parser.add_argument("--show", action="store_true", help="print every request and what it got")
+    parser.add_argument("--no-fixed-arguments", action="store_true",
+                        help="run the git server as it comes: each tool asks for the repository's path")
+    args = parser.parse_args()
+    rows = asyncio.run(run(fixed=not args.no_fixed_arguments))
+    if args.show:
+        for r in rows:
+            print(f"{r['outcome']:14} {r['called'] or '-':22} {r['request']}")
+    counts = Counter(r["outcome"] for r in rows)
+    doable = sum(1 for r in rows if r["tools"])
+    print(f"\n{'outcome':16}{'requests':>9}")
+    for outcome in sorted(counts):
+        print(f"{outcome:16}{counts[outcome]:>9}")
+    print(f"{'all':16}{len(rows):>9}   ({doable} that a tool here does)")
+    for r in rows:
+        if r["outcome"] == "wrong":
+            print(f"wrong: {r['request']!r} -> {r['called']} (would be {', '.join(r['tools']) or 'none'})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"counts": dict(counts), "requests": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
