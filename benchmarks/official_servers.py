@@ -23,10 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.example_questions import connected_router  # noqa: E402
-from router.models import RouteRequest  # noqa: E402
-from router.request import Request  # noqa: E402
-from router.settings import RouterSettings  # noqa: E402
+from benchmarks.example_questions import connected_router
+from router.models import RouteRequest
+from router.request import Request
+from router.settings import RouterSettings
 
 NODE = Path(__file__).resolve().parents[1] / "examples" / "node_modules" / "@modelcontextprotocol"
 READ = ("read_file", "read_text_file")
