@@ -62,11 +62,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     paths = not any(takes_path(n, spec) for n, spec in properties_of(first.capability.input_schema).items())
     taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
-        # In place of a clearly right tool the question cannot feed, only a tool likely enough on its own: a file's
-        # path fits every tool of a spreadsheet server that reads the file, and "Export the Sales sheet to CSV"
-        # is not answered by the one that returns the whole workbook because it needs nothing else.
-        fitting = [c for c in close if taken[c.capability.key] and (
-            first.unclear_tool or c.scores.tool_confidence >= settings.routing.min_tool_confidence)]
+        fitting = [c for c in close if taken[c.capability.key]]
         chosen = fitting[0] if len(fitting) == 1 and (fitting[0] is not first or first.unclear_tool) else None
     else:
         most = max(taken.values(), default=0)

@@ -220,14 +220,13 @@ def test_a_file_the_question_names_settles_no_tool_of_a_server_whose_tools_all_t
     shown = settle("Show the cells A1:C4 of /srv/sales.xlsx", Candidate(export_csv, unclear, False, unclear_tool=True),
                    Candidate(macros, weak, True))
     assert shown.candidates[0].capability.name == "export_csv" and shown.verdict == "route"
-    # Nor, in place of a clearly right tool that lacks a value, a weak one that takes the rest: "An alarm in Tokyo"
-    # is not answered with the time there.
-    timed_schema = {"type": "object", "required": ["timezone", "time"], "properties": {
-        **TIMEZONE_SCHEMA["properties"], "time": {"type": "string", "description": "HH:MM"}}}
-    alarm = Capability(backend="xl", name="set_alarm", input_schema=timed_schema)
-    alarmed = settle("An alarm in Tokyo", Candidate(alarm, clear, True), Candidate(clock, weak, True))
-    assert alarmed.candidates[0].capability.name == "set_alarm"
-    # A value of a kind the first tool does not take still settles it: "What time is it in Tokyo?".
-    timed = settle("What time is it in Tokyo?", Candidate(export_csv, unclear, False, unclear_tool=True),
-                   Candidate(clock, weak, True))
-    assert timed.candidates[0].capability.name == "now"
+    # A value of a kind the first tool does not take still settles it: "What hour is it in Tokyo?" ranks the
+    # conversion first, which needs a time the question does not give, and the clock weakly.
+    convert = Capability(backend="xl", name="convert_time", read_only=True, input_schema={
+        "type": "object", "required": ["source_timezone", "time", "target_timezone"], "properties": {
+            "source_timezone": {"type": "string", "description": "IANA time zone"},
+            "time": {"type": "string", "description": "HH:MM"},
+            "target_timezone": {"type": "string", "description": "IANA time zone"}}})
+    for first in (Candidate(convert, clear, True), Candidate(export_csv, unclear, False, unclear_tool=True)):
+        timed = settle("What hour is it in Tokyo?", first, Candidate(clock, weak, True))
+        assert timed.candidates[0].capability.name == "now"
