@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, JsonValue, SecretStr
 
 from router.settings.base import NAME, Strict
 
@@ -51,7 +51,7 @@ class _McpBase(_BackendBase):
         "The protocol generation the router speaks to the server: auto, the newest both speak (2026-07-28 "
         "when the server does); legacy, the 2025 handshake (a server that asks its client for sampling or "
         "elicitation in the middle of a call, as 2025 servers do, reaches a gateway client only this way)."))
-    fixed_arguments: dict[Annotated[str, Field(min_length=1, max_length=128)], Any] = Field(
+    fixed_arguments: dict[Annotated[str, Field(min_length=1, max_length=128)], JsonValue] = Field(
         default_factory=dict, description=(
             "Values put into every call of this backend's tools that take a parameter of that name, e.g. "
             "`{repo_path: /srv/repo}` for a git server. The parameter is taken out of each tool's input schema as "

@@ -30,7 +30,17 @@ from router.stages.argument_order import put_in_order
 from router.stages.names import loosely_named, name_in
 from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import zone_in
-from router.stages.written import EXPRESSION, URL, expression, first_free, takes_expression, takes_url
+from router.stages.written import (
+    EXPRESSION,
+    EXPRESSION_DESCRIBED,
+    URL,
+    expression,
+    first_free,
+    matched,
+    takes_expression,
+    takes_url,
+    web_address,
+)
 from router.values import Capability
 
 FREE_TEXT_NAMES = frozenset({
@@ -41,8 +51,8 @@ _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- 
 # A parameter in a formal language takes no English: "Delete all customers ..." is no SQL query. (A search
 # "using code search syntax" or returning JSON still takes the question.)
 _FORMAL = re.compile(r"\b(sql|jql|promql|graphql|cypher|xpath|jsonpath|shell command|regex pattern|"
-                     r"regular expression to|(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression)\b",
-                     re.I)
+                     r"regular expression to)\b", re.I)
+_NATURAL = re.compile(r"natural[- ]language", re.I)
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
 # Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
@@ -72,8 +82,10 @@ def is_free_text(name: str, spec: dict[str, Any]) -> bool:
     if type_of(spec) not in (None, "string") or "enum" in spec:
         return False
     described = str(spec.get("description", ""))
-    if _FORMAL.search(f"{name.replace('_', ' ')} {described}") and "natural language" not in described.lower():
+    if _FORMAL.search(f"{name.replace('_', ' ')} {described}") and not _NATURAL.search(described):
         return False
+    if EXPRESSION_DESCRIBED.search(described) and not _FREE_TEXT_HINT.search(described):
+        return False  # "A mathematical expression", not "A question, or a mathematical expression to compute"
     return name.lower() in FREE_TEXT_NAMES or bool(_FREE_TEXT_HINT.search(str(spec.get("description", ""))))
 
 
@@ -239,7 +251,7 @@ def takes_path(name: str, spec: dict[str, Any]) -> bool:
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not takes_path(name, spec):
         return None
-    return _taken(first_free(PATH, question, lambda span: _free(span, used)), used)
+    return _taken(first_free(PATH, question, lambda span: _free(span, used), matched), used)
 
 
 def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -248,7 +260,7 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
         return None
     described = str(spec.get("description", ""))
     if takes_url(name, described):
-        return _taken(first_free(URL, question, lambda span: _free(span, used)), used)
+        return _taken(first_free(URL, question, lambda span: _free(span, used), web_address), used)
     if takes_expression(name, described):
         return _taken(first_free(EXPRESSION, question, lambda span: _free(span, used), expression), used)
     return None
@@ -358,7 +370,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
-                if name not in required and ((extract is _number and not _named_before(question, name, used[-1]))
+                if name not in required and ((extract is _number and not _named_before(
+                        question, name, used[-1], [n for n in props if n != name]))
                                              or (extract is _name and loosely_named(question, used[-1]))):
                     used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
@@ -387,16 +400,22 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
-def _named_before(question: str, name: str, span: tuple[int, int]) -> bool:
+def _named_before(question: str, name: str, span: tuple[int, int], others: list[str]) -> bool:
     """Whether a number may fill the optional parameter `name`: yes where the question names the parameter
-    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10"); otherwise not after a word that gives it
-    another role ("the invoices from 2024", "over 500 dollars", "in 2023")."""
-    before = question[max(0, span[0] - 30):span[0]].lower()
-    words = "|".join(map(re.escape, _name_words(name, 2)))
-    if words and (re.search(rf"\b(?:{words})(?:e?s)?\s*(?:of|is|[:=])?\s*$", before)
-                  or re.match(rf"\s*(?:{words})(?:e?s)?\b", question[span[1]:span[1] + 30], re.I)):
+    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10"); otherwise not where it names another of the
+    tool's parameters ("with start_index 5000" gives no `max_length`), nor after a word that gives it another
+    role ("the invoices from 2024", "over 500 dollars", "in 2023")."""
+    before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
+
+    def names(parameter: str, between: int = 0) -> bool:  # up to `between` words between name and number
+        words = "|".join(map(re.escape, [parameter.lower(), *_name_words(parameter, 2)]))
+        gap = rf"(?:\s+\w+){{0,{between}}}"
+        return bool(re.search(rf"\b(?:{words})(?:e?s|ing|ed)?{gap}\s*(?:of|is|[:=])?\s*$", before)
+                    or re.match(rf"\s*(?:{words})(?:e?s)?\b", after, re.I))
+
+    if names(name):
         return True
-    return not _OTHER_ROLE.search(before)
+    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others)
 
 
 def _name_words(name: str, shortest: int) -> list[str]:

@@ -54,13 +54,17 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn", "change", "checkout", "revert", "undo",
-                           "restore", "unstage", "overwrite", "truncate", "make"})
+                           "restore", "unstage", "overwrite", "make"})
 # "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ...", "Change in GDP" name a thing.
-# "Make" asks for a change only when it makes something so ("Make a.txt read-only"); "make a chart" asks for output.
+# "Make" asks for a change only when it makes something so, the state ending the request ("Make a.txt read-only",
+# "Make the repo private, please"); "make a chart", "make a list of the public holidays" ask for output.
+# "Checkout" a file, branch or the like: "Checkout conversion rate for March" asks about a checkout.
 _NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
                            r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)|"
-                           r"make\b(?!.{0,80}?\b(?:read-?only|executable|writ[e]?able|public|private|hidden|visible|"
-                           r"(?:the\s+)?default|(?:in)?active)\b)")
+                           r"make\b(?![\s\S]{0,80}?\b(?:read[- ]?only|executable|writ[e]?able|public|private|hidden|"
+                           r"visible|(?:the\s+)?default|(?:in)?active)\s*(?:[.!?,;]|$|(?:please|now|again)\b))|"
+                           r"checkout\b(?!\s+(?:(?:the|a|this|that|my)\s+)?(?:files?|branch(?:es)?|commits?|tags?|"
+                           r"revisions?|versions?|repo(?:sitory)?|[\w./-]+\.\w+)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
 
 
@@ -90,7 +94,7 @@ _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "sea
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
                                        "turn", "move", "change", "checkout", "revert", "undo", "restore", "unstage",
-                                       "overwrite", "truncate", "make"})
+                                       "overwrite", "make"})
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 

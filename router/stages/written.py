@@ -1,8 +1,8 @@
 """Values a question writes out as a tool takes them: a web address ("Fetch https://example.com/a"), an arithmetic
 expression ("Calculate (3 + 4) * 12"); and the parameters that take one, by their name or description.
 
-    first_free(URL, "Fetch https://example.com.", free)    # ((6, 25), "https://example.com")
-    takes_url("image_url", "")                            # True; "curl", "url_count": False
+    first_free(URL, "Fetch https://example.com.", free, web_address)    # ((6, 26), "https://example.com")
+    takes_url("image_url", "")                                          # True; "curl", "url_count": False
 """
 
 from __future__ import annotations
@@ -10,17 +10,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# A web address with its scheme (or "www."), without a sentence's closing punctuation or brackets around it.
-URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`]+(?<![.,;:!?)\]}])", re.I)
+# A web address with its scheme (or "www."), up to a space, a quote or a square bracket ("[x](https://a.example)").
+URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`\u2018\u2019\u201c\u201d\[\]]+", re.I)
 _URL_WORDS = frozenset({"url", "uri", "link", "href", "website", "webpage", "homepage", "endpoint"})
 _URL_DESCRIBED = re.compile(r"\b(?:url|web ?page|website|web address|link to)\b", re.I)
-# Numbers joined by operators, brackets allowed: "(3 + 4) * 12", "2^10", "17 \u00d7 23"; not a lone number, nor a
-# date or a number range written with hyphens ("2024-01-05", "10-12"), which no one writes as a subtraction.
-_NUMBER = r"\(*\s*-?\d+(?:\.\d+)?\s*\)*"
-EXPRESSION = re.compile(rf"{_NUMBER}(?:\s*(?:\*\*|[-+*/\u00d7\u00f7^%])\s*{_NUMBER})+")
+# Numbers joined by operators, brackets allowed: "(3 + 4) * 12", "2^10", "17 \u00d7 23". Digits, letters and the
+# marks of other values (",", ":", ".") may not touch it: "1,000 + 2,000" is not "000 + 2", "sqrt(16) + 2" not
+# "(16) + 2", "x^2 + 3x" not "2 + 3". No space inside an operand, so a long run of spaces or brackets is read once.
+_OPERAND = r"\(*-?\d+(?:\.\d+)?\)*"
+_TOUCHING = r"\w.,:^(*/+%\u00d7\u00f7\u00b2\u00b3"  # an operand or an operator of a larger expression
+EXPRESSION = re.compile(rf"(?<![{_TOUCHING}]){_OPERAND}(?:\s*(?:\*\*|[-+*/\u00d7\u00f7^%])\s*{_OPERAND})+"
+                        rf"(?![{_TOUCHING}])")
+# Words that change an expression next to them, which a calculator given the expression would not see.
+_ARITHMETIC_WORD = re.compile(r"squared|cubed|plus|minus|times|mod|modulo|divided|over|percent|of|power|factorial|"
+                              r"sqrt|root|log|ln|sin|cos|tan|[a-z]", re.I)
 _DATE_OR_RANGE = re.compile(r"^\d+(?:-\d+)+$")
 _EXPRESSION_WORDS = frozenset({"expression", "expr", "formula", "equation", "calculation", "arithmetic"})
-_EXPRESSION_DESCRIBED = re.compile(r"\b(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression\b", re.I)
+EXPRESSION_DESCRIBED = re.compile(r"\b(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression\b", re.I)
 
 
 def _words(name: str) -> list[str]:
@@ -37,23 +43,40 @@ def takes_url(name: str, description: str) -> bool:
 def takes_expression(name: str, description: str) -> bool:
     """Whether a parameter is for an arithmetic expression (`expression`, `formula`; "A mathematical expression")."""
     words = _words(name)
-    return (bool(words) and words[-1] in _EXPRESSION_WORDS) or bool(_EXPRESSION_DESCRIBED.search(description))
+    return (bool(words) and words[-1] in _EXPRESSION_WORDS) or bool(EXPRESSION_DESCRIBED.search(description))
 
 
-def expression(text: str) -> str | None:
-    """The expression as a calculator reads it (the multiplication and division signs as "*" and "/"), or None for
-    a date or a range."""
-    text = text.strip()
-    if _DATE_OR_RANGE.match(text) or text.count("(") != text.count(")"):
+def web_address(question: str, span: tuple[int, int]) -> str | None:
+    """The address without a sentence's closing punctuation, nor a closing bracket it did not open ("(see
+    https://a.example/x)"); one of its own stays ("https://en.wikipedia.org/wiki/Mercury_(planet)")."""
+    text = question[span[0]:span[1]]
+    while text and (text[-1] in ".,;:!?" or (text[-1] == ")" and text.count(")") > text.count("("))):
+        text = text[:-1]
+    host = re.sub(r"^(?:https?://)?(?:www\.)?", "", text, flags=re.I)
+    return text if host else None
+
+
+def expression(question: str, span: tuple[int, int]) -> str | None:
+    """The expression as a calculator reads it (the multiplication and division signs as "*" and "/"); None for a
+    date or a range, unbalanced brackets, or one a word or number next to it changes ("3 + 4 squared", "10 + 5 minus
+    3", "2 (3+4)")."""
+    text = question[span[0]:span[1]].strip()
+    before, after = question[:span[0]].split()[-1:], question[span[1]:].split()[:1]
+    if _DATE_OR_RANGE.match(text) or text.count("(") != text.count(")") or \
+            any(_ARITHMETIC_WORD.fullmatch(w := word.strip(".,;:!?")) or w[:1].isdigit() for word in (*before, *after)):
         return None
     return text.replace("\u00d7", "*").replace("\u00f7", "/")
 
 
 def first_free(pattern: re.Pattern[str], question: str, free: Callable[[tuple[int, int]], bool],
-               read: Callable[[str], str | None] = lambda s: s) -> tuple[tuple[int, int], str] | None:
+               read: Callable[[str, tuple[int, int]], str | None]) -> tuple[tuple[int, int], str] | None:
     """The span and value of the first match of `pattern` where `free` that `read` accepts."""
     for m in pattern.finditer(question):
-        value = read(m.group(0))
+        value = read(question, m.span())
         if value is not None and free(m.span()):
             return m.span(), value
     return None
+
+
+def matched(question: str, span: tuple[int, int]) -> str:
+    return question[span[0]:span[1]]

@@ -174,3 +174,14 @@ async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_wh
     relayed = [e async for e in sup.relay("tools/call", {"name": "git_log", "arguments": {"repo_path": "/etc"}}, 5.0)]
     assert relayed[-1]["result"] == {"name": "git_log", "arguments": {"repo_path": "/srv/repo"}}
     await sup.shutdown()
+
+
+def test_a_fixed_argument_that_is_no_json_value_stops_start_up_naming_it() -> None:
+    import datetime
+
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as info:  # an unquoted YAML date: no server could be sent it
+        RouterSettings.model_validate({"backends": [{"name": "git", "kind": "mcp_stdio", "command": "x",
+                                                     "fixed_arguments": {"since": datetime.date(2024, 1, 1)}}]})
+    assert "fixed_arguments.since" in str(info.value)

@@ -33,7 +33,10 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     ("Change in GDP since 2020?", None),  # conversions; things
     ("Make /srv/a.txt read-only", "make"), ("Please make the repo private", "make"), ("Make a chart of sales", None),
     ("Make me a sandwich", None), ("Checkout the file notes.txt from HEAD", "checkout"),
-    ("Undo my last commit", "undo"),
+    ("Undo my last commit", "undo"), ("Make a.txt read only", "make"), ("Make\nthe repo private", "make"),
+    # A state word that describes what to make, not how to leave something; a checkout that is a noun.
+    ("Make me a list of the public holidays in 2025", None), ("Make a table of inactive users", None),
+    ("Checkout conversion rate for March", None), ("Truncate 'hello world' to 5 characters", None),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change

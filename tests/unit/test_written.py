@@ -24,6 +24,10 @@ def derived(parameter: str, question: str) -> object:
     ("Fetch https://example.com.", "https://example.com"),
     ("Summarize www.example.org/page, please", "www.example.org/page"),
     ("Open (https://a.example/c?d=1)", "https://a.example/c?d=1"), ("Read 'http://x.example/a b'", "http://x.example/a"),
+    # Brackets of its own stay, a closing quote and a link's markdown do not.
+    ("Fetch https://en.wikipedia.org/wiki/Mercury_(planet)", "https://en.wikipedia.org/wiki/Mercury_(planet)"),
+    ("Fetch \u201chttps://example.com/a\u201d", "https://example.com/a"),
+    ("Fetch [https://a.example/x](https://a.example/x)", "https://a.example/x"), ("Open https://", None),
     # No scheme and no "www.", and a path, are no web address.
     ("Fetch example.com", None), ("Read /srv/notes.txt", None), ("What is new?", None),
 ])
@@ -37,6 +41,12 @@ def test_a_web_address_the_question_writes_goes_to_a_parameter_for_one(question:
     ("On 2024-01-05, what is 3+4?", "3+4"),
     # A date, a range of pages, a lone number and unbalanced brackets are none.
     ("Pages 10-12", None), ("What happened on 2024-01-05?", None), ("What is 42?", None), ("(1 + 2", None),
+    # Numbers of other kinds, and words or numbers next to it that change it, give none rather than a part.
+    ("What is 1,000 + 2,000?", None), ("What is 1,5 + 2,5", None), ("What is 1e3 + 2", None),
+    ("What is 1:30 + 2:45?", None), ("What is 0x10 + 1", None), ("Calculate sqrt(16) + 2", None),
+    ("Compute 2 (3+4)", None), ("Simplify x**2 + 2*x + 1", None), ("Differentiate x^2 + 3x", None),
+    ("Evaluate 3 + 4 squared", None), ("What is 10 + 5 minus 3", None), ("12 mod 5 + 1", None),
+    ("7.5% of 200 + 3", None),
 ])
 def test_an_arithmetic_expression_goes_to_a_parameter_for_one(question: str, expression: str | None) -> None:
     assert derived("expression", question) == expression
@@ -61,3 +71,30 @@ def test_a_second_expression_is_left_unused_so_one_call_does_not_answer_half_of_
 def test_a_free_text_name_described_as_an_expression_gets_the_expression_not_the_question() -> None:
     calculator = tool("input", "A mathematical expression, e.g. 2*(3+4)")
     assert derive_arguments(calculator, "What is 17 * 23?")[0] == {"input": "17 * 23"}
+
+
+def test_a_long_run_of_brackets_or_spaces_is_read_in_linear_time() -> None:
+    import time
+
+    started = time.perf_counter()
+    for question in ("Calculate " + "(" * 32_000, "Calculate 1" + " " * 32_000 + "?", "1+" * 16_000 + "x"):
+        assert derived("expression", question) is None
+    assert time.perf_counter() - started < 2  # seconds: quadratic, these took 20-30 s each
+
+
+def test_a_description_that_also_calls_it_a_question_keeps_the_question_whole() -> None:
+    ask = tool("input", "A question, or a mathematical expression to compute")
+    question = "What is the population of France?"
+    assert derive_arguments(ask, question)[0] == {"input": question}
+
+
+def test_a_number_the_question_gives_another_parameter_by_its_name_is_not_the_first_optional_ones() -> None:
+    # The official fetch server: `max_length` comes first, but the question sets where to start.
+    fetch = Capability(backend="fetch", name="fetch", input_schema={
+        "type": "object", "required": ["url"],
+        "properties": {"url": {"type": "string"}, "max_length": {"type": "integer"},
+                       "start_index": {"type": "integer"}}})
+    for question in ("Fetch https://example.com with start_index 5000", "Fetch https://example.com from index 5000"):
+        assert derive_arguments(fetch, question)[0] == {"url": "https://example.com", "start_index": 5000}
+    assert derive_arguments(fetch, "Fetch https://example.com, max length 300")[0] == {
+        "url": "https://example.com", "max_length": 300}
