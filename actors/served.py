@@ -9,16 +9,15 @@ never sent, however it is asked for: by a routed call, by name through the gatew
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 from dataclasses import replace
 from typing import Any
 
 from actors.backends.base import make_catalog
 from router.settings import BackendSpec
+from router.stages.arguments import properties_of
 from router.trust.review import CatalogGuard, CatalogReview
-from router.values import Capability, Catalog
+from router.values import Capability, Catalog, fixed_digest
 
 log = logging.getLogger("mcp_router.backend")
 
@@ -75,17 +74,22 @@ class ServedCatalog:
         if not taken:
             return capability
         schema = dict(capability.input_schema)
-        schema["properties"] = {k: v for k, v in _properties(schema).items() if k not in taken}
+        if "properties" in schema:
+            schema["properties"] = {k: v for k, v in properties_of(schema).items() if k not in taken}
         if isinstance(schema.get("required"), list):
             schema["required"] = [r for r in schema["required"] if r not in taken]
-        digests = tuple((k, hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16])
-                        for k, v in sorted(taken.items()))
+            if not schema["required"]:
+                del schema["required"]  # an empty list is no schema to older validators
+        digests = tuple((k, fixed_digest(v)) for k, v in sorted(taken.items()))
         return replace(capability, input_schema=schema, fixed=digests)
 
     def with_fixed(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """A tool call's arguments with the operator's fixed values in, over any the caller gave for them."""
-        taken = self._fixed.get(tool)
-        return {**arguments, **taken} if taken else arguments
+        """A tool call's arguments with the operator's fixed values in, over any the caller gave for them; to a tool
+        that does not name one, the caller's value of it is not sent either."""
+        fixed = getattr(self.spec, "fixed_arguments", {})
+        if not fixed:
+            return arguments
+        return {**{k: v for k, v in arguments.items() if k not in fixed}, **self._fixed.get(tool, {})}
 
     def approvals_pending(self) -> bool:
         """An approval (or a new lock file) since the last review: the last listing should be served again."""
@@ -103,13 +107,8 @@ class ServedCatalog:
         return f"{self.spec.name}/{name} is held by the catalog review"
 
 
-def _properties(schema: Any) -> dict[str, Any]:
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    return props if isinstance(props, dict) else {}
-
-
-def _parameters(schema: Any) -> set[str]:
+def _parameters(schema: dict[str, Any]) -> set[str]:
     """The parameters a schema names, as properties or only as required."""
-    required = schema.get("required") if isinstance(schema, dict) else None
-    return {*_properties(schema), *(r for r in required if isinstance(r, str))} if isinstance(required, list) else \
-        set(_properties(schema))
+    required = schema.get("required")
+    return {*properties_of(schema), *(r for r in required if isinstance(r, str))} if isinstance(required, list) else \
+        set(properties_of(schema))

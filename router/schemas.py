@@ -1,5 +1,6 @@
 """JSON Schema checks with the `jsonschema` library: a tool's input schema against derived arguments
-(`router.stages.arguments`), an LLM's structured answer against the schema it was given (`router.llm`).
+(`router.stages.arguments`; `schema_violation`, the 422 naming the field), an LLM's structured answer against the
+schema it was given (`router.llm`).
 
     schema_errors({"a": "ten"}, {"type": "object", "properties": {"a": {"type": "number"}}})
     # ["$.a: 'ten' is not of type 'number'"]
@@ -27,6 +28,9 @@ from jsonschema.exceptions import UnknownType
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
+
+from router.errors import ArgumentsInvalid
+from router.values import Capability
 
 PATTERN_BUDGET_S = 0.1
 
@@ -118,3 +122,28 @@ class _BoundedRe:
 _SPENT: ContextVar[list[float] | None] = ContextVar("mcp_router_pattern_time", default=None)
 for _module in (_keywords, _legacy_keywords, _utils):
     _module.re = _BoundedRe()
+
+
+def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInvalid | None:
+    """The first way `arguments` break the tool's input schema, as a 422 naming the field; None when they
+    fit. A schema that is itself invalid cannot judge anything: the backend will."""
+    schema = cap.input_schema
+    error = next(iter(validation_errors(arguments, schema)), None)
+    if error is None:
+        return None
+    field = _field_of(error)
+    return ArgumentsInvalid(
+        f"tool {cap.name!r} of backend {cap.backend!r}: the argument {field!r} derived from the question does not "
+        f"fit its schema ({error.message[:200]}); pass `arguments` explicitly",
+        backend=cap.backend, tool=cap.name, field=field, input_schema=schema,
+    )
+
+
+def _field_of(error: ValidationError) -> str:
+    if error.absolute_path:
+        return ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [r for r in error.validator_value if r not in error.instance]
+        if missing:
+            return str(missing[0])
+    return "arguments"

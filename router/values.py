@@ -3,6 +3,7 @@ status, and what each stage of the pipeline hands to the next (analysis, decisio
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,11 @@ class CapabilityId(NamedTuple):
     def parse(cls, key: str) -> CapabilityId:
         backend, kind, name = key.split("/", 2)
         return cls(backend, kind, name)
+
+
+def fixed_digest(value: Any) -> str:
+    """What a served capability carries of a fixed argument's value: a digest, since the value may be a credential."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -52,7 +52,7 @@ class Backend(Protocol):
 def catalog_version(description: str, capabilities: Sequence[Capability]) -> str:
     payload = json.dumps(
         [description, [(c.kind, c.name, c.description, c.title, c.input_schema, c.target, c.intents, c.tags,
-                        c.read_only, c.idempotent) for c in capabilities]],
+                        c.read_only, c.idempotent, c.fixed) for c in capabilities]],
         sort_keys=True, default=str,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

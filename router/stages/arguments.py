@@ -21,22 +21,21 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from jsonschema import ValidationError
-
-from router.errors import ArgumentsInvalid, ArgumentsRequired, BackendNotCallable
+from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
-from router.schemas import validation_errors
+from router.schemas import schema_violation
 from router.stages.argument_order import put_in_order
 from router.stages.names import loosely_named, name_in
-from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import zone_in
 from router.stages.written import (
     EXPRESSION,
     EXPRESSION_DESCRIBED,
+    PATH,
     URL,
     expression,
     first_free,
     matched,
+    names_a_path,
     takes_expression,
     takes_url,
     web_address,
@@ -325,31 +324,6 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
         return derived, []
     invalid = schema_violation(cap, derived[0])
     return (invalid, []) if invalid is not None else (derived, left)
-
-
-def schema_violation(cap: Capability, arguments: dict[str, Any]) -> ArgumentsInvalid | None:
-    """The first way `arguments` break the tool's input schema, as a 422 naming the field; None when they
-    fit. A schema that is itself invalid cannot judge anything: the backend will."""
-    schema = cap.input_schema
-    error = next(iter(validation_errors(arguments, schema)), None)
-    if error is None:
-        return None
-    field = _field_of(error)
-    return ArgumentsInvalid(
-        f"tool {cap.name!r} of backend {cap.backend!r}: the argument {field!r} derived from the question does not "
-        f"fit its schema ({error.message[:200]}); pass `arguments` explicitly",
-        backend=cap.backend, tool=cap.name, field=field, input_schema=schema,
-    )
-
-
-def _field_of(error: ValidationError) -> str:
-    if error.absolute_path:
-        return ".".join(str(p) for p in error.absolute_path)
-    if error.validator == "required" and isinstance(error.instance, dict):
-        missing = [r for r in error.validator_value if r not in error.instance]
-        if missing:
-            return str(missing[0])
-    return "arguments"
 
 
 def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:

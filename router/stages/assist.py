@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.llm.client import LLMClient
 from router.request import Request
+from router.schemas import schema_violation
 from router.settings import RoutingSettings
-from router.stages.arguments import schema_violation
 from router.stages.plan import planned_calls
 from router.stages.scoring import may_act
 from router.stages.serving import MODEL_CHOICE, Arguments

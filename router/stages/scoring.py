@@ -210,11 +210,11 @@ def may_act(cap: Capability) -> bool:
 
 
 def _copies(ranked: Sequence[Ranked]) -> list[int]:
-    """The group of each capability: identical ones (kind, name, description, schema) on several backends
-    share one; groups are numbered in order of their best-ranked copy."""
-    first: dict[tuple[str, str, str, str], int] = {}
-    return [first.setdefault((c.kind, c.name, c.description, json.dumps(c.input_schema, sort_keys=True)), len(first))
-            for c in (r.capability for r in ranked)]
+    """The group of each capability: identical ones (`Capability.same_as`: kind, name, description, schema and
+    fixed arguments) on several backends share one; groups are numbered in order of their best-ranked copy."""
+    first: dict[tuple[str, str, str, str, tuple[tuple[str, str], ...]], int] = {}
+    return [first.setdefault((c.kind, c.name, c.description, json.dumps(c.input_schema, sort_keys=True), c.fixed),
+                             len(first)) for c in (r.capability for r in ranked)]
 
 
 def _healthiest_copy_first(candidates: list[Candidate], group: list[int], statuses: Mapping[str, BackendStatus],

@@ -23,9 +23,9 @@ from router.stages.arguments import (
     properties_of,
     type_of,
 )
-from router.stages.paths import PATH, names_a_path
 from router.stages.timezones import dates_in, gap_changes, zone_named
-from router.values import Candidate, Capability, Catalog
+from router.stages.written import PATH, names_a_path
+from router.values import Candidate, Capability, Catalog, fixed_digest
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
 # parameters) never name the kind cannot serve such a value, however close its other words are: "Convert 100
@@ -338,12 +338,19 @@ class Arguments:
         self.of(capability)
         return not self.named and bool(self.left[capability.key])
 
-    def _paths_fixed(self, capability: Capability, derived: Derived) -> list[str]:
-        """The paths the question writes, for a call whose path the operator fixed (`fixed_arguments`): "the git
-        status of /srv/other" answered on the operator's repository would be about another one."""
-        if not self.paths or not isinstance(derived, tuple) or derived[1] == "caller":
-            return []
-        return self.paths if any(names_a_path(name, "") for name, _ in capability.fixed) else []
+    def _with_fixed_paths(self, capability: Capability, derived: Derived, left: list[Any]) -> list[Any]:
+        """The values the call leaves unused, for a call whose path the operator fixed (`fixed_arguments`): every
+        path the question writes that the call does not take ("the git status of /srv/other" answered on the
+        operator's repository would be about another one), but the fixed path itself, written out."""
+        fixed = {digest for name, digest in capability.fixed if names_a_path(name, "")}
+        if not fixed or not isinstance(derived, tuple) or derived[1] == "caller":
+            return left
+
+        def other(value: Any) -> bool:
+            return not isinstance(value, str) or not fixed & {fixed_digest(value), fixed_digest(value.rstrip("/"))}
+
+        taken = {v for v in derived[0].values() if isinstance(v, str)}
+        return [v for v in left if other(v)] + [p for p in self.paths if p not in taken and p not in left and other(p)]
 
     def _takes_nothing(self, capability: Capability) -> bool:
         if self.named or capability.kind == "flow":  # a flow is sent the question itself
@@ -364,5 +371,5 @@ class Arguments:
         key = capability.key
         if key not in self._derived:
             self._derived[key], left = derive_with_leftovers(capability, self.request.question, self.request.arguments)
-            self.left[key] = left + self._paths_fixed(capability, self._derived[key])
+            self.left[key] = self._with_fixed_paths(capability, self._derived[key], left)
         return self._derived[key]

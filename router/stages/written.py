@@ -1,7 +1,9 @@
-"""Values a question writes out as a tool takes them: a web address ("Fetch https://example.com/a"), an arithmetic
-expression ("Calculate (3 + 4) * 12"); and the parameters that take one, by their name or description.
+"""Values a question writes out as a tool takes them: a file-system path ("Read /srv/notes.txt"), a web address
+("Fetch https://example.com/a"), an arithmetic expression ("Calculate (3 + 4) * 12"); and the parameters that
+take one, by their name or description.
 
     first_free(URL, "Fetch https://example.com.", free, web_address)    # ((6, 26), "https://example.com")
+    names_a_path("repo_path", "")                                       # True; "file_type", "profile": False
     takes_url("image_url", "")                                          # True; "curl", "url_count": False
 """
 
@@ -9,6 +11,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+
+# Absolute ("/root/notes.md", "~/notes.md", "C:\\data\\a.csv"), relative ("./a.csv", "docs/guide.md", "reports/"),
+# or a file name with a common extension ("notes.txt"); in quotes, whole ("'/home/me/My Documents/a.txt'"). A URL
+# is none, nor a trailing full stop, "3/4", "and/or", "w/".
+_EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xml|html?|css|js|ts|py|rb|go|rs|java|"
+               "c|h|cpp|sh|sql|log|pdf|docx?|xlsx?|pptx?|odt|rtf|png|jpe?g|gif|svg|webp|mp3|wav|flac|mp4|mov|zip|tar|"
+               "gz|tgz|ipynb|env|lock")
+PATH = re.compile(rf"(?<=['\"`])(?:~?/|\.{{1,2}}/|[A-Za-z]:\\)[^'\"`\n]+(?=['\"`])|"  # quoted, spaces and all
+                  rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
+                  rf"(?:[\w-]+/)+[\w-][\w.-]*\.(?:{_EXTENSIONS})|(?:[\w-]{{2,}}/)+|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
+                  r"(?<![.!?:])(?![\w/:@])", re.I)
+_PATH_WORDS = frozenset({"path", "file", "filename", "filepath", "pathname", "dir", "dirname", "directory", "folder"})
+_PATH_DESCRIBED = re.compile(r"\b(?:path|directory|folder)\b", re.I)
+_PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "input", "output"})
+
+
+def _words(name: str) -> list[str]:
+    """A parameter's name as words, snake or camel case: `inputPath` -> input, path."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
+
+
+def names_a_path(name: str, description: str) -> bool:
+    """Whether a parameter is for a path: its name ends with a word for one (`path`, `repo_path`, `inputPath`, not
+    `file_type`, `file_id` or `profile`), or names one (`path_audio`) or a role (`source`) and its description says
+    it is a path, a directory or a folder."""
+    words = _words(name)
+    described = bool(_PATH_DESCRIBED.search(description))
+    return bool(words) and (words[-1] in _PATH_WORDS or "".join(words[-2:]) in _PATH_WORDS or (described and (
+        words[0] in _PATH_WORDS or name.lower() in _PATH_ROLES)))
+
 
 # A web address with its scheme (or "www."), up to a space, a quote or a square bracket ("[x](https://a.example)").
 URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`\u2018\u2019\u201c\u201d\[\]]+", re.I)
@@ -27,10 +59,6 @@ _ARITHMETIC_WORD = re.compile(r"squared|cubed|plus|minus|times|mod|modulo|divide
 _DATE_OR_RANGE = re.compile(r"^\d+(?:-\d+)+$")
 _EXPRESSION_WORDS = frozenset({"expression", "expr", "formula", "equation", "calculation", "arithmetic"})
 EXPRESSION_DESCRIBED = re.compile(r"\b(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression\b", re.I)
-
-
-def _words(name: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
 
 
 def takes_url(name: str, description: str) -> bool:

@@ -65,6 +65,9 @@ async def test_a_callers_own_repository_is_replaced_by_the_operators(router: Rou
     with pytest.raises(RouterError) as info:
         await query(router, QueryRequest(question=f"Show the git status of {other}"))
     assert info.value.status_code == 404 and f"gives '{other}'" in info.value.message
+    served, _ = repos  # the operator's own, written out, is no other
+    named_so = await query(router, QueryRequest(question=f"Show the git status of {served}/"))
+    assert named_so.capability == "git_status" and "only-in-served.txt" in named_so.answer
     named = await query(router, QueryRequest(question="status", backend="git", tool="git_status",
                                              arguments={"repo_path": str(other)}))
     assert "only-in-served.txt" in named.answer and "only-in-other.txt" not in named.answer

@@ -1,4 +1,5 @@
-"""File-system paths a question writes: which parameters take them, and in what order."""
+"""File-system paths a question writes (`router/stages/written.py`): which parameters take them, and in what
+order."""
 
 from __future__ import annotations
 
@@ -59,3 +60,21 @@ def test_paths_go_to_the_parameters_that_take_them_in_the_order_written() -> Non
     # A second path the call has no place for is a value it leaves unused.
     read = reader("read", {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
     assert derive_with_leftovers(read, "Read /a/x.txt and /b/y.txt")[1] == ["/b/y.txt"]
+
+
+def test_a_path_the_call_takes_or_the_fixed_one_itself_is_no_path_left_unused() -> None:
+    from router.request import Request
+    from router.stages.serving import LEFT, Arguments
+    from router.values import fixed_digest
+
+    def reader(fixed: str) -> Capability:  # its workspace fixed by the operator, a file of it asked for
+        return Capability(backend="code", name="read", read_only=True, fixed=(("workspace_dir", fixed_digest(fixed)),),
+                          input_schema={"type": "object", "required": ["file_path"],
+                                        "properties": {"file_path": {"type": "string"}}})
+
+    def doubt(question: str, fixed: str = "/srv/ws") -> str | None:
+        return Arguments(Request(question=question)).unserved(reader(fixed))
+
+    assert doubt("Read src/main.py") is None  # the call's own path
+    assert doubt("Read src/main.py in /srv/ws/") is None  # the fixed one, written out
+    assert doubt("Read src/main.py in /srv/other") == LEFT  # another workspace: not answered from this one

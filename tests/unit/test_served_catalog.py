@@ -153,7 +153,7 @@ async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_wh
     assert catalog is not None
     served = {c.name: c.input_schema for c in catalog.capabilities}
     # Nobody but the router fills it: not routing, an LLM, nor a gateway client (whose listing shows this schema).
-    assert served["git_log"] == {"type": "object", "properties": {"max_count": {"type": "integer"}}, "required": []}
+    assert served["git_log"] == {"type": "object", "properties": {"max_count": {"type": "integer"}}}
     assert served["git_status"] == other.input_schema  # a tool without the parameter is served as listed
     assert [[n for n, _ in c.fixed] for c in catalog.capabilities] == [["repo_path"], [], ["repo_path"]]
     elsewhere = supervisor([], name="copy", fixed_arguments={"repo_path": "/srv/other"})
@@ -162,15 +162,22 @@ async def test_a_fixed_argument_is_out_of_the_served_schema_and_in_every_call_wh
     other_catalog = await elsewhere.catalog()
     assert other_catalog is not None and "/srv" not in repr(other_catalog)  # a digest, not the value
     assert not catalog.capabilities[0].same_as(other_catalog.capabilities[0])  # another repository: no copy
+    from router.retrieval.catalog import Ranked
+    from router.retrieval.hybrid import Hit
+    from router.stages.scoring import _copies
+
+    hit = Hit(doc=0, dense=0.5, bm25=1.0, dense_norm=1.0, bm25_norm=1.0, hybrid=1.0)
+    ranked = [Ranked(c, hit, 1.0) for c in (catalog.capabilities[0], other_catalog.capabilities[0])]
+    assert _copies(ranked) == [0, 1] and catalog.version != other_catalog.version  # nor one choice, nor one version
     await elsewhere.shutdown()
     ctx = CallContext(question="q", intent="general")
     for given in ({"max_count": 3}, {"max_count": 3, "repo_path": "/home/alice/secrets"}):
         called = await sup.call(log, given, 5.0, ctx)
         assert json.loads(called.text) == {"max_count": 3, "repo_path": "/srv/repo"}
     shown = await sup.call(loose, {"repo_path": "/etc"}, 5.0, ctx)
-    assert json.loads(shown.text) == {"repo_path": "/srv/repo"} and served["git_show"]["required"] == []
-    status = await sup.call(other, {}, 5.0, ctx)
-    assert status.text == "{}"  # not sent a parameter the tool does not take
+    assert json.loads(shown.text) == {"repo_path": "/srv/repo"} and served["git_show"] == {"type": "object"}
+    status = await sup.call(other, {"repo_path": "/home/alice/secrets"}, 5.0, ctx)
+    assert status.text == "{}"  # not sent a fixed parameter the tool does not take, nor the caller's for it
     relayed = [e async for e in sup.relay("tools/call", {"name": "git_log", "arguments": {"repo_path": "/etc"}}, 5.0)]
     assert relayed[-1]["result"] == {"name": "git_log", "arguments": {"repo_path": "/srv/repo"}}
     await sup.shutdown()
