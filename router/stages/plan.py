@@ -26,7 +26,17 @@ from router.errors import (
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.arguments import AS_NAMED, Derived, properties_of, takes_path
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
-from router.stages.serving import ACTS, DATED, EITHER_WAY, LEFT, READS_ONLY, UNTAKEN, Arguments, readable
+from router.stages.serving import (
+    ACTS,
+    DATED,
+    EITHER_WAY,
+    LEFT,
+    NOT_NOW,
+    READS_ONLY,
+    UNTAKEN,
+    Arguments,
+    readable,
+)
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
@@ -262,6 +272,9 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     elif closest is not None and why == DATED:
         message = (f"the question gives a date, and the closest, {closest.capability.key}, converts a time as of "
                    f"today: on that date {arguments.off_by(closest.capability)}; it is not called")
+    elif closest is not None and why == NOT_NOW:
+        message = (f"the question asks about another time than now, and the closest, {closest.capability.key}, tells "
+                   "the time now: it is not called")
     elif closest is not None and why == LEFT:
         left = ", ".join(repr(v) if isinstance(v, str) else f"{v:g}" for v in arguments.left[closest.capability.key])
         message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "

@@ -195,12 +195,31 @@ _DATE_WORD = re.compile(r"(?:^|_)(?:date|day|datetime|when)(?:$|_|[A-Z])|(?:Date
 def _takes_date(name: str, spec: dict[str, Any]) -> bool:
     """Whether a parameter takes the date itself (named for one, or a date by its format)."""
     return bool(_DATE_WORD.search(name)) or spec.get("format") in ("date", "date-time")
+
+
+# Another time than now, as a question says it: a day relative to today, a weekday, a part of a day or a time of
+# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."); written dates too.
+_ANOTHER_TIME = re.compile(r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)"
+                           r"days?|(?:last|next) (?:night|week|month|year))\b|\b\d{1,2}(?::\d{2}|\s*[ap]\.?m\b)", re.I)
+_NOW = re.compile(r"\b(?:current|now)\b", re.I)
+
+
+def tells_the_time_now(cap: Capability) -> bool:
+    """Whether the tool tells the time now: its name or description speaks of the current time, and it takes no
+    time of day or date to tell another."""
+    text = f"{cap.name.replace('_', ' ')} {cap.description}"
+    if cap.kind != "tool" or not _NOW.search(text) or not re.search(r"\btime\b", text, re.I):
+        return False
+    return not any(_takes_date(n, spec) or n.lower() == "time" or "hh:mm" in str(spec.get("description", "")).lower()
+                   for n, spec in properties_of(cap.input_schema).items())
+
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
 UNTAKEN = "the question's words"  # what a call that takes nothing of the question cannot serve: its specifics
 LEFT = "the question's other values"  # what a call taking some of the question's values of a kind leaves
 EITHER_WAY = "one way"  # what a tool that toggles cannot serve: a request to switch something one way
 DATED = "another day"  # what a time converted as of today cannot serve: a date whose clocks are set otherwise
+NOT_NOW = "another time"  # what a tool that tells the time now cannot serve: a question about another time
 
 
 class Arguments:
@@ -224,6 +243,7 @@ class Arguments:
         self.paths = PATH.findall(request.question) if not self.named else []
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
+        self.another_time = not self.named and bool(self.dates or _ANOTHER_TIME.search(request.question))
         # What `DATED` found, by capability key (None: nothing), asked once per capability: settling, planning
         # and the dry run's reasons each ask again.
         self.clock_change: dict[str, tuple[date, str, str, float] | None] = {}
@@ -259,6 +279,7 @@ class Arguments:
                 ACTS: f"it may change something, and the question only asks ({self.read!r})",
                 LEFT: "it would leave some of the question's values unused",
                 EITHER_WAY: f"it switches whichever way things are now, and the question asks to {self.one_way}",
+                NOT_NOW: "it tells the time now, and the question asks about another time",
                 DATED: "it converts a time as of today, and on the question's date "
                        f"{self.off_by(candidate.capability)}",
                 UNTAKEN: f"it {self.takes_little(candidate.capability, so=False)}, and on a match this weak it "
@@ -278,6 +299,8 @@ class Arguments:
             return EITHER_WAY
         if self.dates and self._clocks_differ(capability):
             return DATED
+        if self.another_time and tells_the_time_now(capability):
+            return NOT_NOW
         if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
             return kind
         if self._leaves_values(capability):

@@ -222,6 +222,16 @@ async def test_a_time_converted_on_a_date_when_the_clocks_are_set_otherwise_is_n
     assert resp.capability == "convert_time"
 
 
+@pytest.mark.parametrize("question", ["What was the time in Tokyo yesterday at noon?",
+                                      "What time will it be in Tokyo tomorrow?"])
+async def test_the_time_now_does_not_answer_a_question_about_another_time(router: Router, question: str) -> None:
+    # get_current_time answered both with the time now; "What time is it in Tokyo?" still gets it.
+    with pytest.raises(NoRelevantBackend) as info:
+        await query(router, QueryRequest(question=question))
+    assert "another time than now" in info.value.message
+    assert (await query(router, QueryRequest(question="What time is it in Tokyo?"))).capability == "get_current_time"
+
+
 @pytest.mark.parametrize(("question", "verb"), [("Set a timer for 5 minutes", "set"),
                                                ("Change the time zone to Europe/Paris", "change")])
 async def test_a_timer_or_a_time_zone_is_not_set_by_reading_the_clock(router: Router, question: str, verb: str) -> None:

@@ -99,3 +99,17 @@ def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     assert unmatched_words(image, "Give me a sample image") == ["sample"]
     # What its server says it is for counts as its own words.
     assert unmatched_words(image, "Give me a sample image", "The MCP reference test server (sample prompts)") == []
+
+
+def test_a_tool_tells_the_time_now_when_its_texts_say_so_and_it_takes_no_time_or_date() -> None:
+    from router.stages.serving import tells_the_time_now
+    from router.values import Capability
+
+    def tool(name: str, description: str, *params: str) -> Capability:
+        return Capability(backend="t", name=name, description=description, input_schema={
+            "type": "object", "properties": {p: {"type": "string"} for p in params}})
+
+    assert tells_the_time_now(tool("get_current_time", "Get current time in a specific timezone", "timezone"))
+    assert not tells_the_time_now(tool("convert_time", "Convert time between timezones", "time", "source_timezone"))
+    assert not tells_the_time_now(tool("time_at", "The current time, or at a date", "timezone", "date"))
+    assert not tells_the_time_now(tool("list_now_playing", "Songs playing now", "station"))
