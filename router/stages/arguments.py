@@ -344,8 +344,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
-                if name not in required and ((extract is _number and not _named_before(question, name, used[-1],
-                                                                                         props, required))
+                if name not in required and ((extract is _number and not _named_before(
+                        question, name, used[-1], [n for n in props if n != name]))
                                              or (extract is _name and loosely_named(question, used[-1]))):
                     used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
@@ -374,14 +374,11 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
-def _named_before(question: str, name: str, span: tuple[int, int], props: dict[str, dict[str, Any]],
-                  required: list[str]) -> bool:
+def _named_before(question: str, name: str, span: tuple[int, int], others: list[str]) -> bool:
     """Whether a number may fill the optional parameter `name`: yes where the question names the parameter
     next to it ("limit 10", "a limit of 10", "in 3 days", "top 10"); otherwise not where it names another of the
     tool's parameters ("with start_index 5000" gives no `max_length`), nor after a word that gives it another
-    role ("the invoices from 2024", "over 500 dollars", "in 2023"). Of several optional numbers, the one whose
-    description has the word before the number ("the first 3 lines": `head`, "only the first N lines"; not
-    `tail`, "the last N lines"), and none where no description tells them apart."""
+    role ("the invoices from 2024", "over 500 dollars", "in 2023")."""
     before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
 
     def names(parameter: str, between: int = 0) -> bool:  # up to `between` words between name and number
@@ -392,15 +389,7 @@ def _named_before(question: str, name: str, span: tuple[int, int], props: dict[s
 
     if names(name):
         return True
-    if _OTHER_ROLE.search(before) or any(names(other, 2) for other in props if other != name):
-        return False
-    rivals = [n for n, spec in props.items() if n != name and n not in required and type_of(spec) in _NUMERIC]
-    if not rivals:
-        return True
-    word = re.search(r"([a-z]{3,})\W*$", before)
-    told = [n for n in (name, *rivals) if word and re.search(rf"\b{word[1]}\b", str(props[n].get("description", "")),
-                                                               re.I)] if name in props else []
-    return told == [name]
+    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others)
 
 
 def _name_words(name: str, shortest: int) -> list[str]:
@@ -408,6 +397,5 @@ def _name_words(name: str, shortest: int) -> list[str]:
     return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
 
 
-_NUMERIC = ("number", "integer")
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
                          r"on|by|during|around|about|per)\W*$")

@@ -140,18 +140,3 @@ def test_a_date_the_question_gives_and_whether_two_zones_clocks_are_set_otherwis
     assert gap_changes(["Europe/London", "Australia/Sydney"], "09:00", date(2027, 7, 1), now) == \
         ("Europe/London", "Australia/Sydney", 2.0)  # one forward, the other back
     assert gap_changes(london_new_york, "24:00", date(2027, 3, 20), now) is None  # no such time: nothing to say
-
-
-def test_of_two_optional_numbers_the_one_whose_description_has_the_questions_word_takes_it() -> None:
-    # The official filesystem server's read_text_file: "the first 3 lines" were read as the last three.
-    from router.values import Capability
-
-    read = Capability(backend="files", name="read_text_file", read_only=True, input_schema={
-        "type": "object", "required": ["path"], "properties": {
-            "path": {"type": "string"},
-            "tail": {"type": "number", "description": "If provided, returns only the last N lines of the file"},
-            "head": {"type": "number", "description": "If provided, returns only the first N lines of the file"}}})
-    assert derive_arguments(read, "Show the first 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "head": 3}
-    assert derive_arguments(read, "Show the last 2 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "tail": 2}
-    # Nothing tells them apart: neither is guessed, and the tool's default applies.
-    assert derive_arguments(read, "Show 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt"}
