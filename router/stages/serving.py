@@ -198,20 +198,29 @@ def _takes_date(name: str, spec: dict[str, Any]) -> bool:
 
 
 # Another time than now, as a question says it: a day relative to today, a weekday, a part of a day or a time of
-# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."); written dates too.
+# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."); written dates too. A
+# question that also says now ("Is it after 5pm in London now?") asks about now.
 _ANOTHER_TIME = re.compile(r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)"
-                           r"days?|(?:last|next) (?:night|week|month|year))\b|\b\d{1,2}(?::\d{2}|\s*[ap]\.?m\b)", re.I)
+                           r"days?|(?:last|next) (?:night|week|month|year))\b|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|"
+                           r"\s*[ap]\.?m\b)", re.I)
+_SAYS_NOW = re.compile(r"\b(?:now|yet|still|currently|at the moment)\b", re.I)
 _NOW = re.compile(r"\b(?:current|now)\b", re.I)
+_CLOCK_WORDS = frozenset({"time", "datetime", "clock", "now"})
+_ZONE_LIKE = re.compile(r"zone|tz|locat|city|place|country|region|format", re.I)
 
 
 def tells_the_time_now(cap: Capability) -> bool:
-    """Whether the tool tells the time now: its name or description speaks of the current time, and it takes no
-    time of day or date to tell another."""
-    text = f"{cap.name.replace('_', ' ')} {cap.description}"
-    if cap.kind != "tool" or not _NOW.search(text) or not re.search(r"\btime\b", text, re.I):
+    """Whether the tool tells the time now: its name speaks of the current time or a clock (`get_current_time`,
+    `getCurrentDatetime`, `now`), and it takes nothing but where (a zone, a place) or how to show it, so it
+    cannot tell another time."""
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", cap.name)}
+    if cap.kind != "tool" or not words & _CLOCK_WORDS:
         return False
-    return not any(_takes_date(n, spec) or n.lower() == "time" or "hh:mm" in str(spec.get("description", "")).lower()
-                   for n, spec in properties_of(cap.input_schema).items())
+    if not ({"current", "now"} & words or _NOW.search(cap.description)):
+        return False
+    return all(_ZONE_LIKE.search(f"{n} {spec.get('description', '')}") and not _takes_date(n, spec)
+               for n, spec in properties_of(cap.input_schema).items())
+
 
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
 ACTS = "a question"  # what a capability that may change something does not answer: a question that only asks
@@ -243,7 +252,8 @@ class Arguments:
         self.paths = PATH.findall(request.question) if not self.named else []
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
-        self.another_time = not self.named and bool(self.dates or _ANOTHER_TIME.search(request.question))
+        self.another_time = not self.named and bool(self.dates or _ANOTHER_TIME.search(request.question)) and \
+            not _SAYS_NOW.search(request.question)
         # What `DATED` found, by capability key (None: nothing), asked once per capability: settling, planning
         # and the dry run's reasons each ask again.
         self.clock_change: dict[str, tuple[date, str, str, float] | None] = {}

@@ -110,6 +110,27 @@ def test_a_tool_tells_the_time_now_when_its_texts_say_so_and_it_takes_no_time_or
             "type": "object", "properties": {p: {"type": "string"} for p in params}})
 
     assert tells_the_time_now(tool("get_current_time", "Get current time in a specific timezone", "timezone"))
+    assert tells_the_time_now(tool("getCurrentDatetime", "Returns the date and time in a zone", "tz"))
     assert not tells_the_time_now(tool("convert_time", "Convert time between timezones", "time", "source_timezone"))
     assert not tells_the_time_now(tool("time_at", "The current time, or at a date", "timezone", "date"))
-    assert not tells_the_time_now(tool("list_now_playing", "Songs playing now", "station"))
+    assert not tells_the_time_now(tool("get_current_time", "The current time", "timezone", "offset_hours"))
+    # Tools that start from the current time to tell something else: a forecast, a calendar.
+    assert not tells_the_time_now(tool("get_forecast", "Forecast from the current time for the next N days", "days"))
+    assert not tells_the_time_now(tool("list_events", "Events starting from the current time", "calendar"))
+
+
+@pytest.mark.parametrize(("question", "other"), [
+    ("What was the time in Tokyo yesterday at noon?", True), ("What time will it be in Tokyo tomorrow?", True),
+    ("Convert 3pm London time to Mars time", True),
+    # About now, though a time or a day is in it; and numbers that are no time of day.
+    ("Is it Friday in Sydney yet?", False), ("Is it after 5pm in London now?", False),
+    ("Connect to 127.0.0.1:8080; what time is it in Tokyo?", False), ("What time is it in Tokyo?", False),
+])
+def test_a_question_about_another_time_than_now_is_not_answered_by_the_time_now(question: str, other: bool) -> None:
+    from router.request import Request
+    from router.stages.serving import NOT_NOW, Arguments
+    from router.values import Capability
+
+    now = Capability(backend="time", name="get_current_time", description="Get current time in a specific timezone",
+                     read_only=True, input_schema={"type": "object", "properties": {"timezone": {"type": "string"}}})
+    assert (Arguments(Request(question=question)).unserved(now) == NOT_NOW) is other
