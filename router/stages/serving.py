@@ -23,6 +23,7 @@ from router.stages.arguments import (
     properties_of,
     type_of,
 )
+from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.stages.written import PATH, names_a_path
 from router.values import Candidate, Capability, Catalog, fixed_digest
@@ -189,37 +190,6 @@ def _schema_words(schema: Any) -> str:
 
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question
 _CLOCK = re.compile(r"\d\d:\d\d")  # a time of day as the arguments carry it
-_DATE_WORD = re.compile(r"(?:^|_)(?:date|day|datetime|when)(?:$|_|[A-Z])|(?:Date|Day)(?:[A-Z]|$)")  # snake or camel
-
-
-def _takes_date(name: str, spec: dict[str, Any]) -> bool:
-    """Whether a parameter takes the date itself (named for one, or a date by its format)."""
-    return bool(_DATE_WORD.search(name)) or spec.get("format") in ("date", "date-time")
-
-
-# Another time than now, as a question says it: a day relative to today, a weekday, a part of a day or a time of
-# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."); written dates too. A
-# question that also says now ("Is it after 5pm in London now?") asks about now.
-_ANOTHER_TIME = re.compile(r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)"
-                           r"days?|(?:last|next) (?:night|week|month|year))\b|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|"
-                           r"\s*[ap]\.?m\b)", re.I)
-_SAYS_NOW = re.compile(r"\b(?:now|yet|still|currently|at the moment)\b", re.I)
-_NOW = re.compile(r"\b(?:current|now)\b", re.I)
-_CLOCK_WORDS = frozenset({"time", "datetime", "clock", "now"})
-_ZONE_LIKE = re.compile(r"zone|tz|locat|city|place|country|region|format", re.I)
-
-
-def tells_the_time_now(cap: Capability) -> bool:
-    """Whether the tool tells the time now: its name speaks of the current time or a clock (`get_current_time`,
-    `getCurrentDatetime`, `now`), and it takes nothing but where (a zone, a place) or how to show it, so it
-    cannot tell another time."""
-    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", cap.name)}
-    if cap.kind != "tool" or not words & _CLOCK_WORDS:
-        return False
-    if not ({"current", "now"} & words or _NOW.search(cap.description)):
-        return False
-    return all(_ZONE_LIKE.search(f"{n} {spec.get('description', '')}") and not _takes_date(n, spec)
-               for n, spec in properties_of(cap.input_schema).items())
 
 
 READS_ONLY = "a change"  # what a read-only capability cannot serve: a request to change something
@@ -252,8 +222,7 @@ class Arguments:
         self.paths = PATH.findall(request.question) if not self.named else []
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
-        self.another_time = not self.named and bool(self.dates or _ANOTHER_TIME.search(request.question)) and \
-            not _SAYS_NOW.search(request.question)
+        self.another_time = not self.named and (bool(self.dates) or asks_another_time(request.question))
         # What `DATED` found, by capability key (None: nothing), asked once per capability: settling, planning
         # and the dry run's reasons each ask again.
         self.clock_change: dict[str, tuple[date, str, str, float] | None] = {}
@@ -335,7 +304,7 @@ class Arguments:
     def _clock_change(self, capability: Capability) -> tuple[date, str, str, float] | None:
         derived = self.of(capability)
         if not isinstance(derived, tuple) or not derived[1].startswith("extracted") or any(
-                _takes_date(n, spec) for n, spec in properties_of(capability.input_schema).items()):
+                takes_date(n, spec) for n, spec in properties_of(capability.input_schema).items()):
             return None
         clock = next((v for v in derived[0].values() if isinstance(v, str) and _CLOCK.fullmatch(v)), None)
         zones = [z for v in derived[0].values() if isinstance(v, str) and "/" in v

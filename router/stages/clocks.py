@@ -1,0 +1,47 @@
+"""What a question asks of a clock, and which tools can answer it: a time other than now ("yesterday at noon"),
+a tool that tells only the time now (`get_current_time`), a parameter that takes a date."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from router.stages.arguments import properties_of
+from router.values import Capability
+
+_DATE_WORD = re.compile(r"(?:^|_)(?:date|day|datetime|when)(?:$|_|[A-Z])|(?:Date|Day)(?:[A-Z]|$)")  # snake or camel
+
+
+def takes_date(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes the date itself (named for one, or a date by its format)."""
+    return bool(_DATE_WORD.search(name)) or spec.get("format") in ("date", "date-time")
+
+
+# Another time than now, as a question says it: a day relative to today, a weekday, a part of a day or a time of
+# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."); written dates too. A
+# question that also says now ("Is it after 5pm in London now?") asks about now.
+_ANOTHER_TIME = re.compile(r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)"
+                           r"days?|(?:last|next) (?:night|week|month|year))\b|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|"
+                           r"\s*[ap]\.?m\b)", re.I)
+_SAYS_NOW = re.compile(r"\b(?:now|yet|still|currently|at the moment)\b", re.I)
+_NOW = re.compile(r"\b(?:current|now)\b", re.I)
+_CLOCK_WORDS = frozenset({"time", "datetime", "clock", "now"})
+_ZONE_LIKE = re.compile(r"zone|tz|locat|city|place|country|region|format", re.I)
+
+
+def tells_the_time_now(cap: Capability) -> bool:
+    """Whether the tool tells the time now: its name speaks of the current time or a clock (`get_current_time`,
+    `getCurrentDatetime`, `now`), and it takes nothing but where (a zone, a place) or how to show it, so it
+    cannot tell another time."""
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", cap.name)}
+    if cap.kind != "tool" or not words & _CLOCK_WORDS:
+        return False
+    if not ({"current", "now"} & words or _NOW.search(cap.description)):
+        return False
+    return all(_ZONE_LIKE.search(f"{n} {spec.get('description', '')}") and not takes_date(n, spec)
+               for n, spec in properties_of(cap.input_schema).items())
+
+
+def asks_another_time(question: str) -> bool:
+    """Whether the question speaks of another time than now (a written date aside: `timezones.dates_in`)."""
+    return bool(_ANOTHER_TIME.search(question)) and not _SAYS_NOW.search(question)
