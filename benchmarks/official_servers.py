@@ -75,7 +75,8 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
     ("Update Bob's email to bob@example.com", ("add_observations",)),
     ("What time is it in Tokyo?", ("get_current_time",)),
     ("Convert 3pm New York time to London time", ("convert_time",)),
-    ("What was the time in Tokyo yesterday at noon?", ()),
+    ("What was the time in Tokyo yesterday at noon?", ()), ("What time will it be in Tokyo in 3 hours?", ()),
+    ("What time does the sun set in Paris?", ()), ("What time is it in Paris?", ("get_current_time",)),
     ("Change the time zone to Europe/Paris", ()), ("Set my time zone to Tokyo", ()),
     ("Schedule a meeting at 3pm tomorrow", ()), ("Cancel my 3pm meeting", ()),
 ]

@@ -345,7 +345,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
                 if name not in required and ((extract is _number and not _named_before(
-                        question, name, used[-1], [n for n in props if n != name]))
+                        question, name, used[-1], [n for n in props if n != name], _rivals(question, name, props,
+                                                                                           required)))
                                              or (extract is _name and loosely_named(question, used[-1]))):
                     used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
@@ -374,27 +375,44 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
-def _named_before(question: str, name: str, span: tuple[int, int], others: list[str]) -> bool:
+def _named_before(question: str, name: str, span: tuple[int, int], others: list[str], rivals: list[str]) -> bool:
     """Whether a number may fill the optional parameter `name`: yes where the question names the parameter
-    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10"); otherwise not where it names another of the
-    tool's parameters ("with start_index 5000" gives no `max_length`), nor after a word that gives it another
-    role ("the invoices from 2024", "over 500 dollars", "in 2023")."""
+    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10", "the first 3 lines" for `head`); otherwise not
+    where it names another of the tool's parameters ("with start_index 5000" gives no `max_length`), nor after a
+    word that gives it another role ("the invoices from 2024", "over 500 dollars", "in 2023"), nor where another
+    optional number of the tool (`rivals`) could take it as well: of `tail` and `head`, the first took "the first
+    3 lines" and read the last three."""
     before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
 
     def names(parameter: str, between: int = 0) -> bool:  # up to `between` words between name and number
-        words = "|".join(map(re.escape, [parameter.lower(), *_name_words(parameter, 2)]))
+        words = "|".join(map(re.escape, _words_for(parameter)))
         gap = rf"(?:\s+\w+){{0,{between}}}"
         return bool(re.search(rf"\b(?:{words})(?:e?s|ing|ed)?{gap}\s*(?:of|is|[:=])?\s*$", before)
                     or re.match(rf"\s*(?:{words})(?:e?s)?\b", after, re.I))
 
     if names(name):
         return True
-    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others)
+    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others) and not rivals
+
+
+def _rivals(question: str, name: str, props: dict[str, dict[str, Any]], required: list[str]) -> list[str]:
+    """The tool's other optional numbers that a number the question does not name could fill as well as `name`:
+    those the question does not speak of at all."""
+    return [n for n, spec in props.items() if n != name and n not in required and type_of(spec) in (
+        "number", "integer") and not re.search(rf"\b(?:{'|'.join(map(re.escape, _words_for(n)))})", question, re.I)]
 
 
 def _name_words(name: str, shortest: int) -> list[str]:
     """The words of a parameter's name ("max_results" -> max, results), as a question would write them."""
     return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
+
+
+# How questions name parameters whose names are commands' words: `head` and `tail` take a file's first and last lines.
+_SAID_AS = {"head": ("first", "top"), "tail": ("last", "bottom")}
+
+
+def _words_for(parameter: str) -> list[str]:
+    return [parameter.lower(), *_name_words(parameter, 2), *_SAID_AS.get(parameter.lower(), ())]
 
 
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"

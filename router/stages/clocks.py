@@ -18,12 +18,22 @@ def takes_date(name: str, spec: dict[str, Any]) -> bool:
 
 
 # Another time than now, as a question says it: a day relative to today, a weekday, a part of a day or a time of
-# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."); written dates too. A
-# question that also says now ("Is it after 5pm in London now?") asks about now.
-_ANOTHER_TIME = re.compile(r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)"
-                           r"days?|(?:last|next) (?:night|week|month|year))\b|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|"
-                           r"\s*[ap]\.?m\b)", re.I)
-_SAYS_NOW = re.compile(r"\b(?:now|yet|still|currently|at the moment)\b", re.I)
+# day ("What was the time in Tokyo yesterday at noon?", "Convert 3pm London time to ..."), a time from now ("in 3
+# hours"), a date written with slashes, a holiday, the sun's hours; and the time of something that happens ("What time
+# does the sun set in Paris?", "What time will it be ...", "What time was it ..."), which a clock does not know.
+# Written dates by name are `timezones.dates_in`'s. A question that also says now ("Is it after 5pm in London now?")
+# asks about now; "3 hours from now" does not.
+_COUNT = r"(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a few|a couple of|several|half an?)"
+_SPAN = r"(?:minutes?|hours?|days?|weeks?|months?|years?)"
+_ANOTHER_TIME = re.compile(
+    r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)days?|"
+    r"(?:last|next) (?:night|week|month|year)|this (?:morning|afternoon|evening)|later (?:today|tonight|on|this)|"
+    rf"in {_COUNT} {_SPAN}|{_COUNT} {_SPAN} (?:from now|later|earlier|before|after)|"
+    r"sunrise|sunset|sun (?:rises?|sets?)|dawn|dusk|"
+    r"(?:start|end|beginning) of the (?:day|week|month|year)|christmas|new year'?s?|easter|"
+    r"what time (?:do|does|did|will|would|should|shall|can|could|was|were|are|is (?!it\b)))\b"
+    r"|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|\s*[ap]\.?m\b)|(?<![\w/.])\d{1,4}/\d{1,2}(?:/\d{2,4})?(?![\w/])", re.I)
+_SAYS_NOW = re.compile(r"\b(?:(?<!from )now|yet|still|currently|at the moment)\b", re.I)
 _NOW = re.compile(r"\b(?:current|now)\b", re.I)
 _CLOCK_WORDS = frozenset({"time", "datetime", "clock", "now"})
 _ZONE_LIKE = re.compile(r"zone|tz|locat|city|place|country|region|format", re.I)

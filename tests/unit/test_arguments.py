@@ -111,6 +111,20 @@ def test_an_optional_parameter_takes_a_value_only_where_the_question_gives_one()
     assert derive_with_leftovers(tool("list_things", schema), "list things 4 and 5")[1] == [5]
 
 
+def test_of_several_optional_numbers_an_unnamed_number_goes_to_none_and_head_and_tail_are_first_and_last() -> None:
+    # The official filesystem server's `read_text_file`: `tail` comes first, and took "the first 3 lines".
+    read = tool("read_text_file", {"type": "object", "required": ["path"], "properties": {
+        "path": {"type": "string"}, "tail": {"type": "number"}, "head": {"type": "number"}}})
+    assert derive_arguments(read, "Show the first 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "head": 3}
+    assert derive_arguments(read, "Show the top 2 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "head": 2}
+    assert derive_arguments(read, "Show the last 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "tail": 3}
+    assert derive_arguments(read, "Show 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt"}
+    # A number beside a word of the other parameter leaves the first to the number nothing names.
+    news = tool("top_stories", {"type": "object", "properties": {"limit": {"type": "integer"},
+                                                                 "days": {"type": "integer"}}})
+    assert derive_arguments(news, "the top 5 stories from the last 3 days")[0] == {"limit": 5, "days": 3}
+
+
 def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_taken() -> None:
     schema = {"type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "integer"}}}
     assert derive_arguments(tool("show_order", schema), "Show order 12345678901234567891")[0] == {
