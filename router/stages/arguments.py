@@ -30,6 +30,7 @@ from router.stages.timezones import zone_in
 from router.stages.written import (
     EXPRESSION,
     EXPRESSION_DESCRIBED,
+    GLOB,
     PATH,
     URL,
     expression,
@@ -37,6 +38,7 @@ from router.stages.written import (
     matched,
     names_a_path,
     takes_expression,
+    takes_glob,
     takes_url,
     web_address,
 )
@@ -262,6 +264,8 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
         return _taken(first_free(URL, question, lambda span: _free(span, used), web_address), used)
     if takes_expression(name, described):
         return _taken(first_free(EXPRESSION, question, lambda span: _free(span, used), expression), used)
+    if takes_glob(name, described):
+        return _taken(first_free(GLOB, question, lambda span: _free(span, used), matched), used)
     return None
 
 

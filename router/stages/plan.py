@@ -14,6 +14,7 @@ still planned, forced past their ejection, rather than failing without trying.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 
 from router.errors import (
@@ -70,7 +71,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
              and arguments.doubt(c) in (None, DATED)]  # the tool the values settle on is the one a date rules out
     # A path settles a choice only when the first tool takes none: a spreadsheet server's tools all take the file.
     paths = not any(takes_path(n, spec) for n, spec in properties_of(first.capability.input_schema).items())
-    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths) for c in close}
+    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths, first.capability)
+             for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
         fitting = [c for c in close if taken[c.capability.key]]
         chosen = fitting[0] if len(fitting) == 1 and (fitting[0] is not first or first.unclear_tool) else None
@@ -304,13 +306,22 @@ def paths_taken(cap: Capability, derived: Derived) -> list[str]:
     return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
 
 
-def values_taken(cap: Capability, derived: Derived, paths: bool = True) -> int:
+def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: Capability | None = None) -> int:
     """How many of a tool's arguments the question's own values gave. Its words as free text give none, and
     neither does a thing's name: "the 'Guest' role" fits creating a role as well as deleting one; nor, unless
-    `paths`, a path: which file says nothing of what is asked of it."""
+    `paths`, a path: which file says nothing of what is asked of it; nor a choice whose word the `first` tool's
+    own texts speak of too: "the size and modification date of b.txt" names `list_directory_with_sizes`'s sort by
+    size, and the file's information, which tells its size, was the first match."""
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
         return 0
     props = properties_of(cap.input_schema)
     taken = derived[1].split(": ", 1)[-1].split(", ")
     names = {p.removesuffix(AS_NAMED).rstrip() for p in taken if p.endswith(AS_NAMED)}
-    return sum(1 for n in derived[0] if n not in names and (paths or not takes_path(n, props.get(n, {}))))
+    own = f"{first.name} {first.description}".lower() if first is not None and first is not cap else ""
+
+    def shared(name: str, value: object) -> bool:
+        return bool(own) and isinstance(value, str) and value in props.get(name, {}).get("enum", ()) and bool(
+            re.search(rf"\b{re.escape(value.lower())}", own))
+
+    return sum(1 for n, v in derived[0].items() if n not in names and not shared(n, v)
+               and (paths or not takes_path(n, props.get(n, {}))))

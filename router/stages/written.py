@@ -1,6 +1,6 @@
 """Values a question writes out as a tool takes them: a file-system path ("Read /srv/notes.txt"), a web address
-("Fetch https://example.com/a"), an arithmetic expression ("Calculate (3 + 4) * 12"); and the parameters that
-take one, by their name or description.
+("Fetch https://example.com/a"), an arithmetic expression ("Calculate (3 + 4) * 12"), a file-name pattern ("Find
+the files named *.md"); and the parameters that take one, by their name or description.
 
     first_free(URL, "Fetch https://example.com.", free, web_address)    # ((6, 26), "https://example.com")
     names_a_path("repo_path", "")                                       # True; "file_type", "profile": False
@@ -14,14 +14,14 @@ from collections.abc import Callable
 
 # Absolute ("/root/notes.md", "~/notes.md", "C:\\data\\a.csv"), relative ("./a.csv", "docs/guide.md", "reports/"),
 # or a file name with a common extension ("notes.txt"); in quotes, whole ("'/home/me/My Documents/a.txt'"). A URL
-# is none, nor a trailing full stop, "3/4", "and/or", "w/".
+# is none, nor a trailing full stop, "3/4", "and/or", "w/", nor a pattern with a wildcard ("/srv/*.log").
 _EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xml|html?|css|js|ts|py|rb|go|rs|java|"
                "c|h|cpp|sh|sql|log|pdf|docx?|xlsx?|pptx?|odt|rtf|png|jpe?g|gif|svg|webp|mp3|wav|flac|mp4|mov|zip|tar|"
                "gz|tgz|ipynb|env|lock")
-PATH = re.compile(rf"(?<=['\"`])(?:~?/|\.{{1,2}}/|[A-Za-z]:\\)[^'\"`\n]+(?=['\"`])|"  # quoted, spaces and all
-                  rf"(?<![\w:/.~\\@-])(?:~?/[^\s'\"`,;()]+|\.{{1,2}}/[^\s'\"`,;()]+|[A-Za-z]:\\[^\s'\"`,;()]*|"
+PATH = re.compile(rf"(?<=['\"`])(?:~?/|\.{{1,2}}/|[A-Za-z]:\\)[^'\"`\n*]+(?=['\"`])|"  # quoted, spaces and all
+                  rf"(?<![\w:/.~\\@*-])(?:~?/[^\s'\"`,;()*]+|\.{{1,2}}/[^\s'\"`,;()*]+|[A-Za-z]:\\[^\s'\"`,;()*]*|"
                   rf"(?:[\w-]+/)+[\w-][\w.-]*\.(?:{_EXTENSIONS})|(?:[\w-]{{2,}}/)+|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
-                  r"(?<![.!?:])(?![\w/:@])", re.I)
+                  r"(?<![.!?:])(?![\w/:@*])", re.I)
 _PATH_WORDS = frozenset({"path", "file", "filename", "filepath", "pathname", "dir", "dirname", "directory", "folder"})
 _PATH_DESCRIBED = re.compile(r"\b(?:path|directory|folder)\b", re.I)
 _PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "input", "output"})
@@ -59,6 +59,19 @@ _ARITHMETIC_WORD = re.compile(r"squared|cubed|plus|minus|times|mod|modulo|divide
 _DATE_OR_RANGE = re.compile(r"^\d+(?:-\d+)+$")
 _EXPRESSION_WORDS = frozenset({"expression", "expr", "formula", "equation", "calculation", "arithmetic"})
 EXPRESSION_DESCRIBED = re.compile(r"\b(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression\b", re.I)
+
+
+# A file-name pattern: a word with a wildcard and a letter ("*.md", "report-*.csv", "**/*.py"), not "3 * 4".
+GLOB = re.compile(r"(?<![^\s'\"`(])(?=[\w.*?/-]*[A-Za-z])[\w./-]*\*[\w./*?-]*(?![^\s'\"`),;!?])")
+_GLOB_WORDS = frozenset({"pattern", "glob"})
+_GLOB_DESCRIBED = re.compile(r"\bglob", re.I)
+
+
+def takes_glob(name: str, description: str) -> bool:
+    """Whether a parameter is for a file-name pattern: its name ends with `pattern` or `glob`, or its description
+    speaks of a glob."""
+    words = _words(name)
+    return (bool(words) and words[-1] in _GLOB_WORDS) or bool(_GLOB_DESCRIBED.search(description))
 
 
 def takes_url(name: str, description: str) -> bool:

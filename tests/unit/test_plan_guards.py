@@ -230,3 +230,34 @@ def test_a_file_the_question_names_settles_no_tool_of_a_server_whose_tools_all_t
     for first in (Candidate(convert, clear, True), Candidate(export_csv, unclear, False, unclear_tool=True)):
         timed = settle("What hour is it in Tokyo?", first, Candidate(clock, weak, True))
         assert timed.candidates[0].capability.name == "now"
+
+
+def test_a_choice_whose_word_the_first_tool_speaks_of_too_settles_nothing() -> None:
+    # The official filesystem server: "the size and modification date of b.txt" went from the file's information to
+    # a directory listing sorted by size (its `sortBy` enum took the word "size"), which fails on a file.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import settle_by_arguments
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    path = {"path": {"type": "string"}}
+    info = Capability(backend="fs", name="get_file_info", read_only=True, description=(
+        "Retrieve detailed metadata about a file or directory: size, creation time, last modified time"),
+        input_schema={"type": "object", "required": ["path"], "properties": path})
+    listing = Capability(backend="fs", name="list_directory_with_sizes", read_only=True, description=(
+        "Get a detailed listing of all files and directories in a specified path, including sizes"),
+        input_schema={"type": "object", "required": ["path"], "properties": {
+            **path, "sortBy": {"type": "string", "enum": ["name", "size"]}}})
+    scores = ScoreBreakdown(composite=0.8, confidence=0.8, tool_confidence=0.4)
+
+    def first_of(question: str) -> str:
+        analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+        decision = Decision(analysis=analysis, method="hybrid", verdict="route", message="", candidates=(
+            Candidate(info, scores, True), Candidate(listing, scores, True)))
+        settled = settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+        return settled.candidates[0].capability.name
+
+    assert first_of("Show the size and modification date of /srv/b.txt") == "get_file_info"
+    # A choice the first tool's texts do not speak of still settles: "by name".
+    assert first_of("List /srv sorted by name") == "list_directory_with_sizes"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from router.errors import ArgumentsRequired
 from router.stages.arguments import derive_arguments, derive_with_leftovers
-from router.stages.written import takes_expression, takes_url
+from router.stages.written import GLOB, PATH, takes_expression, takes_url
 from router.values import Capability
 
 
@@ -98,3 +99,17 @@ def test_a_number_the_question_gives_another_parameter_by_its_name_is_not_the_fi
         assert derive_arguments(fetch, question)[0] == {"url": "https://example.com", "start_index": 5000}
     assert derive_arguments(fetch, "Fetch https://example.com, max length 300")[0] == {
         "url": "https://example.com", "max_length": 300}
+
+
+def test_a_file_name_pattern_goes_to_a_parameter_for_one_and_is_no_path() -> None:
+    # The official filesystem server's `search_files` needs a glob; "**/*.txt" was read as the path "/*.txt".
+    search = Capability(backend="fs", name="search_files", input_schema={
+        "type": "object", "required": ["path", "pattern"],
+        "properties": {"path": {"type": "string"}, "pattern": {"type": "string"}}})
+    assert derive_arguments(search, "Find files named *.txt in /srv")[0] == {"path": "/srv", "pattern": "*.txt"}
+    assert derive_arguments(search, "List every file matching **/*.py under /srv/app")[0] == {
+        "path": "/srv/app", "pattern": "**/*.py"}
+    assert isinstance(derive_arguments(search, "Search /srv for markdown files"), ArgumentsRequired)
+    # A wildcard makes no path of what it is in: "Delete /tmp/*.log" names no file.
+    assert [m.group(0) for m in PATH.finditer("Delete /tmp/*.log and read '/srv/*.md'")] == []
+    assert [m.group(0) for m in GLOB.finditer("Calculate 3 * 4, or 2*3")] == []
