@@ -1,7 +1,9 @@
-"""The order of values a question gives in its own order: which of two places, units or numbers goes to which
-parameter, where the wording says otherwise than the order of mention.
+"""Which parameter a value the question gives goes to: an optional number only where the wording gives it that one
+(`named_before`), and of two places, units or numbers, the one the wording says where it says otherwise than the
+order of mention.
 
     put_in_order(out, spans, question, numbers=["a", "b"], choices={"from_unit", "to_unit"})
+    named_before("list the first 10 things", "limit", (15, 17), [], [])    # True
 """
 
 from __future__ import annotations
@@ -66,3 +68,40 @@ def _minuend_first(out: dict[str, Any], spans: dict[str, tuple[int, int]], numbe
     if m and m.start() <= spans[first][0] and spans[second][1] <= m.end() and list(out).index(first) < list(
             out).index(second):
         out[first], out[second] = out[second], out[first]
+
+
+def named_before(question: str, name: str, span: tuple[int, int], others: list[str], rivals: list[str]) -> bool:
+    """Whether a number may fill the optional parameter `name`: yes where the question names the parameter
+    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10", "the first 3 lines" for `head`); otherwise not
+    where it names another of the tool's parameters ("with start_index 5000" gives no `max_length`), nor after a
+    word that gives it another role ("the invoices from 2024", "over 500 dollars", "in 2023"), nor where another
+    optional number of the tool (`rivals`) could take it as well: of `tail` and `head`, the first took "the first
+    3 lines" and read the last three."""
+    before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
+
+    def names(parameter: str, between: int = 0) -> bool:  # up to `between` words between name and number
+        words = "|".join(map(re.escape, words_for(parameter)))
+        gap = rf"(?:\s+\w+){{0,{between}}}"
+        return bool(re.search(rf"\b(?:{words})(?:e?s|ing|ed)?{gap}\s*(?:of|is|[:=])?\s*$", before)
+                    or re.match(rf"\s*(?:{words})(?:e?s)?\b", after, re.I))
+
+    if names(name):
+        return True
+    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others) and not rivals
+
+
+def name_words(name: str, shortest: int) -> list[str]:
+    """The words of a parameter's name ("max_results" -> max, results), as a question would write them."""
+    return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
+
+
+# How questions name parameters whose names are commands' words: `head` and `tail` take a file's first and last lines.
+_SAID_AS = {"head": ("first", "top"), "tail": ("last", "bottom")}
+
+
+def words_for(parameter: str) -> list[str]:
+    return [parameter.lower(), *name_words(parameter, 2), *_SAID_AS.get(parameter.lower(), ())]
+
+
+_OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
+                         r"on|by|during|around|about|per)\W*$")

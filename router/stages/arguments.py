@@ -24,7 +24,7 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import schema_violation
-from router.stages.argument_order import put_in_order
+from router.stages.argument_order import name_words, named_before, put_in_order, words_for
 from router.stages.names import loosely_named, name_in
 from router.stages.timezones import zone_in
 from router.stages.written import (
@@ -193,7 +193,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         return None
     # The number the question gives the parameter by its name ("longitude -74 and latitude 40.7") first, then
     # the first number free.
-    words = _name_words(name, 3)
+    words = name_words(name, 3)
     named = [m for m in _NUMBER.finditer(question) if words and re.search(
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
@@ -348,7 +348,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
-                if name not in required and ((extract is _number and not _named_before(
+                if name not in required and ((extract is _number and not named_before(
                         question, name, used[-1], [n for n in props if n != name], _rivals(question, name, props,
                                                                                            required)))
                                              or (extract is _name and loosely_named(question, used[-1]))):
@@ -379,45 +379,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
-def _named_before(question: str, name: str, span: tuple[int, int], others: list[str], rivals: list[str]) -> bool:
-    """Whether a number may fill the optional parameter `name`: yes where the question names the parameter
-    next to it ("limit 10", "a limit of 10", "in 3 days", "top 10", "the first 3 lines" for `head`); otherwise not
-    where it names another of the tool's parameters ("with start_index 5000" gives no `max_length`), nor after a
-    word that gives it another role ("the invoices from 2024", "over 500 dollars", "in 2023"), nor where another
-    optional number of the tool (`rivals`) could take it as well: of `tail` and `head`, the first took "the first
-    3 lines" and read the last three."""
-    before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
-
-    def names(parameter: str, between: int = 0) -> bool:  # up to `between` words between name and number
-        words = "|".join(map(re.escape, _words_for(parameter)))
-        gap = rf"(?:\s+\w+){{0,{between}}}"
-        return bool(re.search(rf"\b(?:{words})(?:e?s|ing|ed)?{gap}\s*(?:of|is|[:=])?\s*$", before)
-                    or re.match(rf"\s*(?:{words})(?:e?s)?\b", after, re.I))
-
-    if names(name):
-        return True
-    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others) and not rivals
-
-
 def _rivals(question: str, name: str, props: dict[str, dict[str, Any]], required: list[str]) -> list[str]:
     """The tool's other optional numbers that a number the question does not name could fill as well as `name`:
     those the question does not speak of at all."""
     return [n for n, spec in props.items() if n != name and n not in required and type_of(spec) in (
-        "number", "integer") and not re.search(rf"\b(?:{'|'.join(map(re.escape, _words_for(n)))})", question, re.I)]
-
-
-def _name_words(name: str, shortest: int) -> list[str]:
-    """The words of a parameter's name ("max_results" -> max, results), as a question would write them."""
-    return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
-
-
-# How questions name parameters whose names are commands' words: `head` and `tail` take a file's first and last lines.
-_SAID_AS = {"head": ("first", "top"), "tail": ("last", "bottom")}
-
-
-def _words_for(parameter: str) -> list[str]:
-    return [parameter.lower(), *_name_words(parameter, 2), *_SAID_AS.get(parameter.lower(), ())]
-
-
-_OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
-                         r"on|by|during|around|about|per)\W*$")
+        "number", "integer") and not re.search(rf"\b(?:{'|'.join(map(re.escape, words_for(n)))})", question, re.I)]
