@@ -364,6 +364,12 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
             ), []
         out[name], spans[name], by[name] = value, used[-1], extract
+    if (unset := _what_an_update_changes(cap, props, required, out)) is not None:
+        return ArgumentsRequired(
+            f"tool {cap.name!r} of backend {cap.backend!r} updates what the question names, and the question gives "
+            f"none of what it would change ({', '.join(map(repr, unset))}): called so it would change nothing; pass "
+            "`arguments` (or configure an LLM to fill them)",
+            backend=cap.backend, tool=cap.name, missing=" or ".join(unset[:3]), input_schema=cap.input_schema), []
     if not out:
         return ({}, NONE_NEEDED), []
     left: list[Any] = []
@@ -384,3 +390,26 @@ def _rivals(question: str, name: str, props: dict[str, dict[str, Any]], required
     those the question does not speak of at all."""
     return [n for n, spec in props.items() if n != name and n not in required and type_of(spec) in (
         "number", "integer") and not re.search(rf"\b(?:{'|'.join(map(re.escape, words_for(n)))})", question, re.I)]
+
+
+_UPDATES = frozenset({"update", "patch", "edit", "modify", "change", "alter", "set"})
+# The last word of a parameter that says which thing, not what to make of it: `issue_number`, `page_id`, `owner`.
+_WHICH = frozenset({"id", "ids", "number", "key", "slug", "owner", "repo", "repository", "path", "name", "uri", "url",
+                    "ts", "uuid", "handle"})
+
+
+def _what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], required: list[str],
+                            out: dict[str, Any]) -> list[str] | None:
+    """The optional parameters of a tool that updates something (`update_issue`, `API-patch-page`), when a call
+    derived from the question would set none of them and its required ones only say which thing: "Close issue 42"
+    sent as `update_issue(issue_number=42)` would change nothing and look done. None where that is not so."""
+    if cap.read_only or not _UPDATES & set(_words(cap.name)[:2]):
+        return None
+    optional = [n for n in props if n not in required]
+    which = all((_words(n) or [""])[-1] in _WHICH for n in required)
+    return optional if optional and which and not any(n in out for n in optional) else None
+
+
+def _words(name: str) -> list[str]:
+    """A name's words, snake, kebab or camel case: `API-patch-page` -> api, patch, page; `pageId` -> page, id."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)]

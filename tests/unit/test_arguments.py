@@ -125,6 +125,26 @@ def test_of_several_optional_numbers_an_unnamed_number_goes_to_none_and_head_and
     assert derive_arguments(news, "the top 5 stories from the last 3 days")[0] == {"limit": 5, "days": 3}
 
 
+def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothing() -> None:
+    # "Close issue 42" sent as update_issue(issue_number=42) changes nothing and looks done; ToolAlpaca's "update it
+    # with the new string ..." was sent to updateDataSource with no arguments at all.
+    update = tool("update_issue", {"type": "object", "required": ["issue_number"], "properties": {
+        "issue_number": {"type": "integer"}, "title": {"type": "string"},
+        "state": {"type": "string", "enum": ["open", "closed"]}}})
+    closing = derive_arguments(update, "Close issue 42")
+    assert isinstance(closing, ArgumentsRequired) and "none of what it would change ('title', 'state')" in str(closing)
+    assert derive_arguments(update, "Mark issue 42 as closed")[0] == {"issue_number": 42, "state": "closed"}
+    settings = tool("updateSettings", {"type": "object", "properties": {"theme": {"type": "string"}}})
+    assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
+    # What a required parameter says is the change itself; a tool that only reads changes nothing anyway.
+    status = tool("set_status", {"type": "object", "required": ["status"], "properties": {
+        "status": {"type": "string", "enum": ["away", "active"]}, "notify": {"type": "boolean"}}})
+    assert derive_arguments(status, "Set my status to away")[0] == {"status": "away"}
+    reader = Capability(backend="b", name="update_log", read_only=True, input_schema={
+        "type": "object", "properties": {"limit": {"type": "integer"}}})
+    assert derive_arguments(reader, "Show the update log")[0] == {}
+
+
 def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_taken() -> None:
     schema = {"type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "integer"}}}
     assert derive_arguments(tool("show_order", schema), "Show order 12345678901234567891")[0] == {
