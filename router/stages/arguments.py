@@ -25,7 +25,7 @@ from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import schema_violation
 from router.stages.argument_order import name_words, named_before, put_in_order, words_for
-from router.stages.names import loosely_named, name_in
+from router.stages.names import identifier_in, loosely_named, name_in
 from router.stages.timezones import zone_in
 from router.stages.written import (
     EXPRESSION,
@@ -274,12 +274,18 @@ def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
         return None  # "the config file" gives no `file_name` that takes a path
     return _taken(name_in(question, name, lambda span: _free(span, used)), used)
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _name, _number)
+def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    if type_of(spec) not in (None, "string") or "enum" in spec:
+        return None
+    return _taken(identifier_in(question, name, lambda span: _free(span, used)), used)
+
+
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _name, _identifier, _number)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
 NONE_NEEDED = "none needed"  # the source of a call that takes nothing from the question
-AS_NAMED = "(as named)"  # after a parameter in the source: a thing's name the question gives (`router.stages.names`)
+AS_NAMED = "(as named)"  # after a parameter in the source: a name or identifier the question gives (`stages.names`)
 OPTIONAL_ONLY = "extracted, optional: "  # of one that needs nothing, but takes values the question gives
 
 
@@ -381,7 +387,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
                  choices={n for n, e in by.items() if e is _enum})
-    taken = sorted(f"{n} {AS_NAMED}" if by[n] is _name else n for n in out)
+    taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier) else n for n in out)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
@@ -400,14 +406,17 @@ _WHICH = frozenset({"id", "ids", "number", "key", "slug", "owner", "repo", "repo
 
 def _what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], required: list[str],
                             out: dict[str, Any]) -> list[str] | None:
-    """The optional parameters of a tool that updates something (`update_issue`, `API-patch-page`), when a call
-    derived from the question would set none of them and its required ones only say which thing: "Close issue 42"
-    sent as `update_issue(issue_number=42)` would change nothing and look done. None where that is not so."""
+    """The optional parameters of a tool that updates something (`update_issue`, `API-patch-page`) that say what to
+    change, when a call derived from the question would set none of them and its required ones only say which
+    thing: "Close issue 42" sent as `update_issue(issue_number=42)` would change nothing and look done. None where
+    that is not so."""
     if cap.read_only or not _UPDATES & set(_words(cap.name)[:2]):
         return None
-    optional = [n for n in props if n not in required]
-    which = all((_words(n) or [""])[-1] in _WHICH for n in required)
-    return optional if optional and which and not any(n in out for n in optional) else None
+    def which(name: str) -> bool:
+        return (_words(name) or [""])[-1] in _WHICH
+
+    changes = [n for n in props if n not in required and not which(n)]
+    return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None
 
 
 def _words(name: str) -> list[str]:

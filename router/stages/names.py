@@ -1,6 +1,6 @@
-"""A thing's name as a question writes it beside the kind of thing: "a branch called feature-x", "the users table",
-"the table 'orders'". It fills a parameter named after that kind (`branch_name`, `tableName`), and nothing else:
-a bare word is a name only next to the word for what it names."""
+"""A thing's name or identifier as a question writes it beside the kind of thing: "a branch called feature-x", "the
+users table", "the table 'orders'", "user U12345". It fills a parameter named after that kind (`branch_name`,
+`tableName`; `user_id`, `pageId`), and nothing else: a bare word is a name only next to the word for what it names."""
 
 from __future__ import annotations
 
@@ -66,6 +66,44 @@ def name_in(question: str, parameter: str,
             continue  # already another parameter's
         if re.search(several, m.group(0), re.I) or value.lower() in _NOT_NAMES or value.lower() == kind or \
                 (i == len(patterns) - 1 and (_DESCRIBES.search(value) or value.isdigit())):
+            return None
+        return span, value
+    return None
+
+
+# An identifier as questions write one: letters and digits with a digit in it ("U12345", "C024BE91L", a UUID,
+# "inv_2024-001"); digits alone only after "id", "#" or "number", or four of them or more ("page 2" is no page's id).
+_ID = r"([A-Za-z0-9](?:[\w.:\-]*[A-Za-z0-9])?)"
+_ID_MARK = r"(?:(?:id|number|no\.)\s*[:#=]?\s*|#)"
+_GENERIC_IDS = frozenset({"request", "session", "client", "trace", "correlation", "idempotency", "api", "external"})
+
+
+def kind_identified_by(parameter: str) -> str | None:
+    """The kind of thing a parameter takes the identifier of ("channel" of `channel_id`, "data source" of
+    `dataSourceId`), else None."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", parameter)]
+    if len(words) < 2 or words[-1] != "id" or words[-2] in _GENERIC_IDS:
+        return None
+    return " ".join(words[:-1])
+
+
+def identifier_in(question: str, parameter: str,
+                  free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the identifier the question first gives a thing of the parameter's kind ("the profile of
+    user U12345", "page id 42", "`channel_id`: C123"), where `free`; several of the kind ("users U1 and U2") give
+    none."""
+    kind = kind_identified_by(parameter)
+    if kind is None:
+        return None
+    k = r"\s+".join(map(re.escape, kind.split()))
+    patterns = (rf"\b{k}(s?)\s+(?:with\s+(?:the\s+)?)?({_ID_MARK})?{_ID}(?![\w:\-]|\.\w)",
+                rf"\b{re.escape(parameter)}()\s*[:=]?\s*()`?{_ID}(?![\w:\-]|\.\w)")
+    mentions = sorted((m.start(), m) for p in patterns for m in re.finditer(p, question, re.I))
+    for _, m in mentions:
+        value, span = m.group(3), m.span(3)
+        if not free(span):
+            continue
+        if m.group(1) or not re.search(r"\d", value) or (value.isdigit() and not m.group(2) and len(value) < 4):
             return None
         return span, value
     return None

@@ -136,6 +136,10 @@ def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothi
     assert derive_arguments(update, "Mark issue 42 as closed")[0] == {"issue_number": 42, "state": "closed"}
     settings = tool("updateSettings", {"type": "object", "properties": {"theme": {"type": "string"}}})
     assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
+    # Which thing, given, is not what to change (ToolAlpaca's data source, its id optional).
+    source = tool("updateDataSource", {"type": "object", "properties": {
+        "sourceId": {"type": "string"}, "connectionString": {"type": "string"}}})
+    assert isinstance(derive_arguments(source, "Update the data source ID 85 with a new string"), ArgumentsRequired)
     # What a required parameter says is the change itself; a tool that only reads changes nothing anyway.
     status = tool("set_status", {"type": "object", "required": ["status"], "properties": {
         "status": {"type": "string", "enum": ["away", "active"]}, "notify": {"type": "boolean"}}})

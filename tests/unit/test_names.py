@@ -1,5 +1,5 @@
-"""A thing's name as a question writes it beside the kind of thing (`router/stages/names.py`), for a parameter named
-after that kind; and why such a name settles no choice between tools."""
+"""A thing's name or identifier as a question writes it beside the kind of thing (`router/stages/names.py`), for a
+parameter named after that kind; and why such a name settles no choice between tools."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from router.errors import ArgumentsRequired
 from router.stages.arguments import derive_arguments
-from router.stages.names import kind_named_by
+from router.stages.names import kind_identified_by, kind_named_by
 from router.stages.plan import values_taken
 from router.values import Capability
 
@@ -84,3 +84,21 @@ def test_two_names_of_one_kind_leave_the_second_unused_and_none_is_no_name() -> 
     from router.stages.arguments import derive_with_leftovers
     derived, left = derive_with_leftovers(describe, "Compare the users table with the orders table")
     assert derived[0] == {"table_name": "users"} and left == ["orders"]  # type: ignore[index]
+
+
+def test_an_identifier_beside_its_kind_fills_the_parameter_for_that_kind_s_id() -> None:
+    # The Slack server's `slack_get_user_profile(user_id)` was a 422 for "the profile of user U12345".
+    profile = Capability(backend="slack", name="slack_get_user_profile", input_schema={
+        "type": "object", "required": ["user_id"], "properties": {"user_id": {"type": "string"}}})
+    assert derive_arguments(profile, "Show the profile of user U12345")[0] == {"user_id": "U12345"}
+    assert derive_arguments(profile, "Show the user with id 42.")[0] == {"user_id": "42"}
+    block = Capability(backend="notion", name="API-delete-a-block", input_schema={
+        "type": "object", "required": ["blockId"], "properties": {"blockId": {"type": "string"}}})
+    uuid = "59833787-2cf9-4fdf-8782-e53db20768a5"
+    assert derive_arguments(block, f"Delete the block {uuid}.")[0] == {"blockId": uuid}
+    # No identifier: a plain small number ("page 2"), a word, a channel's name, several of the kind.
+    for question in ("Show the profile of user john", "Show the profile of users U1 and U2",
+                     "Show the profile of the user 2"):
+        assert isinstance(derive_arguments(profile, question), ArgumentsRequired), question
+    assert kind_identified_by("request_id") is None and kind_identified_by("id") is None
+    assert kind_identified_by("dataSourceId") == "data source"
