@@ -1,9 +1,10 @@
 """ServedCatalog: what a backend lists, as the router serves it, and what it holds back from every caller.
 
 The server's listing goes through the catalog review (`router.trust.review`: limits, cleaning, poisoning
-scan, pins), then the operator's `read_only` word over the server's annotations and `fixed_arguments`: a
-parameter the operator fixed is taken out of the tools' schemas and put into their calls. What the review holds is
-never sent, however it is asked for: by a routed call, by name through the gateway, or a resource by URI.
+scan, pins), then the operator's `read_only` word (or `read_only_tools`) over the server's annotations and
+`fixed_arguments`: a parameter the operator fixed is taken out of the tools' schemas and put into their calls. What
+the review holds is never sent, however it is asked for: by a routed call, by name through the gateway, or a
+resource by URI.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from typing import Any
 
 from actors.backends.base import make_catalog
@@ -56,6 +58,9 @@ class ServedCatalog:
         capabilities = review.capabilities
         if self.spec.read_only is not None:  # the operator's word over the server's annotations
             capabilities = tuple(replace(c, read_only=self.spec.read_only, idempotent=False) for c in capabilities)
+        elif readers := getattr(self.spec, "read_only_tools", []):  # the operator's word for unannotated tools
+            capabilities = tuple(replace(c, read_only=True) if c.kind == "tool" and any(
+                fnmatchcase(c.name, p) for p in readers) else c for c in capabilities)
         fixed = getattr(self.spec, "fixed_arguments", {})
         self._fixed = {c.name: taken for c in (*capabilities, *review.approved) if c.kind == "tool"
                        and (taken := {k: v for k, v in fixed.items() if k in _parameters(c.input_schema)})}

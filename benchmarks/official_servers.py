@@ -110,39 +110,39 @@ def _world(tmp: Path) -> tuple[Path, Path]:
     return root, repo
 
 
-async def run(fixed: bool = True) -> list[dict[str, Any]]:
+async def dry_runs(settings: RouterSettings, requests: list[tuple[str, tuple[str, ...]]],
+                   **values: Path) -> list[dict[str, Any]]:
+    """What the router's dry run would call for each request (its `{name}`s filled from `values`): right (one of
+    the request's tools), wrong (another) or refused (the status)."""
     rows = []
+    async with connected_router(settings) as router:
+        for template, tools in requests:
+            question = template.format(**values)
+            shown = await router.route(Request.dry_run(RouteRequest(question=question)))
+            called = shown.calls[0].split("/", 1)[1] if shown.calls else None
+            outcome = f"refused ({shown.status})" if called is None else "right" if called in tools else "wrong"
+            rows.append({"request": template, "tools": list(tools), "outcome": outcome, "called": called,
+                         "arguments": shown.arguments, "message": shown.message[:160]})
+    return rows
+
+
+async def run(fixed: bool = True) -> list[dict[str, Any]]:
     # One folder name on every run: a question's words, its paths too, move its ranking.
     tmp = Path(tempfile.gettempdir()) / "mcp-router-official-servers"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         root, repo = _world(tmp)
-        async with connected_router(settings(root, repo, tmp / "memory.jsonl", fixed)) as router:
-            for template, tools in REQUESTS:
-                question = template.format(root=root, repo=repo)
-                shown = await router.route(Request.dry_run(RouteRequest(question=question)))
-                called = shown.calls[0].split("/", 1)[1] if shown.calls else None
-                outcome = f"refused ({shown.status})" if called is None else \
-                    "right" if called in tools else "wrong"
-                rows.append({"request": template, "tools": list(tools), "outcome": outcome, "called": called,
-                             "message": shown.message[:160]})
+        return await dry_runs(settings(root, repo, tmp / "memory.jsonl", fixed), REQUESTS, root=root, repo=repo)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="write every request's outcome here")
-    parser.add_argument("--show", action="store_true", help="print every request and what it got")
-    parser.add_argument("--no-fixed-arguments", action="store_true",
-                        help="run the git server as it comes: each tool asks for the repository's path")
-    args = parser.parse_args()
-    rows = asyncio.run(run(fixed=not args.no_fixed_arguments))
-    if args.show:
+def report(rows: list[dict[str, Any]], show: bool, out: str | None) -> None:
+    """Print the outcomes' counts (with `show`, every request first) and the wrong answers; write them to `out`."""
+    if show:
         for r in rows:
-            print(f"{r['outcome']:14} {r['called'] or '-':22} {r['request']}")
+            print(f"{r['outcome']:14} {r['called'] or '-':30} {r['request']}")
     counts = Counter(r["outcome"] for r in rows)
     doable = sum(1 for r in rows if r["tools"])
     print(f"\n{'outcome':16}{'requests':>9}")
@@ -152,8 +152,18 @@ def main() -> None:
     for r in rows:
         if r["outcome"] == "wrong":
             print(f"wrong: {r['request']!r} -> {r['called']} (would be {', '.join(r['tools']) or 'none'})")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"counts": dict(counts), "requests": rows}, indent=2))
+    if out:
+        Path(out).write_text(json.dumps({"counts": dict(counts), "requests": rows}, indent=2, default=str))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write every request's outcome here")
+    parser.add_argument("--show", action="store_true", help="print every request and what it got")
+    parser.add_argument("--no-fixed-arguments", action="store_true",
+                        help="run the git server as it comes: each tool asks for the repository's path")
+    args = parser.parse_args()
+    report(asyncio.run(run(fixed=not args.no_fixed_arguments)), args.show, args.json)
 
 
 if __name__ == "__main__":

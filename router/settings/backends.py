@@ -51,6 +51,11 @@ class _McpBase(_BackendBase):
         "The protocol generation the router speaks to the server: auto, the newest both speak (2026-07-28 "
         "when the server does); legacy, the 2025 handshake (a server that asks its client for sampling or "
         "elicitation in the middle of a call, as 2025 servers do, reaches a gateway client only this way)."))
+    read_only_tools: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=1000, description=(
+            "Tools that only read, by name or shell-style pattern (`get_*`, `list_*`), for a server that does not "
+            "annotate its tools: they count as declaring `readOnlyHint`, so a question is answered by them at the "
+            "read-only threshold and their calls may be duplicated and cached. `read_only` set decides over it."))
     fixed_arguments: dict[Annotated[str, Field(min_length=1, max_length=128)], JsonValue] = Field(
         default_factory=dict, description=(
             "Values put into every call of this backend's tools that take a parameter of that name, e.g. "

@@ -105,9 +105,12 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
     """A question that only asks ("List all entities in memory", "What is the log of 1000?") whose best match may
     change something (by its server's word, or not likely enough to act on): the best read-only candidate likely
     enough on its own answers ("log" drew the demo's logging switch above the calculator); failing one, the
-    readers of that backend that fit are asked about. Readers the question does not fit are not offered."""
+    readers of that backend that fit are asked about. Readers the question does not fit are not offered, nor another
+    backend's when the question names this one."""
+    named = _names(arguments.request.question, writer.capability.backend)
     readers = [c for c in d.candidates if c.capability.read_only and arguments.may_serve(c)
-               and c.scores.confidence >= routing.min_confidence]
+               and c.scores.confidence >= routing.min_confidence
+               and not (named and c.capability.backend != writer.capability.backend)]
     sure = [c for c in readers if c.relevant and arguments.doubt(c) is None]
     if sure and not too_close(sure, routing.ambiguity_margin):  # reading is no guess
         rest = [c for c in d.candidates if c is not sure[0]]
@@ -118,6 +121,12 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
     own = [c for c in readers if c.capability.backend == writer.capability.backend]
     return _ask_which(d, writer, own, FOR_READING, f"only asks ({arguments.read!r})", "may change something",
                       "that only read") if own else d
+
+
+def _names(question: str, backend: str) -> bool:
+    """Whether the question names the backend ("notion", "google_maps" as "Google Maps")."""
+    words = r"[\s_-]+".join(map(re.escape, re.split(r"[\s_-]+", backend.strip())))
+    return bool(words) and re.search(rf"(?<!\w){words}(?!\w)", question, re.I) is not None
 
 
 def _ask_which(d: Decision, closest: Candidate, fitting: list[Candidate], why: str, asks: str, does: str,

@@ -261,3 +261,30 @@ def test_a_choice_whose_word_the_first_tool_speaks_of_too_settles_nothing() -> N
     assert first_of("Show the size and modification date of /srv/b.txt") == "get_file_info"
     # A choice the first tool's texts do not speak of still settles: "by name".
     assert first_of("List /srv sorted by name") == "list_directory_with_sizes"
+
+
+def test_a_question_that_names_a_backend_is_not_answered_by_another_backend_s_reader() -> None:
+    # "Search Notion for the roadmap page": Notion's search (a POST, so it may act) was replaced by the maps server's
+    # place search, a reader.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import settle_by_arguments
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    text = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
+    search = Capability(backend="notion", name="API-post-search", description="Search by title", input_schema=text)
+    places = Capability(backend="maps", name="maps_search_places", read_only=True, description="Search for places",
+                        input_schema=text)
+
+    def first_of(question: str) -> str:
+        analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+        decision = Decision(analysis=analysis, method="hybrid", verdict="route", message="", candidates=(
+            Candidate(search, ScoreBreakdown(composite=0.6, confidence=0.4, tool_confidence=0.9), True,
+                      unsure_action=True),
+            Candidate(places, ScoreBreakdown(composite=0.5, confidence=0.3, tool_confidence=0.9), True)))
+        return settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings()).candidates[
+            0].capability.key
+
+    assert first_of("Search Notion for the roadmap page") == "notion/tool/API-post-search"
+    assert first_of("Search for the roadmap page") == "maps/tool/maps_search_places"  # as before: reading is no guess

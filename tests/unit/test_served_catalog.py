@@ -54,6 +54,17 @@ async def test_the_backend_setting_read_only_overrides_what_the_server_declares(
         await sup.shutdown()
 
 
+async def test_tools_the_operator_lists_as_read_only_count_as_declaring_it_and_read_only_decides_over_them() -> None:
+    # Servers that annotate nothing (GitHub's, Slack's): every tool counted as acting, so a plain question was a 409.
+    for spec, expected in (({"read_only_tools": ["wo*"]}, True), ({"read_only_tools": ["get_*"]}, False),
+                           ({"read_only_tools": ["work"], "read_only": False}, False)):
+        sup = supervisor(["ok"], **spec)
+        await sup.start(wait_s=2)
+        catalog = await sup.catalog()
+        assert catalog is not None and [c.read_only for c in catalog.capabilities] == [expected], spec
+        await sup.shutdown()
+
+
 async def test_a_held_resource_is_not_read_by_its_uri_through_the_gateway() -> None:
     from router.settings import SecuritySettings
 
