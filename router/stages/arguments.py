@@ -25,7 +25,7 @@ from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import schema_violation
 from router.stages.argument_order import name_words, named_before, put_in_order, words_for
-from router.stages.names import identifier_in, loosely_named, name_in
+from router.stages.names import identifier_in, loosely_named, name_in, what_an_update_changes
 from router.stages.timezones import zone_in
 from router.stages.written import (
     EXPRESSION,
@@ -37,6 +37,7 @@ from router.stages.written import (
     first_free,
     matched,
     names_a_path,
+    repository_part,
     takes_expression,
     takes_glob,
     takes_url,
@@ -269,6 +270,12 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
     return None
 
 
+def _repository(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    if type_of(spec) not in (None, "string") or "enum" in spec:
+        return None
+    return _taken(repository_part(question, name, lambda span: _free(span, used)), used)
+
+
 def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if type_of(spec) not in (None, "string") or "enum" in spec or takes_path(name, spec):
         return None  # "the config file" gives no `file_name` that takes a path
@@ -280,12 +287,13 @@ def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple
     return _taken(identifier_in(question, name, lambda span: _free(span, used)), used)
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _name, _identifier, _number)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,
+                                     _number)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
 NONE_NEEDED = "none needed"  # the source of a call that takes nothing from the question
-AS_NAMED = "(as named)"  # after a parameter in the source: a name or identifier the question gives (`stages.names`)
+AS_NAMED = "(as named)"  # after a parameter in the source: a name, identifier or repository the question gives
 OPTIONAL_ONLY = "extracted, optional: "  # of one that needs nothing, but takes values the question gives
 
 
@@ -370,7 +378,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
                 backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
             ), []
         out[name], spans[name], by[name] = value, used[-1], extract
-    if (unset := _what_an_update_changes(cap, props, required, out)) is not None:
+    if (unset := what_an_update_changes(cap, props, required, out)) is not None:
         return ArgumentsRequired(
             f"tool {cap.name!r} of backend {cap.backend!r} updates what the question names, and the question gives "
             f"none of what it would change ({', '.join(map(repr, unset))}): called so it would change nothing; pass "
@@ -387,7 +395,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
                  choices={n for n, e in by.items() if e is _enum})
-    taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier) else n for n in out)
+    taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier, _repository) else n for n in out)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
@@ -396,29 +404,3 @@ def _rivals(question: str, name: str, props: dict[str, dict[str, Any]], required
     those the question does not speak of at all."""
     return [n for n, spec in props.items() if n != name and n not in required and type_of(spec) in (
         "number", "integer") and not re.search(rf"\b(?:{'|'.join(map(re.escape, words_for(n)))})", question, re.I)]
-
-
-_UPDATES = frozenset({"update", "patch", "edit", "modify", "change", "alter", "set"})
-# The last word of a parameter that says which thing, not what to make of it: `issue_number`, `page_id`, `owner`.
-_WHICH = frozenset({"id", "ids", "number", "key", "slug", "owner", "repo", "repository", "path", "name", "uri", "url",
-                    "ts", "uuid", "handle"})
-
-
-def _what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], required: list[str],
-                            out: dict[str, Any]) -> list[str] | None:
-    """The optional parameters of a tool that updates something (`update_issue`, `API-patch-page`) that say what to
-    change, when a call derived from the question would set none of them and its required ones only say which
-    thing: "Close issue 42" sent as `update_issue(issue_number=42)` would change nothing and look done. None where
-    that is not so."""
-    if cap.read_only or not _UPDATES & set(_words(cap.name)[:2]):
-        return None
-    def which(name: str) -> bool:
-        return (_words(name) or [""])[-1] in _WHICH
-
-    changes = [n for n in props if n not in required and not which(n)]
-    return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None
-
-
-def _words(name: str) -> list[str]:
-    """A name's words, snake, kebab or camel case: `API-patch-page` -> api, patch, page; `pageId` -> page, id."""
-    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)]

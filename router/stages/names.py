@@ -1,11 +1,15 @@
 """A thing's name or identifier as a question writes it beside the kind of thing: "a branch called feature-x", "the
 users table", "the table 'orders'", "user U12345". It fills a parameter named after that kind (`branch_name`,
-`tableName`; `user_id`, `pageId`), and nothing else: a bare word is a name only next to the word for what it names."""
+`tableName`; `user_id`, `pageId`), and nothing else: a bare word is a name only next to the word for what it names.
+A call that would say only which thing to a tool that updates it (`what_an_update_changes`) is none."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
+
+from router.values import Capability
 
 _KIND = re.compile(r"^([a-z]{3,})(?:_name|Name)$")  # branch_name, tableName; not `name` alone, nor `first_name`
 _NOT_KINDS = frozenset({"first", "last", "full", "middle", "display", "user", "given", "family", "nick", "real"})
@@ -107,3 +111,29 @@ def identifier_in(question: str, parameter: str,
             return None
         return span, value
     return None
+
+
+_UPDATES = frozenset({"update", "patch", "edit", "modify", "change", "alter", "set"})
+# The last word of a parameter that says which thing, not what to make of it: `issue_number`, `page_id`, `owner`.
+_WHICH = frozenset({"id", "ids", "number", "key", "slug", "owner", "repo", "repository", "path", "name", "uri", "url",
+                    "ts", "uuid", "handle"})
+
+
+def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], required: list[str],
+                           out: dict[str, Any]) -> list[str] | None:
+    """The optional parameters of a tool that updates something (`update_issue`, `API-patch-page`) that say what to
+    change, when a call derived from the question would set none of them and its required ones only say which
+    thing: "Close issue 42" sent as `update_issue(issue_number=42)` would change nothing and look done. None where
+    that is not so."""
+    if cap.read_only or not _UPDATES & set(_words(cap.name)[:2]):
+        return None
+    def which(name: str) -> bool:
+        return (_words(name) or [""])[-1] in _WHICH
+
+    changes = [n for n in props if n not in required and not which(n)]
+    return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None
+
+
+def _words(name: str) -> list[str]:
+    """A name's words, snake, kebab or camel case: `API-patch-page` -> api, patch, page; `pageId` -> page, id."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)]

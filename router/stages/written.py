@@ -1,6 +1,7 @@
 """Values a question writes out as a tool takes them: a file-system path ("Read /srv/notes.txt"), a web address
 ("Fetch https://example.com/a"), an arithmetic expression ("Calculate (3 + 4) * 12"), a file-name pattern ("Find
-the files named *.md"); and the parameters that take one, by their name or description.
+the files named *.md"), a repository ("octocat/hello-world"); and the parameters that take one, by their name or
+description.
 
     first_free(URL, "Fetch https://example.com.", free, web_address)    # ((6, 26), "https://example.com")
     names_a_path("repo_path", "")                                       # True; "file_type", "profile": False
@@ -72,6 +73,30 @@ def takes_glob(name: str, description: str) -> bool:
     speaks of a glob."""
     words = _words(name)
     return (bool(words) and words[-1] in _GLOB_WORDS) or bool(_GLOB_DESCRIBED.search(description))
+
+
+# A repository as code hosts write one, owner and name ("octocat/hello-world"): no path ("docs/guide.md" has an
+# extension, "/srv/repo" a leading slash), no address, and not two small words ("and/or", "his/her").
+SLUG = re.compile(r"(?<![\w./:@~\\-])([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9_-][\w.-]{0,99}(?<!\.))(?![\w/:@])")
+_FILE_NAME = re.compile(rf"\.(?:{_EXTENSIONS})$", re.I)
+_SMALL = frozenset("and or either nor he she his her him hers they them yes no on off in out up down true false "
+                   "read write day night w s".split())
+
+
+def repository_part(question: str, name: str, free: Callable[[tuple[int, int]], bool]
+                    ) -> tuple[tuple[int, int], str] | None:
+    """The owner or the name of the first repository the question writes out ("octocat/hello-world"), for a parameter
+    named `owner` or `repo` (`repository`, `repo_name`); the name only where the owner was taken by another
+    parameter (not `free`), so that a repository is given whole or not at all."""
+    words = _words(name)
+    part = 1 if words[-1:] == ["owner"] else 2 if words[-1:] in (["repo"], ["repository"]) or words[-2:] == [
+        "repo", "name"] else 0
+    for m in SLUG.finditer(question) if part else ():
+        if (m.group(1).lower() in _SMALL and m.group(2).lower() in _SMALL) or _FILE_NAME.search(m.group(2)):
+            continue
+        if free(m.span(part)) and (part == 1 or not free(m.span(1))):
+            return m.span(part), m.group(part)
+    return None
 
 
 def takes_url(name: str, description: str) -> bool:

@@ -113,3 +113,21 @@ def test_a_file_name_pattern_goes_to_a_parameter_for_one_and_is_no_path() -> Non
     # A wildcard makes no path of what it is in: "Delete /tmp/*.log" names no file.
     assert [m.group(0) for m in PATH.finditer("Delete /tmp/*.log and read '/srv/*.md'")] == []
     assert [m.group(0) for m in GLOB.finditer("Calculate 3 * 4, or 2*3")] == []
+
+
+def test_a_repository_written_out_gives_its_owner_and_name_together_or_not_at_all() -> None:
+    # The GitHub server's tools take `owner` and `repo`: "the open issues of octocat/hello-world" was a 422.
+    issues = Capability(backend="github", name="list_issues", input_schema={
+        "type": "object", "required": ["owner", "repo"], "properties": {
+            "owner": {"type": "string"}, "repo": {"type": "string"},
+            "state": {"type": "string", "enum": ["open", "closed", "all"]}}})
+    assert derive_arguments(issues, "List the open issues of octocat/hello-world.")[0] == {
+        "owner": "octocat", "repo": "hello-world", "state": "open"}
+    # No repository: two small words, a file's path, a web address, a folder.
+    for question in ("List issues and/or pull requests", "List issues in docs/guide.md",
+                     "List issues of https://github.com/a/b", "List issues of /srv/repo"):
+        assert isinstance(derive_arguments(issues, question), ArgumentsRequired), question
+    # A name alone is none: the repository is given whole or not at all.
+    named = Capability(backend="github", name="get_repo", input_schema={
+        "type": "object", "required": ["repo"], "properties": {"repo": {"type": "string"}}})
+    assert isinstance(derive_arguments(named, "Show octocat/hello-world"), ArgumentsRequired)
