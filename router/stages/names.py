@@ -76,16 +76,18 @@ def name_in(question: str, parameter: str,
 
 
 # An identifier as questions write one: letters and digits with a digit in it ("U12345", "C024BE91L", a UUID,
-# "inv_2024-001"); digits alone only after "id", "#" or "number", or four of them or more ("page 2" is no page's id).
+# "inv_2024-001"); digits alone only after "id", "#" or "number", or four of them or more ("page 2" is no page's id),
+# and digits between separators (a date, a time, "1.2.3") only so.
 _ID = r"([A-Za-z0-9](?:[\w.:\-]*[A-Za-z0-9])?)"
 _ID_MARK = r"(?:(?:id|number|no\.)\s*[:#=]?\s*|#)"
+_DATE_LIKE = re.compile(r"\d+(?:[-/.:]\d+)+")
 _GENERIC_IDS = frozenset({"request", "session", "client", "trace", "correlation", "idempotency", "api", "external"})
 
 
 def kind_identified_by(parameter: str) -> str | None:
     """The kind of thing a parameter takes the identifier of ("channel" of `channel_id`, "data source" of
     `dataSourceId`), else None."""
-    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", parameter)]
+    words = _words(parameter)
     if len(words) < 2 or words[-1] != "id" or words[-2] in _GENERIC_IDS:
         return None
     return " ".join(words[:-1])
@@ -107,7 +109,8 @@ def identifier_in(question: str, parameter: str,
         value, span = m.group(3), m.span(3)
         if not free(span):
             continue
-        if m.group(1) or not re.search(r"\d", value) or (value.isdigit() and not m.group(2) and len(value) < 4):
+        if m.group(1) or not re.search(r"\d", value) or (not m.group(2) and (
+                (value.isdigit() and len(value) < 4) or _DATE_LIKE.fullmatch(value))):
             return None
         return span, value
     return None
@@ -127,6 +130,7 @@ def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], re
     that is not so."""
     if cap.read_only or not _UPDATES & set(_words(cap.name)[:2]):
         return None
+
     def which(name: str) -> bool:
         return (_words(name) or [""])[-1] in _WHICH
 

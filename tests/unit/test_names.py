@@ -100,5 +100,8 @@ def test_an_identifier_beside_its_kind_fills_the_parameter_for_that_kind_s_id() 
     for question in ("Show the profile of user john", "Show the profile of users U1 and U2",
                      "Show the profile of the user 2"):
         assert isinstance(derive_arguments(profile, question), ArgumentsRequired), question
+    page = Capability(backend="notion", name="get_page", input_schema={
+        "type": "object", "required": ["page_id"], "properties": {"page_id": {"type": "string"}}})
+    assert isinstance(derive_arguments(page, "Show the page 2026-11-28 notes"), ArgumentsRequired)  # a date
     assert kind_identified_by("request_id") is None and kind_identified_by("id") is None
     assert kind_identified_by("dataSourceId") == "data source"
