@@ -134,7 +134,8 @@ def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], re
     def which(name: str) -> bool:
         return (_words(name) or [""])[-1] in _WHICH
 
-    changes = [n for n in props if n not in required and not which(n)]
+    # A flag alone is no change: `update_index(force)` refreshes the index, whatever `force` says.
+    changes = [n for n in props if n not in required and not which(n) and props[n].get("type") != "boolean"]
     return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None
 
 

@@ -136,6 +136,8 @@ def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothi
     assert derive_arguments(update, "Mark issue 42 as closed")[0] == {"issue_number": 42, "state": "closed"}
     settings = tool("updateSettings", {"type": "object", "properties": {"theme": {"type": "string"}}})
     assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
+    refresh = tool("update_index", {"type": "object", "properties": {"force": {"type": "boolean"}}})
+    assert derive_arguments(refresh, "Update the search index") == ({}, "none needed")
     # Which thing, given, is not what to change (ToolAlpaca's data source, its id optional).
     source = tool("updateDataSource", {"type": "object", "properties": {
         "sourceId": {"type": "string"}, "connectionString": {"type": "string"}}})
