@@ -4,6 +4,7 @@ order of mention.
 
     put_in_order(out, spans, question, numbers=["a", "b"], choices={"from_unit", "to_unit"})
     named_before("list the first 10 things", "limit", (15, 17), [], [])    # True
+    names_next_to("read the first 3 lines", "head", (15, 16))               # True
 """
 
 from __future__ import annotations
@@ -77,17 +78,20 @@ def named_before(question: str, name: str, span: tuple[int, int], others: list[s
     word that gives it another role ("the invoices from 2024", "over 500 dollars", "in 2023"), nor where another
     optional number of the tool (`rivals`) could take it as well: of `tail` and `head`, the first took "the first
     3 lines" and read the last three."""
-    before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
-
-    def names(parameter: str, between: int = 0) -> bool:  # up to `between` words between name and number
-        words = "|".join(map(re.escape, words_for(parameter)))
-        gap = rf"(?:\s+\w+){{0,{between}}}"
-        return bool(re.search(rf"\b(?:{words})(?:e?s|ing|ed)?{gap}\s*(?:of|is|[:=])?\s*$", before)
-                    or re.match(rf"\s*(?:{words})(?:e?s)?\b", after, re.I))
-
-    if names(name):
+    if names_next_to(question, name, span):
         return True
-    return not _OTHER_ROLE.search(before) and not any(names(other, 2) for other in others) and not rivals
+    return not _OTHER_ROLE.search(question[max(0, span[0] - 30):span[0]].lower()) and not any(
+        names_next_to(question, other, span, 2) for other in others) and not rivals
+
+
+def names_next_to(question: str, parameter: str, span: tuple[int, int], between: int = 0) -> bool:
+    """Whether the question names the parameter right before the value at `span` (up to `between` words between)
+    or right after it ("a limit of 10", "the first 3 lines" for `head`, "5 seconds" for `duration`)."""
+    before, after = question[max(0, span[0] - 30):span[0]].lower(), question[span[1]:span[1] + 30]
+    words = "|".join(map(re.escape, words_for(parameter)))
+    gap = rf"(?:\s+\w+){{0,{between}}}"
+    return bool(re.search(rf"\b(?:{words})(?:e?s|ing|ed)?{gap}\s*(?:of|is|[:=])?\s*$", before)
+                or re.match(rf"\s*(?:{words})(?:e?s)?\b", after, re.I))
 
 
 def name_words(name: str, shortest: int) -> list[str]:
@@ -95,12 +99,17 @@ def name_words(name: str, shortest: int) -> list[str]:
     return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
 
 
-# How questions name parameters whose names are commands' words: `head` and `tail` take a file's first and last lines.
-_SAID_AS = {"head": ("first", "top"), "tail": ("last", "bottom")}
+# How questions name parameters whose names are commands' words (`head` and `tail` take a file's first and last
+# lines), and a length of time given in seconds.
+_SAID_AS = {"head": ("first", "top"), "tail": ("last", "bottom", "final")}
+_TIMED = frozenset({"duration", "timeout", "delay", "interval", "wait", "sleep", "seconds", "secs"})
 
 
 def words_for(parameter: str) -> list[str]:
-    return [parameter.lower(), *name_words(parameter, 2), *_SAID_AS.get(parameter.lower(), ())]
+    """The words a question names the parameter by."""
+    words = name_words(parameter, 2)
+    timed = ("seconds", "second", "secs", "sec") if _TIMED & set(words) else ()
+    return [parameter.lower(), *words, *_SAID_AS.get(parameter.lower(), ()), *timed]
 
 
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"

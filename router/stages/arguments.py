@@ -24,7 +24,7 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import schema_violation
-from router.stages.argument_order import name_words, named_before, put_in_order, words_for
+from router.stages.argument_order import named_before, names_next_to, put_in_order, words_for
 from router.stages.names import identifier_in, loosely_named, name_in, what_an_update_changes
 from router.stages.timezones import zone_in
 from router.stages.written import (
@@ -33,6 +33,7 @@ from router.stages.written import (
     GLOB,
     PATH,
     URL,
+    a_path,
     expression,
     first_free,
     matched,
@@ -194,7 +195,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         return None
     # The number the question gives the parameter by its name ("longitude -74 and latitude 40.7") first, then
     # the first number free.
-    words = name_words(name, 3)
+    words = [w for w in words_for(name) if len(w) >= 3]
     named = [m for m in _NUMBER.finditer(question) if words and re.search(
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
@@ -253,7 +254,7 @@ def takes_path(name: str, spec: dict[str, Any]) -> bool:
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not takes_path(name, spec):
         return None
-    return _taken(first_free(PATH, question, lambda span: _free(span, used), matched), used)
+    return _taken(first_free(PATH, question, lambda span: _free(span, used), a_path), used)
 
 
 def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -354,6 +355,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     out: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
     by: dict[str, Extractor] = {}
+    dropped: dict[tuple[int, int], Any] = {}  # numbers another optional number could take as well
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
     # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
     # answered with the default resource 1 when they were left to their defaults.
@@ -362,9 +364,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         spec = props.get(name, {})
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
-                if name not in required and ((extract is _number and not named_before(
-                        question, name, used[-1], [n for n in props if n != name], _rivals(question, name, props,
-                                                                                           required)))
+                if name not in required and ((extract is _number and not _optional_number(
+                        question, name, used[-1], value, props, required, dropped))
                                              or (extract is _name and loosely_named(question, used[-1]))):
                     used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
@@ -384,9 +385,9 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             f"none of what it would change ({', '.join(map(repr, unset))}): called so it would change nothing; pass "
             "`arguments` (or configure an LLM to fill them)",
             backend=cap.backend, tool=cap.name, missing=" or ".join(unset[:3]), input_schema=cap.input_schema), []
+    left: list[Any] = [v for span, v in dropped.items() if span not in used]  # the call would answer otherwise
     if not out:
-        return ({}, NONE_NEEDED), []
-    left: list[Any] = []
+        return ({}, NONE_NEEDED), left
     for name, extract in by.items():  # each extractor once more, past every span already taken
         value = extract(question, name, props.get(name, {}), used)
         # A place or a choice named again is the same one; a number given again is another operand ("3 + 3 + 3").
@@ -399,8 +400,15 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 
-def _rivals(question: str, name: str, props: dict[str, dict[str, Any]], required: list[str]) -> list[str]:
-    """The tool's other optional numbers that a number the question does not name could fill as well as `name`:
-    those the question does not speak of at all."""
-    return [n for n, spec in props.items() if n != name and n not in required and type_of(spec) in (
-        "number", "integer") and not re.search(rf"\b(?:{'|'.join(map(re.escape, words_for(n)))})", question, re.I)]
+def _optional_number(question: str, name: str, span: tuple[int, int], value: Any, props: dict[str, dict[str, Any]],
+                     required: list[str], dropped: dict[tuple[int, int], Any]) -> bool:
+    """Whether the number at `span` fills the optional parameter `name` (`named_before`). One that another optional
+    number of the tool, which the question does not name beside a number, could take as well goes to `dropped`."""
+    others = [n for n in props if n != name]
+    rivals = [n for n in others if n not in required and type_of(props[n]) in ("number", "integer")
+              and not any(names_next_to(question, n, m.span()) for m in _NUMBER.finditer(question))]
+    if named_before(question, name, span, others, rivals):
+        return True
+    if rivals and named_before(question, name, span, others, []):
+        dropped[span] = value
+    return False

@@ -23,17 +23,21 @@ def takes_date(name: str, spec: dict[str, Any]) -> bool:
 # does the sun set in Paris?", "What time will it be ...", "What time was it ..."), which a clock does not know.
 # Written dates by name are `timezones.dates_in`'s. A question that also says now ("Is it after 5pm in London now?")
 # asks about now; "3 hours from now" does not.
-_COUNT = r"(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a few|a couple of|several|half an?)"
-_SPAN = r"(?:minutes?|hours?|days?|weeks?|months?|years?)"
+_COUNT = (r"(?:\d+(?:\.\d+)?|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+          r"thirty|forty(?:-five)?|forty five|fifty|sixty|ninety|a few|a couple of|several|half an?)")
+_SPAN = r"(?:secs?|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|years?)"
 _ANOTHER_TIME = re.compile(
     r"\b(?:yesterday|tomorrow|tonight|ago|noon|midnight|(?:mon|tues|wednes|thurs|fri|satur|sun)days?|"
-    r"(?:last|next) (?:night|week|month|year)|this (?:morning|afternoon|evening)|later (?:today|tonight|on|this)|"
-    rf"in {_COUNT} {_SPAN}|{_COUNT} {_SPAN} (?:from now|later|earlier|before|after)|"
-    r"sunrise|sunset|sun (?:rises?|sets?)|dawn|dusk|"
-    r"(?:start|end|beginning) of the (?:day|week|month|year)|christmas|new year'?s?|easter|"
-    r"what time (?:do|does|did|will|would|should|shall|can|could|was|were|are|is (?!it\b)))\b"
-    r"|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|\s*[ap]\.?m\b)|(?<![\w/.])\d{1,4}/\d{1,2}(?:/\d{2,4})?(?![\w/])", re.I)
-_SAYS_NOW = re.compile(r"\b(?:(?<!from )now|yet|still|currently|at the moment)\b", re.I)
+    r"(?:last|next) (?:night|week|month|year)|this (?:morning|afternoon|evening)|(?:later|earlier) (?:today|tonight|"
+    rf"on|this)|in {_COUNT} {_SPAN}|(?:plus|minus) {_COUNT} {_SPAN}|"
+    rf"{_COUNT} {_SPAN} (?:from (?:right )?now|later|earlier|before|after)|sunrise|sunset|sun (?:rises?|sets?)|dawn|"
+    r"dusk|(?:start|end|beginning) of the (?:day|week|month|year)|christmas(?! island)|new year'?s?|easter(?! island)|"
+    r"what time (?:do(?! (?:you|they|we|i|people) have)|does|did|will|would|should|shall|can|could|was|were|are|"
+    r"is (?!it\b|in\b|at\b|there\b)))\b"
+    r"|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|\s*[ap]\.?m\b)|(?<![\w/.])\d{1,4}/\d{1,2}(?:/\d{2,4})?(?![\w/]|[\s-]*hours?\b)",
+    re.I)
+_SAYS_NOW = re.compile(r"\b(?:(?<!from )(?<!from right )now|yet|still|already|currently|at the moment)\b", re.I)
+_NOW = re.compile(r"\b(?:(?<!from )now|yet|still|currently|at the moment)\b", re.I)
 _NOW = re.compile(r"\b(?:current|now)\b", re.I)
 _CLOCK_WORDS = frozenset({"time", "datetime", "clock", "now"})
 _ZONE_LIKE = re.compile(r"zone|tz|locat|city|place|country|region|format", re.I)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from router.stages.written import words_of
 from router.values import Capability
 
 _KIND = re.compile(r"^([a-z]{3,})(?:_name|Name)$")  # branch_name, tableName; not `name` alone, nor `first_name`
@@ -87,7 +88,7 @@ _GENERIC_IDS = frozenset({"request", "session", "client", "trace", "correlation"
 def kind_identified_by(parameter: str) -> str | None:
     """The kind of thing a parameter takes the identifier of ("channel" of `channel_id`, "data source" of
     `dataSourceId`), else None."""
-    words = _words(parameter)
+    words = words_of(parameter)
     if len(words) < 2 or words[-1] != "id" or words[-2] in _GENERIC_IDS:
         return None
     return " ".join(words[:-1])
@@ -128,17 +129,12 @@ def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], re
     change, when a call derived from the question would set none of them and its required ones only say which
     thing: "Close issue 42" sent as `update_issue(issue_number=42)` would change nothing and look done. None where
     that is not so."""
-    if cap.read_only or not _UPDATES & set(_words(cap.name)[:2]):
+    if cap.read_only or not _UPDATES & set(words_of(cap.name)[:2]):
         return None
 
     def which(name: str) -> bool:
-        return (_words(name) or [""])[-1] in _WHICH
+        return (words_of(name) or [""])[-1] in _WHICH
 
     # A flag alone is no change: `update_index(force)` refreshes the index, whatever `force` says.
     changes = [n for n in props if n not in required and not which(n) and props[n].get("type") != "boolean"]
     return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None
-
-
-def _words(name: str) -> list[str]:
-    """A name's words, snake, kebab or camel case: `API-patch-page` -> api, patch, page; `pageId` -> page, id."""
-    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)]

@@ -25,6 +25,7 @@ from router.errors import (
     RouterError,
 )
 from router.settings import RouterSettings, RoutingSettings
+from router.stages.argument_order import words_for
 from router.stages.arguments import AS_NAMED, Derived, properties_of, takes_path
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import (
@@ -38,6 +39,7 @@ from router.stages.serving import (
     Arguments,
     readable,
 )
+from router.stages.written import words_of
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
@@ -71,8 +73,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
              and arguments.doubt(c) in (None, DATED)]  # the tool the values settle on is the one a date rules out
     # A path settles a choice only when the first tool takes none: a spreadsheet server's tools all take the file.
     paths = not any(takes_path(n, spec) for n, spec in properties_of(first.capability.input_schema).items())
-    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths, first.capability)
-             for c in close}
+    taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths, first.capability,
+                                            arguments.request.question) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
         fitting = [c for c in close if taken[c.capability.key]]
         chosen = fitting[0] if len(fitting) == 1 and (fitting[0] is not first or first.unclear_tool) else None
@@ -315,12 +317,14 @@ def paths_taken(cap: Capability, derived: Derived) -> list[str]:
     return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
 
 
-def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: Capability | None = None) -> int:
+def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: Capability | None = None,
+                 question: str = "") -> int:
     """How many of a tool's arguments the question's own values gave. Its words as free text give none, and
     neither does a thing's name: "the 'Guest' role" fits creating a role as well as deleting one; nor, unless
     `paths`, a path: which file says nothing of what is asked of it; nor a choice whose word the `first` tool's
-    own texts speak of too: "the size and modification date of b.txt" names `list_directory_with_sizes`'s sort by
-    size, and the file's information, which tells its size, was the first match."""
+    own texts speak of too, unless the `question` puts it beside its parameter's word ("sorted by size"): "the size
+    and modification date of b.txt" names `list_directory_with_sizes`'s sort by size, and the file's information,
+    which tells its size, was the first match."""
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
         return 0
     props = properties_of(cap.input_schema)
@@ -329,8 +333,12 @@ def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: C
     own = f"{first.name} {first.description}".lower() if first is not None and first is not cap else ""
 
     def shared(name: str, value: object) -> bool:
-        return bool(own) and isinstance(value, str) and value in props.get(name, {}).get("enum", ()) and bool(
-            re.search(rf"\b{re.escape(value.lower())}", own))
+        if not own or not isinstance(value, str) or value not in props.get(name, {}).get("enum", ()):
+            return False
+        word = re.escape(value.lower())
+        beside = "|".join(map(re.escape, [*words_for(name), *words_of(name)]))
+        return bool(re.search(rf"\b{word}\b", own)) and not re.search(
+            rf"\b(?:{beside})\w*\s+(?:\w+\s+)?{word}\b", question, re.I)
 
     return sum(1 for n, v in derived[0].items() if n not in names and not shared(n, v)
                and (paths or not takes_path(n, props.get(n, {}))))

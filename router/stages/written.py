@@ -22,14 +22,14 @@ _EXTENSIONS = ("txt|md|markdown|json|jsonl|csv|tsv|yaml|yml|toml|ini|cfg|conf|xm
 PATH = re.compile(rf"(?<=['\"`])(?:~?/|\.{{1,2}}/|[A-Za-z]:\\)[^'\"`\n*]+(?=['\"`])|"  # quoted, spaces and all
                   rf"(?<![\w:/.~\\@*-])(?:~?/[^\s'\"`,;()*]+|\.{{1,2}}/[^\s'\"`,;()*]+|[A-Za-z]:\\[^\s'\"`,;()*]*|"
                   rf"(?:[\w-]+/)+[\w-][\w.-]*\.(?:{_EXTENSIONS})|(?:[\w-]{{2,}}/)+|[\w-][\w.-]*\.(?:{_EXTENSIONS}))"
-                  r"(?<![.!?:])(?![\w/:@*])", re.I)
+                  r"(?<![.!?:])(?![\w/:@*]|[^\s'\"`]*\*)", re.I)
 _PATH_WORDS = frozenset({"path", "file", "filename", "filepath", "pathname", "dir", "dirname", "directory", "folder"})
 _PATH_DESCRIBED = re.compile(r"\b(?:path|directory|folder)\b", re.I)
 _PATH_ROLES = frozenset({"source", "destination", "src", "dst", "dest", "input", "output"})
 
 
-def _words(name: str) -> list[str]:
-    """A parameter's name as words, snake or camel case: `inputPath` -> input, path."""
+def words_of(name: str) -> list[str]:
+    """A name's words, snake, kebab or camel case: `inputPath` -> input, path; `API-patch-page` -> api, patch, page."""
     return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
 
 
@@ -37,7 +37,7 @@ def names_a_path(name: str, description: str) -> bool:
     """Whether a parameter is for a path: its name ends with a word for one (`path`, `repo_path`, `inputPath`, not
     `file_type`, `file_id` or `profile`), or names one (`path_audio`) or a role (`source`) and its description says
     it is a path, a directory or a folder."""
-    words = _words(name)
+    words = words_of(name)
     described = bool(_PATH_DESCRIBED.search(description))
     return bool(words) and (words[-1] in _PATH_WORDS or "".join(words[-2:]) in _PATH_WORDS or (described and (
         words[0] in _PATH_WORDS or name.lower() in _PATH_ROLES)))
@@ -62,8 +62,9 @@ _EXPRESSION_WORDS = frozenset({"expression", "expr", "formula", "equation", "cal
 EXPRESSION_DESCRIBED = re.compile(r"\b(?:math(?:ematical)?|arithmetic(?:al)?|numeric(?:al)?) expression\b", re.I)
 
 
-# A file-name pattern: a word with a wildcard and a letter ("*.md", "report-*.csv", "**/*.py"), not "3 * 4".
-GLOB = re.compile(r"(?<![^\s'\"`(])(?=[\w.*?/-]*[A-Za-z])[\w./-]*\*[\w./*?-]*(?![^\s'\"`),;!?])")
+# A file-name pattern: a word with a wildcard and a letter ("*.md", "report-*.csv", "**/*.py"), not "3 * 4", nor the
+# question's closing "?" or ".".
+GLOB = re.compile(r"(?<![^\s'\"`(])(?=[\w.*?/-]*[A-Za-z])[\w./-]*\*[\w./*?-]*(?<![.?])(?![^\s'\"`),;!?.])")
 _GLOB_WORDS = frozenset({"pattern", "glob"})
 _GLOB_DESCRIBED = re.compile(r"\bglob", re.I)
 
@@ -71,7 +72,7 @@ _GLOB_DESCRIBED = re.compile(r"\bglob", re.I)
 def takes_glob(name: str, description: str) -> bool:
     """Whether a parameter is for a file-name pattern: its name ends with `pattern` or `glob`, or its description
     speaks of a glob."""
-    words = _words(name)
+    words = words_of(name)
     return (bool(words) and words[-1] in _GLOB_WORDS) or bool(_GLOB_DESCRIBED.search(description))
 
 
@@ -88,7 +89,7 @@ def repository_part(question: str, name: str, free: Callable[[tuple[int, int]], 
     """The owner or the name of the first repository the question writes out ("octocat/hello-world"), for a parameter
     named `owner` or `repo` (`repository`, `repo_name`); the name only where the owner was taken by another
     parameter (not `free`), so that a repository is given whole or not at all."""
-    words = _words(name)
+    words = words_of(name)
     part = 1 if words[-1:] == ["owner"] else 2 if words[-1:] in (["repo"], ["repository"]) or words[-2:] == [
         "repo", "name"] else 0
     for m in SLUG.finditer(question) if part else ():
@@ -102,13 +103,13 @@ def repository_part(question: str, name: str, free: Callable[[tuple[int, int]], 
 def takes_url(name: str, description: str) -> bool:
     """Whether a parameter is for a web address: its name ends with a word for one (`url`, `image_url`, `pageLink`)
     or its description calls it a URL, a web page or a website."""
-    words = _words(name)
+    words = words_of(name)
     return (bool(words) and words[-1] in _URL_WORDS) or bool(_URL_DESCRIBED.search(description))
 
 
 def takes_expression(name: str, description: str) -> bool:
     """Whether a parameter is for an arithmetic expression (`expression`, `formula`; "A mathematical expression")."""
-    words = _words(name)
+    words = words_of(name)
     return (bool(words) and words[-1] in _EXPRESSION_WORDS) or bool(EXPRESSION_DESCRIBED.search(description))
 
 
@@ -132,6 +133,16 @@ def expression(question: str, span: tuple[int, int]) -> str | None:
             any(_ARITHMETIC_WORD.fullmatch(w := word.strip(".,;:!?")) or w[:1].isdigit() for word in (*before, *after)):
         return None
     return text.replace("\u00d7", "*").replace("\u00f7", "/")
+
+
+def a_path(question: str, span: tuple[int, int]) -> str | None:
+    """The path at `span`, but none inside quotes that also hold a wildcard ("'/srv/a b.*'" names no "/srv/a")."""
+    start, end = span
+    if start and (quote := question[start - 1]) in "'\"`":
+        close = question.find(quote, end)
+        if close != -1 and "*" in question[end:close]:
+            return None
+    return question[start:end]
 
 
 def first_free(pattern: re.Pattern[str], question: str, free: Callable[[tuple[int, int]], bool],

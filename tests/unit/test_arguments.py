@@ -119,6 +119,21 @@ def test_of_several_optional_numbers_an_unnamed_number_goes_to_none_and_head_and
     assert derive_arguments(read, "Show the top 2 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "head": 2}
     assert derive_arguments(read, "Show the last 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "tail": 3}
     assert derive_arguments(read, "Show 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt"}
+    # Only a parameter named beside a number stops being another candidate for an unnamed one: "tail -n 5" is
+    # neither's for sure, so the number is left over (the plan then declines), not read as `head`; nor does a file
+    # name ("lastlog") name one.
+    for question in ("tail -n 5 /srv/a.txt", "Show 5 lines of /var/log/lastlog.txt",
+                     "Show lines from the bottom of /srv/a.txt, 5 of them"):
+        derived, left = derive_with_leftovers(read, question)
+        assert "head" not in derived[0] and "tail" not in derived[0] and left == [5], question
+    assert derive_arguments(read, "Show the first 3 lines and the last 2 lines of /srv/a.txt")[0] == {
+        "path": "/srv/a.txt", "head": 3, "tail": 2}
+    assert derive_arguments(read, "Read the final 20 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "tail": 20}
+    # A length of time in seconds names a duration: the demo's long-running operation ran 10 s for "5 seconds".
+    operation = tool("longRunningOperation", {"type": "object", "properties": {
+        "duration": {"type": "number"}, "steps": {"type": "number"}}})
+    assert derive_arguments(operation, "Run a long operation for 5 seconds")[0] == {"duration": 5}
+    assert derive_with_leftovers(operation, "Run a long operation 5")[1] == [5]
     # A number beside a word of the other parameter leaves the first to the number nothing names.
     news = tool("top_stories", {"type": "object", "properties": {"limit": {"type": "integer"},
                                                                  "days": {"type": "integer"}}})

@@ -259,8 +259,10 @@ def test_a_choice_whose_word_the_first_tool_speaks_of_too_settles_nothing() -> N
         return settled.candidates[0].capability.name
 
     assert first_of("Show the size and modification date of /srv/b.txt") == "get_file_info"
-    # A choice the first tool's texts do not speak of still settles: "by name".
+    # A choice the first tool's texts do not speak of still settles: "by name"; and so does one the question puts
+    # beside its parameter's word.
     assert first_of("List /srv sorted by name") == "list_directory_with_sizes"
+    assert first_of("List the files in /srv sorted by size") == "list_directory_with_sizes"
 
 
 def test_a_question_that_names_a_backend_is_not_answered_by_another_backend_s_reader() -> None:

@@ -112,6 +112,14 @@ def test_a_file_name_pattern_goes_to_a_parameter_for_one_and_is_no_path() -> Non
     assert isinstance(derive_arguments(search, "Search /srv for markdown files"), ArgumentsRequired)
     # A wildcard makes no path of what it is in: "Delete /tmp/*.log" names no file.
     assert [m.group(0) for m in PATH.finditer("Delete /tmp/*.log and read '/srv/*.md'")] == []
+    # Nor is the part before a wildcard: "app.log.*" is the rotated logs, not the live one.
+    delete = Capability(backend="fs", name="delete_file", input_schema={
+        "type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
+    for question in ("Delete /var/log/app.log.*", "rm ~/notes.*", "Delete '/srv/a b.*'"):
+        assert isinstance(derive_arguments(delete, question), ArgumentsRequired), question
+    # A question's closing mark is not the pattern's.
+    for question in ("In /srv, which files match *.md?", "Find the files in /srv named *.md."):
+        assert derive_arguments(search, question)[0] == {"path": "/srv", "pattern": "*.md"}, question
     assert [m.group(0) for m in GLOB.finditer("Calculate 3 * 4, or 2*3")] == []
 
 
