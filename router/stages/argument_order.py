@@ -103,12 +103,13 @@ def name_words(name: str, shortest: int) -> list[str]:
 # lines), and a length of time given in seconds.
 _SAID_AS = {"head": ("first", "top"), "tail": ("last", "bottom", "final")}
 _TIMED = frozenset({"duration", "timeout", "delay", "interval", "wait", "sleep", "seconds", "secs"})
+_OTHER_UNITS = frozenset({"ms", "millis", "milliseconds", "minutes", "mins", "hours", "hrs", "days"})
 
 
 def words_for(parameter: str) -> list[str]:
     """The words a question names the parameter by."""
     words = name_words(parameter, 2)
-    timed = ("seconds", "second", "secs", "sec") if _TIMED & set(words) else ()
+    timed = ("seconds", "second", "secs", "sec") if _TIMED & set(words) and not _OTHER_UNITS & set(words) else ()
     return [parameter.lower(), *words, *_SAID_AS.get(parameter.lower(), ()), *timed]
 
 

@@ -356,6 +356,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     spans: dict[str, tuple[int, int]] = {}
     by: dict[str, Extractor] = {}
     dropped: dict[tuple[int, int], Any] = {}  # numbers another optional number could take as well
+    beside: list[set[str]] = []  # the parameters the question names beside a number, found once when first asked
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
     # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
     # answered with the default resource 1 when they were left to their defaults.
@@ -365,7 +366,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         for extract in EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
                 if name not in required and ((extract is _number and not _optional_number(
-                        question, name, used[-1], value, props, required, dropped))
+                        question, name, used[-1], value, props, required, dropped, beside))
                                              or (extract is _name and loosely_named(question, used[-1]))):
                     used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
@@ -401,12 +402,15 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
 
 
 def _optional_number(question: str, name: str, span: tuple[int, int], value: Any, props: dict[str, dict[str, Any]],
-                     required: list[str], dropped: dict[tuple[int, int], Any]) -> bool:
+                     required: list[str], dropped: dict[tuple[int, int], Any], beside: list[set[str]]) -> bool:
     """Whether the number at `span` fills the optional parameter `name` (`named_before`). One that another optional
     number of the tool, which the question does not name beside a number, could take as well goes to `dropped`."""
     others = [n for n in props if n != name]
-    rivals = [n for n in others if n not in required and type_of(props[n]) in ("number", "integer")
-              and not any(names_next_to(question, n, m.span()) for m in _NUMBER.finditer(question))]
+    numbers = [n for n in others if n not in required and type_of(props[n]) in ("number", "integer")]
+    if numbers and not beside:
+        spans = [m.span() for m in _NUMBER.finditer(question)]
+        beside.append({n for n in props if any(names_next_to(question, n, s) for s in spans)})
+    rivals = [n for n in numbers if n not in beside[0]]
     if named_before(question, name, span, others, rivals):
         return True
     if rivals and named_before(question, name, span, others, []):

@@ -32,12 +32,11 @@ _ANOTHER_TIME = re.compile(
     rf"on|this)|in {_COUNT} {_SPAN}|(?:plus|minus) {_COUNT} {_SPAN}|"
     rf"{_COUNT} {_SPAN} (?:from (?:right )?now|later|earlier|before|after)|sunrise|sunset|sun (?:rises?|sets?)|dawn|"
     r"dusk|(?:start|end|beginning) of the (?:day|week|month|year)|christmas(?! island)|new year'?s?|easter(?! island)|"
-    r"what time (?:do(?! (?:you|they|we|i|people) have)|does|did|will|would|should|shall|can|could|was|were|are|"
+    r"what time (?:do(?! (?:you|they|we|people) have)|does|did|will|would|should|shall|can|could|was|were|are|"
     r"is (?!it\b|in\b|at\b|there\b)))\b"
     r"|(?<![\d.:])\d{1,2}(?::\d{2}(?![\d:])|\s*[ap]\.?m\b)|(?<![\w/.])\d{1,4}/\d{1,2}(?:/\d{2,4})?(?![\w/]|[\s-]*hours?\b)",
     re.I)
-_SAYS_NOW = re.compile(r"\b(?:(?<!from )(?<!from right )now|yet|still|already|currently|at the moment)\b", re.I)
-_NOW = re.compile(r"\b(?:(?<!from )now|yet|still|currently|at the moment)\b", re.I)
+_SAYS_NOW = re.compile(r"\b(?:(?<!from )(?<!from right )now|yet|still|currently|at the moment)\b", re.I)
 _NOW = re.compile(r"\b(?:current|now)\b", re.I)
 _CLOCK_WORDS = frozenset({"time", "datetime", "clock", "now"})
 _ZONE_LIKE = re.compile(r"zone|tz|locat|city|place|country|region|format", re.I)

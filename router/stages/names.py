@@ -78,10 +78,10 @@ def name_in(question: str, parameter: str,
 
 # An identifier as questions write one: letters and digits with a digit in it ("U12345", "C024BE91L", a UUID,
 # "inv_2024-001"); digits alone only after "id", "#" or "number", or four of them or more ("page 2" is no page's id),
-# and digits between separators (a date, a time, "1.2.3") only so.
+# and a date or a time only so.
 _ID = r"([A-Za-z0-9](?:[\w.:\-]*[A-Za-z0-9])?)"
 _ID_MARK = r"(?:(?:id|number|no\.)\s*[:#=]?\s*|#)"
-_DATE_LIKE = re.compile(r"\d+(?:[-/.:]\d+)+")
+_DATE_LIKE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?")
 _GENERIC_IDS = frozenset({"request", "session", "client", "trace", "correlation", "idempotency", "api", "external"})
 
 
@@ -117,6 +117,7 @@ def identifier_in(question: str, parameter: str,
     return None
 
 
+_HOW = frozenset({"force", "dry", "verbose", "quiet", "confirm", "recursive", "wait", "notify", "async", "timeout"})
 _UPDATES = frozenset({"update", "patch", "edit", "modify", "change", "alter", "set"})
 # The last word of a parameter that says which thing, not what to make of it: `issue_number`, `page_id`, `owner`.
 _WHICH = frozenset({"id", "ids", "number", "key", "slug", "owner", "repo", "repository", "path", "name", "uri", "url",
@@ -135,6 +136,6 @@ def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], re
     def which(name: str) -> bool:
         return (words_of(name) or [""])[-1] in _WHICH
 
-    # A flag alone is no change: `update_index(force)` refreshes the index, whatever `force` says.
-    changes = [n for n in props if n not in required and not which(n) and props[n].get("type") != "boolean"]
+    # A flag of how to do it is no change: `update_index(force)` refreshes the index, whatever `force` says.
+    changes = [n for n in props if n not in required and not which(n) and not _HOW & set(words_of(n))]
     return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None

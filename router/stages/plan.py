@@ -336,7 +336,7 @@ def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: C
         if not own or not isinstance(value, str) or value not in props.get(name, {}).get("enum", ()):
             return False
         word = re.escape(value.lower())
-        beside = "|".join(map(re.escape, [*words_for(name), *words_of(name)]))
+        beside = "|".join(re.escape(w) for w in {*words_for(name), *words_of(name)} if len(w) > 2)
         return bool(re.search(rf"\b{word}\b", own)) and not re.search(
             rf"\b(?:{beside})\w*\s+(?:\w+\s+)?{word}\b", question, re.I)
 

@@ -64,7 +64,8 @@ EXPRESSION_DESCRIBED = re.compile(r"\b(?:math(?:ematical)?|arithmetic(?:al)?|num
 
 # A file-name pattern: a word with a wildcard and a letter ("*.md", "report-*.csv", "**/*.py"), not "3 * 4", nor the
 # question's closing "?" or ".".
-GLOB = re.compile(r"(?<![^\s'\"`(])(?=[\w.*?/-]*[A-Za-z])[\w./-]*\*[\w./*?-]*(?<![.?])(?![^\s'\"`),;!?.])")
+GLOB = re.compile(r"(?<![^\s'\"`(])(?=[\w.*?/-]*[A-Za-z])[\w./-]*\*[\w./*?-]*?"
+                  r"(?=[\s'\"`),;:!]|[.?]+(?:[\s'\"`),;:!]|$)|$)")  # the whole word: "test_*.py|*_test.py" is none
 _GLOB_WORDS = frozenset({"pattern", "glob"})
 _GLOB_DESCRIBED = re.compile(r"\bglob", re.I)
 

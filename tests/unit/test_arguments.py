@@ -134,6 +134,9 @@ def test_of_several_optional_numbers_an_unnamed_number_goes_to_none_and_head_and
         "duration": {"type": "number"}, "steps": {"type": "number"}}})
     assert derive_arguments(operation, "Run a long operation for 5 seconds")[0] == {"duration": 5}
     assert derive_with_leftovers(operation, "Run a long operation 5")[1] == [5]
+    poll = tool("poll", {"type": "object", "properties": {  # kept in milliseconds, so no "seconds"
+        "interval_ms": {"type": "integer"}, "max_polls": {"type": "integer"}}})
+    assert derive_with_leftovers(poll, "Poll every 5 seconds") == (({}, "none needed"), [5])
     # A number beside a word of the other parameter leaves the first to the number nothing names.
     news = tool("top_stories", {"type": "object", "properties": {"limit": {"type": "integer"},
                                                                  "days": {"type": "integer"}}})
@@ -153,6 +156,10 @@ def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothi
     assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
     refresh = tool("update_index", {"type": "object", "properties": {"force": {"type": "boolean"}}})
     assert derive_arguments(refresh, "Update the search index") == ({}, "none needed")
+    # But a switch is what such an update changes: "Make octocat/hello-world private" would set nothing.
+    repository = tool("update_repository", {"type": "object", "required": ["owner", "repo"], "properties": {
+        "owner": {"type": "string"}, "repo": {"type": "string"}, "private": {"type": "boolean"}}})
+    assert isinstance(derive_arguments(repository, "Make octocat/hello-world private"), ArgumentsRequired)
     # Which thing, given, is not what to change (ToolAlpaca's data source, its id optional).
     source = tool("updateDataSource", {"type": "object", "properties": {
         "sourceId": {"type": "string"}, "connectionString": {"type": "string"}}})

@@ -103,5 +103,6 @@ def test_an_identifier_beside_its_kind_fills_the_parameter_for_that_kind_s_id() 
     page = Capability(backend="notion", name="get_page", input_schema={
         "type": "object", "required": ["page_id"], "properties": {"page_id": {"type": "string"}}})
     assert isinstance(derive_arguments(page, "Show the page 2026-11-28 notes"), ArgumentsRequired)  # a date
+    assert derive_arguments(page, "Show page 2024-0042")[0] == {"page_id": "2024-0042"}  # no date
     assert kind_identified_by("request_id") is None and kind_identified_by("id") is None
     assert kind_identified_by("dataSourceId") == "data source"

@@ -128,12 +128,13 @@ def test_a_tool_tells_the_time_now_when_its_texts_say_so_and_it_takes_no_time_or
     ("What time does the sun set in Paris?", True), ("What time is it in India on Christmas?", True),
     ("What time was it in London at the start of the year?", True), ("Tell me the time in Tokyo in 45 mins", True),
     ("What's the time in Tokyo in 1.5 hours?", True), ("What will the time be in Tokyo 2 hours from right now?", True),
-    ("What was the time in Tokyo earlier today?", True),
+    ("What was the time in Tokyo earlier today?", True), ("Will it be dark already in Oslo at 9pm?", True),
+    ("What time do I have to leave Tokyo?", True),
     # About now, though a time or a day is in it; and numbers that are no time of day.
     ("Is it Friday in Sydney yet?", False), ("Is it after 5pm in London now?", False),
     ("Connect to 127.0.0.1:8080; what time is it in Tokyo?", False), ("What time is it in Tokyo?", False),
     ("What's the time in New York right now?", False), ("What time zone is Tokyo in?", False),
-    ("What time is it on Christmas Island?", False), ("Is it Christmas in Sydney already?", False),
+    ("What time is it on Christmas Island?", False),
     ("What time do they have in Tokyo?", False), ("Show the time in Tokyo in 12/24 hour format", False),
 ])
 def test_a_question_about_another_time_than_now_is_not_answered_by_the_time_now(question: str, other: bool) -> None:

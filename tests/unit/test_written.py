@@ -118,8 +118,11 @@ def test_a_file_name_pattern_goes_to_a_parameter_for_one_and_is_no_path() -> Non
     for question in ("Delete /var/log/app.log.*", "rm ~/notes.*", "Delete '/srv/a b.*'"):
         assert isinstance(derive_arguments(delete, question), ArgumentsRequired), question
     # A question's closing mark is not the pattern's.
-    for question in ("In /srv, which files match *.md?", "Find the files in /srv named *.md."):
+    for question in ("In /srv, which files match *.md?", "Find the files in /srv named *.md.",
+                     "Search /srv for *.md: all"):
         assert derive_arguments(search, question)[0] == {"path": "/srv", "pattern": "*.md"}, question
+    # The whole word or none: the first half of "test_*.py|*_test.py", or "*" of "*.md.", would find other files.
+    assert [m.group(0) for m in GLOB.finditer("Search for test_*.py|*_test.py")] == []
     assert [m.group(0) for m in GLOB.finditer("Calculate 3 * 4, or 2*3")] == []
 
 
