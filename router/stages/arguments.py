@@ -26,7 +26,7 @@ from router.retrieval.catalog import is_server_level
 from router.schemas import schema_violation
 from router.stages.argument_order import named_before, names_next_to, put_in_order, words_for
 from router.stages.names import identifier_in, loosely_named, name_in, what_an_update_changes
-from router.stages.timezones import zone_in
+from router.stages.timezones import time_of_day_in, zone_in
 from router.stages.written import (
     EXPRESSION,
     EXPRESSION_DESCRIBED,
@@ -60,9 +60,6 @@ _NATURAL = re.compile(r"natural[- ]language", re.I)
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
 # Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
 _NUMBER = re.compile(rf"(?<![\w.])(?:(?=-)|(?<!\d,))(?<!\d,-)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
-_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)", re.I)
-
-
 def _required(schema: dict[str, Any]) -> list[str]:
     req = schema.get("required") if isinstance(schema, dict) else None
     return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
@@ -175,18 +172,7 @@ def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tupl
     hint = f"{name} {spec.get('description', '')}".lower()
     if name.lower() != "time" and "hh:mm" not in hint:
         return None
-    for m in _TIME.finditer(question):
-        hour, minute, meridiem = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
-        if not m.group(2) and not meridiem:
-            continue  # a bare number is not a time
-        if meridiem == "p" and hour < 12:  # "pm", "p.m.", "p m"
-            hour += 12
-        if meridiem == "a" and hour == 12:
-            hour = 0
-        if hour < 24 and minute < 60 and _free(m.span(), used):
-            used.append(m.span())
-            return f"{hour:02d}:{minute:02d}"
-    return None
+    return _taken(time_of_day_in(question, lambda span: _free(span, used)), used)
 
 
 def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -257,9 +243,14 @@ def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     return _taken(first_free(PATH, question, lambda span: _free(span, used), a_path), used)
 
 
+def _text(spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes a string of the question's own (not one of an enum's)."""
+    return type_of(spec) in (None, "string") and "enum" not in spec
+
+
 def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    """A web address or an arithmetic expression, for a string parameter that takes one."""
-    if type_of(spec) not in (None, "string") or "enum" in spec:
+    """A web address, an arithmetic expression or a file-name pattern, for a string parameter that takes one."""
+    if not _text(spec):
         return None
     described = str(spec.get("description", ""))
     if takes_url(name, described):
@@ -272,20 +263,16 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
 
 
 def _repository(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    if type_of(spec) not in (None, "string") or "enum" in spec:
-        return None
-    return _taken(repository_part(question, name, lambda span: _free(span, used)), used)
+    return _taken(repository_part(question, name, lambda span: _free(span, used)), used) if _text(spec) else None
 
 
 def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    if type_of(spec) not in (None, "string") or "enum" in spec or takes_path(name, spec):
+    if not _text(spec) or takes_path(name, spec):
         return None  # "the config file" gives no `file_name` that takes a path
     return _taken(name_in(question, name, lambda span: _free(span, used)), used)
 
 def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    if type_of(spec) not in (None, "string") or "enum" in spec:
-        return None
-    return _taken(identifier_in(question, name, lambda span: _free(span, used)), used)
+    return _taken(identifier_in(question, name, lambda span: _free(span, used)), used) if _text(spec) else None
 
 
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,

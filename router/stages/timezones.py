@@ -267,3 +267,22 @@ def gap_changes(zones: list[str], clock: str, day: date, now: datetime) -> tuple
         if None not in (a, b, c, d) and (a - b) != (c - d):  # type: ignore[operator]
             return zones[0], zone, abs(((a - b) - (c - d)).total_seconds()) / 3600  # type: ignore[operator]
     return None
+
+
+# A time of day: "9am", "11 p.m.", "14:30"; a bare number is none.
+_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)", re.I)
+
+
+def time_of_day_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The span and the time (HH:MM, 24 hours) of the first time of day the question gives where `free`."""
+    for m in _TIME.finditer(question):
+        hour, minute, meridiem = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
+        if not m.group(2) and not meridiem:
+            continue  # a bare number is not a time
+        if meridiem == "p" and hour < 12:  # "pm", "p.m.", "p m"
+            hour += 12
+        if meridiem == "a" and hour == 12:
+            hour = 0
+        if hour < 24 and minute < 60 and free(m.span()):
+            return m.span(), f"{hour:02d}:{minute:02d}"
+    return None

@@ -111,68 +111,6 @@ def test_an_optional_parameter_takes_a_value_only_where_the_question_gives_one()
     assert derive_with_leftovers(tool("list_things", schema), "list things 4 and 5")[1] == [5]
 
 
-def test_of_several_optional_numbers_an_unnamed_number_goes_to_none_and_head_and_tail_are_first_and_last() -> None:
-    # The official filesystem server's `read_text_file`: `tail` comes first, and took "the first 3 lines".
-    read = tool("read_text_file", {"type": "object", "required": ["path"], "properties": {
-        "path": {"type": "string"}, "tail": {"type": "number"}, "head": {"type": "number"}}})
-    assert derive_arguments(read, "Show the first 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "head": 3}
-    assert derive_arguments(read, "Show the top 2 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "head": 2}
-    assert derive_arguments(read, "Show the last 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "tail": 3}
-    assert derive_arguments(read, "Show 3 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt"}
-    # Only a parameter named beside a number stops being another candidate for an unnamed one: "tail -n 5" is
-    # neither's for sure, so the number is left over (the plan then declines), not read as `head`; nor does a file
-    # name ("lastlog") name one.
-    for question in ("tail -n 5 /srv/a.txt", "Show 5 lines of /var/log/lastlog.txt",
-                     "Show lines from the bottom of /srv/a.txt, 5 of them"):
-        derived, left = derive_with_leftovers(read, question)
-        assert "head" not in derived[0] and "tail" not in derived[0] and left == [5], question
-    assert derive_arguments(read, "Show the first 3 lines and the last 2 lines of /srv/a.txt")[0] == {
-        "path": "/srv/a.txt", "head": 3, "tail": 2}
-    assert derive_arguments(read, "Read the final 20 lines of /srv/a.txt")[0] == {"path": "/srv/a.txt", "tail": 20}
-    # A length of time in seconds names a duration: the demo's long-running operation ran 10 s for "5 seconds".
-    operation = tool("longRunningOperation", {"type": "object", "properties": {
-        "duration": {"type": "number"}, "steps": {"type": "number"}}})
-    assert derive_arguments(operation, "Run a long operation for 5 seconds")[0] == {"duration": 5}
-    assert derive_with_leftovers(operation, "Run a long operation 5")[1] == [5]
-    poll = tool("poll", {"type": "object", "properties": {  # kept in milliseconds, so no "seconds"
-        "interval_ms": {"type": "integer"}, "max_polls": {"type": "integer"}}})
-    assert derive_with_leftovers(poll, "Poll every 5 seconds") == (({}, "none needed"), [5])
-    # A number beside a word of the other parameter leaves the first to the number nothing names.
-    news = tool("top_stories", {"type": "object", "properties": {"limit": {"type": "integer"},
-                                                                 "days": {"type": "integer"}}})
-    assert derive_arguments(news, "the top 5 stories from the last 3 days")[0] == {"limit": 5, "days": 3}
-
-
-def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothing() -> None:
-    # "Close issue 42" sent as update_issue(issue_number=42) changes nothing and looks done; ToolAlpaca's "update it
-    # with the new string ..." was sent to updateDataSource with no arguments at all.
-    update = tool("update_issue", {"type": "object", "required": ["issue_number"], "properties": {
-        "issue_number": {"type": "integer"}, "title": {"type": "string"},
-        "state": {"type": "string", "enum": ["open", "closed"]}}})
-    closing = derive_arguments(update, "Close issue 42")
-    assert isinstance(closing, ArgumentsRequired) and "none of what it would change ('title', 'state')" in str(closing)
-    assert derive_arguments(update, "Mark issue 42 as closed")[0] == {"issue_number": 42, "state": "closed"}
-    settings = tool("updateSettings", {"type": "object", "properties": {"theme": {"type": "string"}}})
-    assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
-    refresh = tool("update_index", {"type": "object", "properties": {"force": {"type": "boolean"}}})
-    assert derive_arguments(refresh, "Update the search index") == ({}, "none needed")
-    # But a switch is what such an update changes: "Make octocat/hello-world private" would set nothing.
-    repository = tool("update_repository", {"type": "object", "required": ["owner", "repo"], "properties": {
-        "owner": {"type": "string"}, "repo": {"type": "string"}, "private": {"type": "boolean"}}})
-    assert isinstance(derive_arguments(repository, "Make octocat/hello-world private"), ArgumentsRequired)
-    # Which thing, given, is not what to change (ToolAlpaca's data source, its id optional).
-    source = tool("updateDataSource", {"type": "object", "properties": {
-        "sourceId": {"type": "string"}, "connectionString": {"type": "string"}}})
-    assert isinstance(derive_arguments(source, "Update the data source ID 85 with a new string"), ArgumentsRequired)
-    # What a required parameter says is the change itself; a tool that only reads changes nothing anyway.
-    status = tool("set_status", {"type": "object", "required": ["status"], "properties": {
-        "status": {"type": "string", "enum": ["away", "active"]}, "notify": {"type": "boolean"}}})
-    assert derive_arguments(status, "Set my status to away")[0] == {"status": "away"}
-    reader = Capability(backend="b", name="update_log", read_only=True, input_schema={
-        "type": "object", "properties": {"limit": {"type": "integer"}}})
-    assert derive_arguments(reader, "Show the update log")[0] == {}
-
-
 def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_taken() -> None:
     schema = {"type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "integer"}}}
     assert derive_arguments(tool("show_order", schema), "Show order 12345678901234567891")[0] == {
