@@ -121,8 +121,11 @@ async def dry_runs(settings: RouterSettings, requests: list[tuple[str, tuple[str
             shown = await router.route(Request.dry_run(RouteRequest(question=question)))
             called = shown.calls[0].split("/", 1)[1] if shown.calls else None
             outcome = f"refused ({shown.status})" if called is None else "right" if called in tools else "wrong"
+            first = shown.candidates[0].scores if called and shown.candidates else None
             rows.append({"request": template, "tools": list(tools), "outcome": outcome, "called": called,
-                         "arguments": shown.arguments, "message": shown.message[:160]})
+                         "arguments": shown.arguments, "message": shown.message[:160],
+                         "confidence": first and round(first.confidence, 3),
+                         "tool_confidence": first and round(first.tool_confidence, 3)})
     return rows
 
 

@@ -113,5 +113,20 @@ def words_for(parameter: str) -> list[str]:
     return [parameter.lower(), *words, *_SAID_AS.get(parameter.lower(), ()), *timed]
 
 
+# "Maximum number of characters to return", "Timeout in milliseconds": the unit a parameter's value counts.
+_COUNTED = re.compile(r"\b(?:number|count|amount)\s+of\s+([a-z]{3,}s)\b|\bin\s+([a-z]{3,}s)\b", re.I)
+
+
+def counted_in(spec: dict[str, Any]) -> str | None:
+    """The unit, plural, in which the parameter's description says its number counts ("characters"), else None."""
+    found = _COUNTED.search(str(spec.get("description", "")))
+    return next(g for g in found.groups() if g).lower() if found else None
+
+
+def unit_after(question: str, span: tuple[int, int], unit: str) -> bool:
+    """Whether the question writes `unit` (or its singular) right after the number at `span` ("500 characters")."""
+    return re.match(rf"\s*{re.escape(unit[:-1])}s?\b", question[span[1]:], re.I) is not None
+
+
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"
                          r"on|by|during|around|about|per)\W*$")

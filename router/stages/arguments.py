@@ -24,14 +24,23 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.schemas import schema_violation
-from router.stages.argument_order import named_before, names_next_to, put_in_order, words_for
-from router.stages.names import identifier_in, loosely_named, name_in, what_an_update_changes
+from router.stages.argument_order import (
+    counted_in,
+    named_before,
+    names_next_to,
+    put_in_order,
+    unit_after,
+    words_for,
+)
+from router.stages.names import identifier_in, loosely_named, name_in, switch_in, what_an_update_changes
+from router.stages.search_terms import own_words, search_terms, takes_search_terms
 from router.stages.timezones import time_of_day_in, zone_in
 from router.stages.written import (
     EXPRESSION,
     EXPRESSION_DESCRIBED,
     GLOB,
     PATH,
+    SQL,
     URL,
     a_path,
     expression,
@@ -41,6 +50,7 @@ from router.stages.written import (
     repository_part,
     takes_expression,
     takes_glob,
+    takes_sql,
     takes_url,
     web_address,
 )
@@ -198,7 +208,7 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
                 continue
             value: Any = int(raw.split(".")[0])  # exactly: an id of twenty digits is not rounded through a float
         else:
-            value = float(raw)
+            value = int(raw) if raw.lstrip("+-").isdigit() else float(raw)  # 7, not 7.0: some servers index with it
             if not math.isfinite(value):  # four hundred digits are no number a tool can take
                 continue
         used.append(m.span())
@@ -249,10 +259,13 @@ def _text(spec: dict[str, Any]) -> bool:
 
 
 def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    """A web address, an arithmetic expression or a file-name pattern, for a string parameter that takes one."""
+    """A SQL statement, a web address, an arithmetic expression or a file-name pattern, for a string parameter that
+    takes one."""
     if not _text(spec):
         return None
     described = str(spec.get("description", ""))
+    if takes_sql(name, described):
+        return _taken(first_free(SQL, question, lambda span: _free(span, used), matched), used)
     if takes_url(name, described):
         return _taken(first_free(URL, question, lambda span: _free(span, used), web_address), used)
     if takes_expression(name, described):
@@ -275,8 +288,13 @@ def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple
     return _taken(identifier_in(question, name, lambda span: _free(span, used)), used) if _text(spec) else None
 
 
+def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    return _taken(switch_in(question, name, lambda span: _free(span, used)), used) if type_of(spec) == "boolean" \
+        else None
+
+
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,
-                                     _number)
+                                     _number, _switch)
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
@@ -335,7 +353,10 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
 def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     free = free_text_parameter(cap)
     if free is not None:
-        return ({free: question}, f"question as {free!r}"), []
+        terms = search_terms(question, own_words(cap.name, cap.description, cap.backend)) \
+            if takes_search_terms(free) else None
+        derived = ({free: terms}, f"search terms as {free!r}") if terms else ({free: question}, f"question as {free!r}")
+        return derived, []
     props = properties_of(cap.input_schema)
     required = _required(cap.input_schema)
     used: list[tuple[int, int]] = []
@@ -394,6 +415,9 @@ def _optional_number(question: str, name: str, span: tuple[int, int], value: Any
     number of the tool, which the question does not name beside a number, could take as well goes to `dropped`."""
     others = [n for n in props if n != name]
     numbers = [n for n in others if n not in required and type_of(props[n]) in ("number", "integer")]
+    unit = counted_in(props[name])  # "the first 500 characters" for a maximum number of characters
+    if unit and unit_after(question, span, unit) and all(counted_in(props[n]) != unit for n in numbers):
+        return True
     if numbers and not beside:
         spans = [m.span() for m in _NUMBER.finditer(question)]
         beside.append({n for n in props if any(names_next_to(question, n, s) for s in spans)})

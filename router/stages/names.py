@@ -1,7 +1,8 @@
 """A thing's name or identifier as a question writes it beside the kind of thing: "a branch called feature-x", "the
 users table", "the table 'orders'", "user U12345". It fills a parameter named after that kind (`branch_name`,
 `tableName`; `user_id`, `pageId`), and nothing else: a bare word is a name only next to the word for what it names.
-A call that would say only which thing to a tool that updates it (`what_an_update_changes`) is none."""
+A switch is on where the question names it (`switch_in`). A call that would say only which thing to a tool that
+updates it (`what_an_update_changes`) is none."""
 
 from __future__ import annotations
 
@@ -115,6 +116,23 @@ def identifier_in(question: str, parameter: str,
             return None
         return span, value
     return None
+
+
+_NOT = re.compile(r"\b(?:not|no|without|non|never|don'?t|doesn'?t|isn'?t)\W+(?:\w+\W+){0,2}$", re.I)
+
+
+def switch_in(question: str, parameter: str,
+              free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], bool] | None:
+    """The span of the word that turns on a switch the question names ("Fetch the raw HTML" for `raw`, "Make the repo
+    private" for `private`, "List them recursively" for `recursive`; `include_hidden` only with both words), where
+    `free`; a switch named after "not", "no" or "without" is left as it is."""
+    words = [w for w in words_of(parameter) if len(w) >= 3]
+    spans = [re.search(rf"\b{re.escape(w)}(?:ly)?\b", question, re.I) for w in words]
+    if not words or not all(spans) or len(words) < len(words_of(parameter)):
+        return None
+    first = min(m.start() for m in spans if m)
+    span = next(m.span() for m in spans if m and m.start() == first)
+    return None if not free(span) or _NOT.search(question[:first]) else (span, True)
 
 
 _HOW = frozenset({"force", "dry", "verbose", "quiet", "confirm", "recursive", "wait", "notify", "async", "timeout"})

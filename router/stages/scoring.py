@@ -132,6 +132,7 @@ class Scorer:
         # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
         rep_tools = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
                      for b, p in zip(rep_backends, predicted, strict=True)]
+        shadowed = _prompts_of_tools([ranked[i].capability for i in reps], rep_tools)
         if ceiling is not None and not tool_chosen:
             top: dict[int, tuple[float, float]] = {}  # copies share their scores: the highest of theirs holds
             for r, g in zip(ranked, group, strict=True):
@@ -147,6 +148,8 @@ class Scorer:
 
         out = []
         for r, g, kw, v in zip(ranked, group, parts, vouched, strict=True):
+            if g in shadowed:
+                continue
             rep, p, tp = ranked[reps[g]], float(rep_probs[g]), rep_tools[g]
             backend_fits = likely(rep, p)
             # Without embeddings the tool model, fitted with them, does not apply.
@@ -167,8 +170,9 @@ class Scorer:
             out.append(Candidate(cap, scores, relevant=v or (fits and not guess),
                                  unclear_tool=not v and backend_fits and not clear,
                                  unsure_action=not v and (fits or backend_chosen) and guess))
+        kept = [g for g in group if g not in shadowed]
         order = sorted(range(len(out)), key=lambda i: -out[i].scores.composite)
-        return _healthiest_copy_first([out[i] for i in order], [group[i] for i in order], statuses, perf, intent)
+        return _healthiest_copy_first([out[i] for i in order], [kept[i] for i in order], statuses, perf, intent)
 
     def _parts(self, reps: Sequence[Ranked], ranked: Sequence[Ranked], intent: str,
                statuses: Mapping[str, BackendStatus], perf: Mapping[tuple[str, str], PerfSnapshot],
@@ -207,6 +211,21 @@ def may_act(cap: Capability) -> bool:
     """Whether calling it may change something: not marked read-only, and something to call (a server known only
     by its description, or a held tool, acts on nothing)."""
     return not (cap.read_only or cap.held or (cap.server_level and cap.target is None))
+
+
+def _prompts_of_tools(reps: Sequence[Capability], tool_confidences: list[float]) -> set[int]:
+    """The groups of prompts named as a tool of their backend, the prompt's tool confidence added to the tool's: the
+    fetch server offers `fetch` both ways, one choice that is never too close to call against itself. The tool
+    answers for both (a prompt's messages are an answer only to a client that asks for the prompt: `prompts/get`
+    through the gateway)."""
+    tools = {(c.backend, c.name): g for g, c in enumerate(reps) if c.kind == "tool"}
+    shadowed = set()
+    for g, c in enumerate(reps):
+        tool = tools.get((c.backend, c.name)) if c.kind == "prompt" else None
+        if tool is not None:
+            tool_confidences[tool] = min(1.0, tool_confidences[tool] + tool_confidences[g])
+            shadowed.add(g)
+    return shadowed
 
 
 def _copies(ranked: Sequence[Ranked]) -> list[int]:

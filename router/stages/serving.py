@@ -25,7 +25,7 @@ from router.stages.arguments import (
 )
 from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
 from router.stages.timezones import dates_in, gap_changes, zone_named
-from router.stages.written import PATH, names_a_path
+from router.stages.written import PATH, SQL_VERBS, names_a_path
 from router.values import Candidate, Capability, Catalog, fixed_digest
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
@@ -39,6 +39,11 @@ VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
                    r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
     ),
+    # A SQL statement goes to a tool of SQL whose texts name its verb, or name none ("Execute a SELECT query" runs no
+    # DELETE; "Run a SQL statement" may run any).
+    **{f"SQL {verb}": (re.compile(rf"(?<!\w)(?:{opening})"), re.compile(
+        rf"^(?=[\s\S]*(?i:sql))(?:(?![\s\S]*\b(?:{'|'.join(SQL_VERBS)})\b)|[\s\S]*\b{verb}\b)"))
+       for verb, opening in SQL_VERBS.items()},
 }
 
 
@@ -55,12 +60,16 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn", "change", "checkout", "revert", "undo",
-                           "restore", "unstage", "overwrite", "make"})
+                           "restore", "unstage", "overwrite", "make", "back", "backup", "drop", "purge",
+                           "archive", "push", "commit", "stash", "tag", "close", "reopen", "install", "uninstall",
+                           "deploy", "restart", "kill"})
 # "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ...", "Change in GDP" name a thing.
 # "Make" asks for a change only when it makes something so, the state ending the request ("Make a.txt read-only",
 # "Make the repo private, please"); "make a chart", "make a list of the public holidays" ask for output.
+# "Back" only as "back up"; "close to" and "close by" say where.
 # "Checkout" a file, branch or the like: "Checkout conversion rate for March" asks about a checkout.
-_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
+_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|back\b(?!\s+up\b)|close\s+(?:to|by)\b|"
+                           r"change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
                            r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)|"
                            r"make\b(?![\s\S]{0,80}?\b(?:read[- ]?only|executable|writ[e]?able|public|private|hidden|"
                            r"visible|(?:the\s+)?default|(?:in)?active)\s*(?:[.!?,;]|$|(?:please|now|again)\b))|"
@@ -85,7 +94,7 @@ def asks_for_change(question: str) -> str | None:
         return None
     if verb == "change" and "currency" in value_kinds(question):  # "Change dollars to euros"
         return None
-    return verb
+    return "back up" if verb == "back" else verb
 
 
 # Words that, leading a question, ask only to be told something ("List all entities in memory" is not a request
@@ -95,7 +104,8 @@ _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "sea
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
                                        "turn", "move", "change", "checkout", "revert", "undo", "restore", "unstage",
-                                       "overwrite", "make"})
+                                       "overwrite", "make", "back", "backup", "drop", "archive", "push", "commit",
+                                       "stash", "tag", "close", "reopen", "install", "deploy", "restart", "kill"})
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 

@@ -77,6 +77,22 @@ def takes_glob(name: str, description: str) -> bool:
     return (bool(words) and words[-1] in _GLOB_WORDS) or bool(_GLOB_DESCRIBED.search(description))
 
 
+# A SQL statement written out, from its first keyword in capitals to a ";" or the question's end, a closing quote
+# left out ("Run SELECT * FROM users", "DELETE FROM users WHERE id = 1"); in lower case only as "select * from"
+# ("Select the users from Paris" is English). `SQL_VERBS` tells each kind by its opening words.
+SQL_VERBS = {"SELECT": r"(?:SELECT|WITH)\s[^;]*?\bFROM\b|(?i:select\s+\*\s+from)\b", "INSERT": r"INSERT\s+INTO\b",
+             "UPDATE": r"UPDATE\s+\S+\s+SET\b", "DELETE": r"DELETE\s+FROM\b",
+             "CREATE": r"CREATE\s+(?:TABLE|INDEX|VIEW|TRIGGER)\b", "DROP": r"DROP\s+(?:TABLE|INDEX|VIEW|TRIGGER)\b",
+             "ALTER": r"ALTER\s+TABLE\b"}
+SQL = re.compile(rf"(?<!\w)(?:{'|'.join(SQL_VERBS.values())})[^;]*?(?=\s*[\"'`]?\s*(?:;|[.?!]*\s*$))")
+_SQL_DESCRIBED = re.compile(r"\bsql\b|\bsqlite\b", re.I)
+
+
+def takes_sql(name: str, description: str) -> bool:
+    """Whether a parameter is for a SQL statement: named for it (`sql`, `sql_query`) or so described."""
+    return "sql" in words_of(name) or bool(_SQL_DESCRIBED.search(description))
+
+
 # A repository as code hosts write one, owner and name ("octocat/hello-world"): no path ("docs/guide.md" has an
 # extension, "/srv/repo" a leading slash), no address, and not two small words ("and/or", "his/her").
 SLUG = re.compile(r"(?<![\w./:@~\\-])([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9_-][\w.-]{0,99}(?<!\.))(?![\w/:@])")

@@ -189,10 +189,13 @@ def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothi
     assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
     refresh = tool("update_index", {"type": "object", "properties": {"force": {"type": "boolean"}}})
     assert derive_arguments(refresh, "Update the search index") == ({}, "none needed")
-    # But a switch is what such an update changes: "Make octocat/hello-world private" would set nothing.
+    # But a switch is what such an update changes: "Make octocat/hello-world public" would set nothing, where
+    # "private", named, turns `private` on.
     repository = tool("update_repository", {"type": "object", "required": ["owner", "repo"], "properties": {
         "owner": {"type": "string"}, "repo": {"type": "string"}, "private": {"type": "boolean"}}})
-    assert isinstance(derive_arguments(repository, "Make octocat/hello-world private"), ArgumentsRequired)
+    assert isinstance(derive_arguments(repository, "Make octocat/hello-world public"), ArgumentsRequired)
+    assert derive_arguments(repository, "Make octocat/hello-world private")[0] == {
+        "owner": "octocat", "repo": "hello-world", "private": True}
     # Which thing, given, is not what to change (ToolAlpaca's data source, its id optional).
     source = tool("updateDataSource", {"type": "object", "properties": {
         "sourceId": {"type": "string"}, "connectionString": {"type": "string"}}})
@@ -204,3 +207,41 @@ def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothi
     reader = Capability(backend="b", name="update_log", read_only=True, input_schema={
         "type": "object", "properties": {"limit": {"type": "integer"}}})
     assert derive_arguments(reader, "Show the update log")[0] == {}
+
+
+def test_a_number_written_in_the_unit_a_parameter_counts_fills_it_and_a_whole_number_is_sent_whole() -> None:
+    # The fetch server: "the first 500 characters" left max_length (characters, strictly an integer) to its default
+    # of 5,000, and a number parameter was sent 7.0, which a strict server refuses as no integer.
+    fetch = tool("fetch", {"type": "object", "required": ["url"], "properties": {
+        "url": {"type": "string", "format": "uri"},
+        "max_length": {"type": "integer", "description": "Maximum number of characters to return."},
+        "start_index": {"type": "integer", "description": "Start content from this character index."}}})
+    args, _ = derive_arguments(fetch, "Get the first 500 characters of https://example.com")
+    assert args == {"url": "https://example.com", "max_length": 500}
+    # Two parameters counted in the same unit: the unit says neither.
+    both = tool("page", {"type": "object", "properties": {
+        "limit": {"type": "integer", "description": "Most number of characters"},
+        "skip": {"type": "integer", "description": "Number of characters to skip"}}})
+    assert derive_arguments(both, "Show 500 characters")[0] == {}
+    pull = tool("get_pull_request", {"type": "object", "required": ["pull_number"], "properties": {
+        "pull_number": {"type": "number"}}})
+    number = derive_arguments(pull, "Show pull request 7")[0]["pull_number"]
+    assert number == 7 and isinstance(number, int)
+    assert derive_arguments(ADD, "Add 2.5 and 1")[0] == {"a": 2.5, "b": 1}
+
+
+@pytest.mark.parametrize(("question", "args"), [
+    ("Fetch the raw HTML of https://example.com", {"url": "https://example.com", "raw": True}),
+    ("Fetch https://example.com", {"url": "https://example.com"}),
+    ("Fetch https://example.com, not raw", {"url": "https://example.com"}),  # named, but turned off
+    ("Fetch https://example.com without the raw markup", {"url": "https://example.com"}),
+    ("List https://example.com recursively, hidden pages too",  # `include_hidden` needs both its words
+     {"url": "https://example.com", "recursive": True}),
+    ("Include the hidden pages of https://example.com", {"url": "https://example.com", "include_hidden": True}),
+])
+def test_a_switch_is_on_where_the_question_names_it(question: str, args: dict) -> None:
+    # "Fetch the raw HTML" was fetched as simplified markdown, `raw` left off.
+    fetch = tool("fetch", {"type": "object", "required": ["url"], "properties": {
+        "url": {"type": "string"}, "raw": {"type": "boolean"},
+        "recursive": {"type": "boolean"}, "include_hidden": {"type": "boolean"}}})
+    assert derive_arguments(fetch, question)[0] == args

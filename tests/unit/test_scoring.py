@@ -317,3 +317,21 @@ def test_a_default_learned_for_unsure_questions_makes_a_reader_callable_but_not_
             [ranked("wolfram", 0.3, read_only=read_only)], "general", {}, {},
             evidence={"wolfram/tool/t_wolfram": evidence})
         assert c.relevant is callable_, (read_only, evidence)
+
+
+def test_a_prompt_named_as_a_tool_of_its_backend_is_one_choice_with_it() -> None:
+    # The fetch server offers `fetch` as a tool and as a prompt: "Fetch https://example.com" was "not clearly one of
+    # its tools: fetch, fetch". The tool answers, as sure as the two together.
+    def item(kind: str, name: str, score: float) -> Ranked:
+        cap = Capability(backend="fetch", name=name, kind=kind, read_only=True)  # type: ignore[arg-type]
+        return Ranked(cap, Hit(0, 0.6, 1.0, 0.6, 1.0, score), score)
+
+    sizes = {"fetch": 3}
+    rest = [item("tool", "fetch", 0.88), item("tool", "other", 0.5)]
+    out = Scorer(RoutingSettings()).score([item("prompt", "fetch", 0.9), *rest], "general", {}, {}, sizes)
+    apart = {c.capability.name: c for c in Scorer(RoutingSettings()).score(
+        [item("prompt", "fetch_page", 0.9), *rest], "general", {}, {}, sizes)}  # another prompt: a rival
+    assert [(c.capability.kind, c.capability.name) for c in out] == [("tool", "fetch"), ("tool", "other")]
+    assert out[0].scores.tool_confidence == pytest.approx(
+        apart["fetch"].scores.tool_confidence + apart["fetch_page"].scores.tool_confidence, abs=2e-4)
+    assert out[0].scores.confidence == apart["fetch"].scores.confidence  # the backend's is the model's alone

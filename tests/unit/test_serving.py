@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from router.stages.arguments import derive_arguments
 from router.stages.serving import unmatched_words
 from router.values import Capability
 
@@ -19,6 +20,32 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     money = Capability(backend="fx", name="convert", description="Convert an amount between currencies")
     assert unserved(units, kinds) == "currency" and unserved(money, kinds) is None
     assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}
+
+
+def test_a_sql_statement_goes_to_a_tool_of_sql_that_runs_its_kind() -> None:
+    # The SQLite server: a SELECT is for read_query, not for write_query ("INSERT, UPDATE, or DELETE"), nor for the
+    # memory server's delete_entities, which knows no SQL; a tool that names no statement kind may run any.
+    from router.stages.serving import unserved, value_kinds
+
+    def sql_tool(name: str, description: str) -> Capability:
+        return Capability(backend="sqlite", name=name, description=description, input_schema={
+            "type": "object", "required": ["query"], "properties": {"query": {"type": "string", "description": (
+                "SQL query to execute")}}})
+
+    read = sql_tool("read_query", "Execute a SELECT query on the SQLite database")
+    write = sql_tool("write_query", "Execute an INSERT, UPDATE, or DELETE query on the SQLite database")
+    any_kind = sql_tool("run", "Run a statement")
+    forget = Capability(backend="memory", name="delete_entities", description="Delete entities from the graph")
+    select, delete = value_kinds("Run SELECT * FROM users"), value_kinds("DELETE FROM users WHERE id = 1")
+    assert select == {"SQL SELECT": ["SELECT * FROM"]} and list(delete) == ["SQL DELETE"]
+    assert unserved(read, select) is None and unserved(write, select) == "SQL SELECT"
+    assert unserved(write, delete) is None and unserved(read, delete) == "SQL DELETE"
+    assert unserved(any_kind, select) is None and unserved(any_kind, delete) is None
+    assert unserved(forget, delete) == "SQL DELETE"
+    assert derive_arguments(read, "Please run 'SELECT name FROM users WHERE id = 3';")[0] == {
+        "query": "SELECT name FROM users WHERE id = 3"}
+    # English, not SQL: "Select the users from Paris", "delete from my list".
+    assert value_kinds("Select the users from Paris") == {} and value_kinds("Please delete from my list") == {}
 
 
 
@@ -37,6 +64,10 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     # A state word that describes what to make, not how to leave something; a checkout that is a noun.
     ("Make me a list of the public holidays in 2025", None), ("Make a table of inactive users", None),
     ("Checkout conversion rate for March", None), ("Truncate 'hello world' to 5 characters", None),
+    # What a database, a repository or a tracker is asked to do: a demo prompt seeding the database does not back it up.
+    ("Back up the database", "back up"), ("Backup my files", "backup"), ("Back to the list of tools", None),
+    ("Drop the users table", "drop"), ("Close issue 42", "close"), ("Close to the station, what cafes are open?", None),
+    ("Commit my changes", "commit"), ("Tag this commit as v1.0", "tag"), ("Push my commits to origin", "push"),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
@@ -50,6 +81,7 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     ("Get me a taxi", None), ("How do I enable tracing?", None), ("Listing prices rose", None),
     ("Tell me the time in Tokyo", "tell"), ("Please tell us a story", "tell"), ("Tell Bob I'm late", None),
     ("What is the change in price?", "what"),  # a noun here
+    ("Show the last commit", "show"), ("List the tags", "list"), ("What is in the backup?", "what"),  # nouns too
 ])
 def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
     from router.stages.serving import asks_to_read

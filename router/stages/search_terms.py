@@ -1,0 +1,70 @@
+"""What a search looks for, as a request writes it: "Search memory for alice" looks for `alice`, "Find repositories
+about vector databases" for `vector databases`, 'Search GitHub code for "def main"' for `def main`. Given the whole
+request, a search matches the request's own words too ("search", "memory"): a tool that matches text (a knowledge
+graph's names, a code index) then finds nothing, an answer that says the thing is not there.
+
+    search_terms("Search memory for alice", {"memory", "search", "node"})    # "alice"
+    search_terms("What is the capital of Peru?", set())                     # None: not written as a search
+
+Where the search looks ("memory" of the memory server, "the web" of a web search) and what kind of thing it looks
+for ("repositories about ...") are left out only when the tool's own texts name them: "Find pizza places in Chicago"
+stays whole but for "Find". English reads "search X for Y" as looking in X for Y, and so does this.
+"""
+
+from __future__ import annotations
+
+import re
+
+from router.stages.written import words_of
+
+# Parameters that take a search's terms, not a question to answer (`question`, `prompt` and `text` keep it whole).
+_SEARCH_PARAMETERS = frozenset({"query", "q", "search", "searchquery", "keywords", "keyword", "terms", "term",
+                                "searchterm", "searchterms", "querystring"})
+_REQUEST = re.compile(r"^\s*(?:please\s+)?(?:(?:can|could|would)\s+you\s+)?(?P<verb>search|look\s+up|look\s+for|find|"
+                      r"query)\s+(?P<rest>.+?)[\s?.!]*$", re.I)
+# "search [in] <where> for <terms>"; "find <things> about <terms>"; "<terms> in <where>".
+_FOR = re.compile(r"^(?:(?:in|through|within)\s+)?(?P<where>(?:[\w'-]+\s+){0,4}?)for\s+(?P<terms>\S.*)$", re.I)
+_ABOUT = re.compile(r"^(?P<things>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:about|named|called|matching|containing|"
+                    r"mentioning)\s+(?P<terms>\S.*)$", re.I)
+_WHERE = re.compile(r"^(?P<terms>.+?)\s+(?:in|on|from|across|within)\s+(?P<where>(?:[\w'-]+\s+){0,2}[\w'-]+)$", re.I)
+_QUOTED = re.compile(r"(?<!\w)\"([^\"\n]{1,200})\"(?!\w)|(?<!\w)`([^`\n]{1,200})`(?!\w)|"
+                     r"\u201c([^\u201d\n]{1,200})\u201d")
+_NO_PLACE = frozenset("the a an my our your all any some of".split())
+
+
+def takes_search_terms(parameter: str) -> bool:
+    return parameter.replace("_", "").replace("-", "").lower() in _SEARCH_PARAMETERS
+
+
+def search_terms(question: str, own_words: set[str]) -> str | None:
+    """What a request written as a search looks for: the one text it quotes, else the request without its verb, the
+    place searched and the kind of thing sought (when `own_words`, the tool's and its backend's, name them). None:
+    not written as a search, or nothing left but the tool's own words, so the question stays whole."""
+    request = _REQUEST.match(question)
+    if request is None:
+        return None
+    quoted = list(_QUOTED.finditer(question))
+    if len(quoted) == 1:
+        return next(g for g in quoted[0].groups() if g is not None)
+    verb, terms = request["verb"].lower(), request["rest"]
+    if verb in ("search", "query"):
+        found = _FOR.match(terms)
+        if found and _names_only(found["where"], own_words):
+            terms = found["terms"]
+    elif (found := _ABOUT.match(terms)) and _names_only(found["things"], own_words):
+        terms = found["terms"]
+    if (found := _WHERE.match(terms)) and _names_only(found["where"], own_words, at_least_one=True):
+        terms = found["terms"]
+    return None if _names_only(terms, own_words) else terms.strip()
+
+
+def _names_only(words: str, own_words: set[str], at_least_one: bool = False) -> bool:
+    """Whether every word of `words` but articles is one of the tool's own (a plural as its singular)."""
+    named = [w for w in re.findall(r"[a-z0-9]+", words.lower()) if w not in _NO_PLACE]
+    return (bool(named) or not at_least_one) and all(w in own_words or w.rstrip("s") in own_words for w in named)
+
+
+def own_words(*texts: str) -> set[str]:
+    """The words of a tool's name, description and backend, each also without a plural's s."""
+    words = {w for text in texts for w in [*words_of(text), *re.findall(r"[a-z0-9]+", text.lower())]}
+    return words | {w.rstrip("s") for w in words}
