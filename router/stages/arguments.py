@@ -16,7 +16,6 @@ backend as given. The source of every argument set is reported in the routing me
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -30,9 +29,9 @@ from router.stages.argument_order import (
     names_next_to,
     put_in_order,
     unit_after,
-    words_for,
 )
 from router.stages.names import identifier_in, loosely_named, name_in, switch_in, what_an_update_changes
+from router.stages.numbers import NUMBER, number_in
 from router.stages.search_terms import own_words, search_terms, takes_search_terms
 from router.stages.timezones import time_of_day_in, zone_in
 from router.stages.written import (
@@ -66,10 +65,8 @@ _FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- 
 _FORMAL = re.compile(r"\b(sql|jql|promql|graphql|cypher|xpath|jsonpath|shell command|regex pattern|"
                      r"regular expression to)\b", re.I)
 _NATURAL = re.compile(r"natural[- ]language", re.I)
-# "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
-_THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
-# Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
-_NUMBER = re.compile(rf"(?<![\w.])(?:(?=-)|(?<!\d,))(?<!\d,-)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+
+
 def _required(schema: dict[str, Any]) -> list[str]:
     req = schema.get("required") if isinstance(schema, dict) else None
     return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
@@ -187,58 +184,8 @@ def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tupl
 
 def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     kind = type_of(spec)
-    if kind not in ("number", "integer"):
-        return None
-    # The number the question gives the parameter by its name ("longitude -74 and latitude 40.7") first, then
-    # the first number free.
-    words = [w for w in words_for(name) if len(w) >= 3]
-    named = [m for m in _NUMBER.finditer(question) if words and re.search(
-        rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
-        re.I)]
-    share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
-    for m in [*named, *_NUMBER.finditer(question)]:
-        if not _free(m.span(), used) or _part_of_other_value(question, m.start(), m.end(), share):
-            continue
-        raw = m.group(0)
-        raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
-        if len(raw) > _MAX_DIGITS:  # no tool takes such a number, and Python reads no more than 4,300 digits
-            continue
-        if kind == "integer":
-            if "." in raw.rstrip("0").rstrip("."):  # 2.5 is no integer; 2.0 is 2
-                continue
-            value: Any = int(raw.split(".")[0])  # exactly: an id of twenty digits is not rounded through a float
-        else:
-            value = int(raw) if raw.lstrip("+-").isdigit() else float(raw)  # 7, not 7.0: some servers index with it
-            if not math.isfinite(value):  # four hundred digits are no number a tool can take
-                continue
-        used.append(m.span())
-        return value
-    return None
-
-
-_MAX_DIGITS = 64
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
-_OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
-_OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)
-# What makes a number mean another than itself: a scale ("4 million"), a hemisphere ("40.7° N", "74 W"; a
-# temperature's "100°F" is its own), a share ("15%", unless the parameter takes one). Taken as a plain
-# operand, "15% of 80" multiplied 15 by 80.
-_QUALIFIED_AFTER = re.compile(r"\s*(?:(?:thousand|million|billion|trillion|bn|mn)\b|°(?!\s*[CFK]\b))|"
-                              r"\s+[NSEW](?=\s*(?:[,;.?!)]|$|and\b))", re.I)
-_SHARE_AFTER = re.compile(r"\s*(?:%|per ?cent\b)", re.I)
-_SHARE_NAME = re.compile(r"percent|pct|rate|tip|discount|level|share|ratio|brightness|volume|opacity", re.I)
-_NAME_AFTER = re.compile(r"\s+[A-Z][a-z]")
-
-
-def _part_of_other_value(question: str, start: int, end: int, share: bool = False) -> bool:
-    """A number that belongs to a date ("August 8, 2008", "8 Aug"), a time ("11:00", "9 am"), a range or code
-    ("2-68") or a name or address ("88 Century Avenue") is not an operand: taken for one, it made a latitude
-    of a street number and a gender of a day of the month."""
-    # What comes before is read within a window that holds a date's longest lead ("September 30th, "): read to
-    # the start for every number, a long question of numbers took minutes.
-    before = _OTHER_VALUE_BEFORE.search(question, max(0, start - 32), start)
-    return bool(before or _OTHER_VALUE_AFTER.match(question, end) or _QUALIFIED_AFTER.match(question, end)
-                or (not share and _SHARE_AFTER.match(question, end)) or _NAME_AFTER.match(question, end))
+    return _taken(number_in(question, name, spec, kind, lambda span: _free(span, used)), used) \
+        if kind in ("number", "integer") else None
 
 
 def takes_path(name: str, spec: dict[str, Any]) -> bool:
@@ -419,7 +366,7 @@ def _optional_number(question: str, name: str, span: tuple[int, int], value: Any
     if unit and unit_after(question, span, unit) and all(counted_in(props[n]) != unit for n in numbers):
         return True
     if numbers and not beside:
-        spans = [m.span() for m in _NUMBER.finditer(question)]
+        spans = [m.span() for m in NUMBER.finditer(question)]
         beside.append({n for n in props if any(names_next_to(question, n, s) for s in spans)})
     rivals = [n for n in numbers if n not in beside[0]]
     if named_before(question, name, span, others, rivals):

@@ -1,0 +1,74 @@
+"""A number the question gives, as a tool takes it: "1,000" and "1,5" read as their writers mean them, a whole number
+sent whole, and a number that belongs to another value (a date, a time, an address, "4 million", "15%") taken for
+none.
+
+    number_in("Add 1,000 and 2", "a", {}, "number", lambda span: True)    # ((4, 9), 1000)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from router.stages.argument_order import words_for
+
+# "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
+_THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
+# Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
+NUMBER = re.compile(rf"(?<![\w.])(?:(?=-)|(?<!\d,))(?<!\d,-)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+
+
+def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
+              free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], Any] | None:
+    """The span and value of the number the question gives the parameter `name` (JSON type `kind`: number or
+    integer), where `free`: the one it names the parameter beside ("longitude -74 and latitude 40.7") first, then
+    the first free one that is a value of its own."""
+    words = [w for w in words_for(name) if len(w) >= 3]
+    named = [m for m in NUMBER.finditer(question) if words and re.search(
+        rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
+        re.I)]
+    share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
+    for m in [*named, *NUMBER.finditer(question)]:
+        if not free(m.span()) or _part_of_other_value(question, m.start(), m.end(), share):
+            continue
+        raw = m.group(0)
+        raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
+        if len(raw) > _MAX_DIGITS:  # no tool takes such a number, and Python reads no more than 4,300 digits
+            continue
+        if kind == "integer":
+            if "." in raw.rstrip("0").rstrip("."):  # 2.5 is no integer; 2.0 is 2
+                continue
+            value: Any = int(raw.split(".")[0])  # exactly: an id of twenty digits is not rounded through a float
+        else:
+            value = int(raw) if raw.lstrip("+-").isdigit() else float(raw)  # 7, not 7.0: some servers index with it
+            if not math.isfinite(value):  # four hundred digits are no number a tool can take
+                continue
+        return m.span(), value
+    return None
+
+
+_MAX_DIGITS = 64
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
+_OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)
+# What makes a number mean another than itself: a scale ("4 million"), a hemisphere ("40.7° N", "74 W"; a
+# temperature's "100°F" is its own), a share ("15%", unless the parameter takes one). Taken as a plain
+# operand, "15% of 80" multiplied 15 by 80.
+_QUALIFIED_AFTER = re.compile(r"\s*(?:(?:thousand|million|billion|trillion|bn|mn)\b|°(?!\s*[CFK]\b))|"
+                              r"\s+[NSEW](?=\s*(?:[,;.?!)]|$|and\b))", re.I)
+_SHARE_AFTER = re.compile(r"\s*(?:%|per ?cent\b)", re.I)
+_SHARE_NAME = re.compile(r"percent|pct|rate|tip|discount|level|share|ratio|brightness|volume|opacity", re.I)
+_NAME_AFTER = re.compile(r"\s+[A-Z][a-z]")
+
+
+def _part_of_other_value(question: str, start: int, end: int, share: bool = False) -> bool:
+    """A number that belongs to a date ("August 8, 2008", "8 Aug"), a time ("11:00", "9 am"), a range or code
+    ("2-68") or a name or address ("88 Century Avenue") is not an operand: taken for one, it made a latitude
+    of a street number and a gender of a day of the month."""
+    # What comes before is read within a window that holds a date's longest lead ("September 30th, "): read to
+    # the start for every number, a long question of numbers took minutes.
+    before = _OTHER_VALUE_BEFORE.search(question, max(0, start - 32), start)
+    return bool(before or _OTHER_VALUE_AFTER.match(question, end) or _QUALIFIED_AFTER.match(question, end)
+                or (not share and _SHARE_AFTER.match(question, end)) or _NAME_AFTER.match(question, end))
