@@ -43,8 +43,11 @@ def names_a_path(name: str, description: str) -> bool:
         words[0] in _PATH_WORDS or name.lower() in _PATH_ROLES)))
 
 
-# A web address with its scheme (or "www."), up to a space, a quote or a square bracket ("[x](https://a.example)").
-URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"'`\u2018\u2019\u201c\u201d\[\]]+", re.I)
+# A web address with its scheme (or "www."), up to a space, a quote or a square bracket ("[x](https://a.example)"); or
+# a host of a common top-level domain written bare ("example.com/docs"; not "bob@example.com", nor a file name).
+_ADDRESS_REST = r"[^\s<>\"'`\u2018\u2019\u201c\u201d\[\]]"
+URL = re.compile(rf"\b(?:https?://|www\.){_ADDRESS_REST}+|(?<![\w@./:-])(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+"
+                 rf"(?:com|org|net|io|dev|ai|app|edu|gov)(?:/{_ADDRESS_REST}*)?(?![\w@-])", re.I)
 _URL_WORDS = frozenset({"url", "uri", "link", "href", "website", "webpage", "homepage", "endpoint"})
 _URL_DESCRIBED = re.compile(r"\b(?:url|web ?page|website|web address|link to)\b", re.I)
 # Numbers joined by operators, brackets allowed: "(3 + 4) * 12", "2^10", "17 \u00d7 23". Digits, letters and the
@@ -132,12 +135,13 @@ def takes_expression(name: str, description: str) -> bool:
 
 def web_address(question: str, span: tuple[int, int]) -> str | None:
     """The address without a sentence's closing punctuation, nor a closing bracket it did not open ("(see
-    https://a.example/x)"); one of its own stays ("https://en.wikipedia.org/wiki/Mercury_(planet)")."""
+    https://a.example/x)"); one of its own stays ("https://en.wikipedia.org/wiki/Mercury_(planet)"). One written
+    without its scheme gets https's, as a browser's address bar gives it ("example.com": "https://example.com")."""
     text = question[span[0]:span[1]]
     while text and (text[-1] in ".,;:!?" or (text[-1] == ")" and text.count(")") > text.count("("))):
         text = text[:-1]
     host = re.sub(r"^(?:https?://)?(?:www\.)?", "", text, flags=re.I)
-    return text if host else None
+    return None if not host else text if re.match(r"https?://", text, re.I) else f"https://{text}"
 
 
 def expression(question: str, span: tuple[int, int]) -> str | None:

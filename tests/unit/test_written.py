@@ -23,14 +23,18 @@ def derived(parameter: str, question: str) -> object:
 
 @pytest.mark.parametrize(("question", "url"), [
     ("Fetch https://example.com.", "https://example.com"),
-    ("Summarize www.example.org/page, please", "www.example.org/page"),
+    ("Summarize www.example.org/page, please", "https://www.example.org/page"),
     ("Open (https://a.example/c?d=1)", "https://a.example/c?d=1"), ("Read 'http://x.example/a b'", "http://x.example/a"),
     # Brackets of its own stay, a closing quote and a link's markdown do not.
     ("Fetch https://en.wikipedia.org/wiki/Mercury_(planet)", "https://en.wikipedia.org/wiki/Mercury_(planet)"),
     ("Fetch \u201chttps://example.com/a\u201d", "https://example.com/a"),
     ("Fetch [https://a.example/x](https://a.example/x)", "https://a.example/x"), ("Open https://", None),
-    # No scheme and no "www.", and a path, are no web address.
-    ("Fetch example.com", None), ("Read /srv/notes.txt", None), ("What is new?", None),
+    # A host of a common top-level domain written bare gets https's scheme, as an address bar gives it ("Download the
+    # page at example.com" was a 422); an e-mail address, a file name, a path or a word with a dot in it is none.
+    ("Fetch example.com", "https://example.com"), ("Open docs.python.org/3/library/re.html?",
+                                                   "https://docs.python.org/3/library/re.html"),
+    ("Mail bob@example.com", None), ("Read notes.txt", None), ("See example.community", None),
+    ("Node.js is great", None), ("Read /srv/notes.txt", None), ("What is new?", None),
 ])
 def test_a_web_address_the_question_writes_goes_to_a_parameter_for_one(question: str, url: str | None) -> None:
     assert derived("url", question) == url
