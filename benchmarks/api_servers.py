@@ -37,7 +37,7 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
     ("Show the history of channel C024BE91L", ("slack_get_channel_history",)),
     ("List the Slack channels", ("slack_list_channels",)), ("Who is in the workspace?", ("slack_get_users",)),
     ("Show the profile of user U12345", ("slack_get_user_profile",)),
-    ("Who is user U023BECGF?", ("slack_get_user_profile", "API-get-user")),
+    ("Who is user U023BECGF?", ("slack_get_user_profile",)),  # Notion's users are UUIDs
     ("React with a thumbs up to message 1712345678.000100 in C123", ("slack_add_reaction",)),
     ("Reply in thread 1712345678.000100 of C123 with thanks", ("slack_reply_to_thread",)),
     ("Get the replies to thread 1712345678.000100 in channel C123", ("slack_get_thread_replies",)),

@@ -63,3 +63,20 @@ def test_a_schema_that_refers_to_itself_is_the_schemas_fault_not_a_crash(schema:
     # a backend's tool listing such a schema made every question routed near it a 500 (RecursionError)
     assert schema_errors({"a": 1}, schema) == []
     assert schema_errors({"a": 1}, schema) == []  # remembered: not walked down to the recursion limit again
+
+
+def test_a_derived_value_is_held_to_the_formats_the_library_checks() -> None:
+    # Notion's `user_id` is `format: uuid`: "Who is user U023BECGF?" (a Slack id) went to Notion's get_user.
+    from router.errors import ArgumentsInvalid
+    from router.stages.arguments import derive_arguments
+    from router.values import Capability
+
+    get_user = Capability(backend="notion", name="get_user", input_schema={"type": "object", "required": ["user_id"],
+                          "properties": {"user_id": {"type": "string", "format": "uuid"}}})
+    refused = derive_arguments(get_user, "Who is user U023BECGF?")
+    assert isinstance(refused, ArgumentsInvalid) and "'U023BECGF' is not a 'uuid'" in refused.message
+    uuid = "59833787-2cf9-4fdf-8782-e53db20768a5"
+    assert derive_arguments(get_user, f"Who is user {uuid}?")[0] == {"user_id": uuid}
+    assert schema_errors({"a": "x"}, {"properties": {"a": {"format": "email"}}}) == ["$.a: 'x' is not a 'email'"]
+    # A format the library cannot check without more packages stays an annotation.
+    assert schema_errors({"a": "not a uri"}, {"properties": {"a": {"format": "uri"}}}) == []
