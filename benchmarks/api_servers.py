@@ -15,7 +15,6 @@ A request answered by one of its tools is right, by another wrong; a refusal (40
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import NODE, dry_runs, report
+from benchmarks.official_servers import NODE, arguments, dry_runs, report
 from router.settings import RouterSettings
 
 UUID = "59833787-2cf9-4fdf-8782-e53db20768a5"
@@ -111,12 +110,8 @@ def settings(servers: Path, readers: bool = True) -> RouterSettings:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", default=".state/api-servers", help="where the npm packages are installed")
-    parser.add_argument("--json", help="write every request's outcome here")
-    parser.add_argument("--show", action="store_true", help="print every request and what it got")
-    parser.add_argument("--as-they-come", action="store_true",
-                        help="no `read_only_tools`: every tool of the servers that annotate none may act")
+    parser = arguments(__doc__, ".state/api-servers",
+                       "no `read_only_tools`: every tool of the servers that annotate none may act")
     args = parser.parse_args()
     servers = Path(args.servers).resolve()
     if not (servers / "node_modules" / "@notionhq").is_dir():

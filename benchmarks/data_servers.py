@@ -15,7 +15,6 @@ A request answered by one of its tools is right, by another wrong; a refusal (40
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import sqlite3
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import NODE, dry_runs, report
+from benchmarks.official_servers import NODE, arguments, dry_runs, report
 from router.settings import RouterSettings
 
 PAGE = "https://example.com"
@@ -74,12 +73,8 @@ def settings(servers: Path, db: Path, memory: Path, readers: bool = True) -> Rou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", default=".state/data-servers", help="where the two virtualenvs are")
-    parser.add_argument("--json", help="write every request's outcome here")
-    parser.add_argument("--show", action="store_true", help="print every request and what it got")
-    parser.add_argument("--as-they-come", action="store_true",
-                        help="no `read_only_tools`: every SQLite tool may act, as its server says nothing")
+    parser = arguments(__doc__, ".state/data-servers",
+                       "no `read_only_tools`: every SQLite tool may act, as its server says nothing")
     args = parser.parse_args()
     servers = Path(args.servers).resolve()
     if not all((servers / name / "bin" / f"mcp-server-{name}").exists() for name in ("sqlite", "fetch")):

@@ -159,10 +159,21 @@ def report(rows: list[dict[str, Any]], show: bool, out: str | None) -> None:
         Path(out).write_text(json.dumps({"counts": dict(counts), "requests": rows}, indent=2, default=str))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str, servers: str | None = None, as_they_come: str | None = None) -> argparse.ArgumentParser:
+    """The options every catalog benchmark takes: `--json`, `--show`, and where its servers are installed and what
+    `--as-they-come` leaves, for those that have them."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if servers is not None:
+        parser.add_argument("--servers", default=servers, help="where the servers are installed")
     parser.add_argument("--json", help="write every request's outcome here")
     parser.add_argument("--show", action="store_true", help="print every request and what it got")
+    if as_they_come is not None:
+        parser.add_argument("--as-they-come", action="store_true", help=as_they_come)
+    return parser
+
+
+def main() -> None:
+    parser = arguments(__doc__)
     parser.add_argument("--no-fixed-arguments", action="store_true",
                         help="run the git server as it comes: each tool asks for the repository's path")
     args = parser.parse_args()
