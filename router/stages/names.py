@@ -118,21 +118,29 @@ def identifier_in(question: str, parameter: str,
     return None
 
 
-_NOT = re.compile(r"\b(?:not|no|without|non|never|don'?t|doesn'?t|isn'?t)\W+(?:\w+\W+){0,2}$", re.I)
+_NOT = re.compile(r"\b(?:not|no|without|non|never|don'?t|doesn'?t|isn'?t)\W+(?:\w+\W+){0,4}$", re.I)
+# A word between a determiner and the end of a phrase is a noun ("Publish the draft", "the draft to the blog"); one
+# before another word describes it ("the raw HTML", "a dry run").
+_DETERMINER = re.compile(r"\b(?:the|a|an|this|that|my|your|our|its|their)\s+$", re.I)
+_PHRASE_END = re.compile(r"\s*(?:[.,;:!?)]|$|(?:of|to|for|in|on|at|with|and|or|now|please|as|from|into)\b)", re.I)
 
 
 def switch_in(question: str, parameter: str,
               free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], bool] | None:
     """The span of the word that turns on a switch the question names ("Fetch the raw HTML" for `raw`, "Make the repo
     private" for `private`, "List them recursively" for `recursive`; `include_hidden` only with both words), where
-    `free`; a switch named after "not", "no" or "without" is left as it is."""
+    `free`. A switch named within a few words after "not", "no" or "without" is left as it is, and so is one the
+    question uses as a noun ("Publish the draft" sets no `draft`)."""
     words = [w for w in words_of(parameter) if len(w) >= 3]
-    spans = [re.search(rf"\b{re.escape(w)}(?:ly)?\b", question, re.I) for w in words]
-    if not words or not all(spans) or len(words) < len(words_of(parameter)):
+    found = [re.search(rf"\b{re.escape(w)}(?:ly)?\b", question, re.I) for w in words]
+    if not words or len(words) < len(words_of(parameter)) or not all(found):
         return None
-    first = min(m.start() for m in spans if m)
-    span = next(m.span() for m in spans if m and m.start() == first)
-    return None if not free(span) or _NOT.search(question[:first]) else (span, True)
+    spans = [m.span() for m in found if m]
+    if any(_NOT.search(question[max(0, a - 60):a]) or (_DETERMINER.search(question[max(0, a - 8):a])
+                                                        and _PHRASE_END.match(question, b)) for a, b in spans):
+        return None
+    span = min(spans)
+    return (span, True) if free(span) else None
 
 
 _HOW = frozenset({"force", "dry", "verbose", "quiet", "confirm", "recursive", "wait", "notify", "async", "timeout"})

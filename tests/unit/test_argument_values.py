@@ -245,3 +245,16 @@ def test_a_switch_is_on_where_the_question_names_it(question: str, args: dict) -
         "url": {"type": "string"}, "raw": {"type": "boolean"},
         "recursive": {"type": "boolean"}, "include_hidden": {"type": "boolean"}}})
     assert derive_arguments(fetch, question)[0] == args
+
+
+@pytest.mark.parametrize(("question", "switch", "on"), [
+    ("Do not, under any circumstances, notify them", "notify", False),  # a few words after "not"
+    ("Run the migration for real, no dry run", "dry_run", False),  # "Run" first, but "dry" follows "no"
+    ("Do a dry run of the migration", "dry_run", True),
+    ("Publish the draft", "draft", False), ("Publish the draft to the blog", "draft", False),  # a noun: the thing
+    ("Create a draft PR", "draft", True), ("Show all branches", "all", True),
+])
+def test_a_switch_turned_off_by_its_wording_or_used_as_a_noun_is_not_on(question: str, switch: str, on: bool) -> None:
+    # "Publish the draft" to a tool with `draft` would have published it as a draft.
+    cap = tool("t", {"type": "object", "properties": {switch: {"type": "boolean"}}})
+    assert derive_arguments(cap, question)[0] == ({switch: True} if on else {})
