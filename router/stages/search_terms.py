@@ -55,7 +55,9 @@ def search_terms(question: str, own_words: set[str]) -> str | None:
         terms = found["terms"]
     if (found := _WHERE.match(terms)) and _names_only(found["where"], own_words, at_least_one=True):
         terms = found["terms"]
-    return None if _names_only(terms, own_words) else terms.strip()
+    if _names_only(terms, own_words) or re.match(r"(?:and|or|then|but)\b", terms, re.I):
+        return None  # "Find and delete the duplicates" looks for nothing it says
+    return terms.strip()
 
 
 def _names_only(words: str, own_words: set[str], at_least_one: bool = False) -> bool:

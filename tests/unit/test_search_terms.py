@@ -42,6 +42,7 @@ def test_a_request_written_as_a_search_gives_what_it_looks_for(capability: Capab
     (SEARCH_NODES, "What do we know about alice?"),  # not written as a search
     (WEB, "Search the web"),  # nothing to look for but where
     (ASK, "Search the docs for retry settings"),  # a question parameter takes the question
+    (SEARCH_NODES, "Find and delete the duplicate entries"),  # what it looks for is not written
 ])
 def test_a_question_not_written_as_a_search_or_for_a_question_parameter_stays_whole(capability: Capability,
                                                                                    question: str) -> None:
