@@ -39,7 +39,6 @@ from router.stages.written import (
     EXPRESSION_DESCRIBED,
     GLOB,
     PATH,
-    SQL,
     URL,
     a_path,
     expression,
@@ -47,6 +46,7 @@ from router.stages.written import (
     matched,
     names_a_path,
     repository_part,
+    sql_statement,
     takes_expression,
     takes_glob,
     takes_sql,
@@ -211,8 +211,8 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
     if not _text(spec):
         return None
     described = str(spec.get("description", ""))
-    if takes_sql(name, described):
-        return _taken(first_free(SQL, question, lambda span: _free(span, used), matched), used)
+    if takes_sql(name, described) and (statement := sql_statement(question)) is not None and _free(statement[0], used):
+        return _taken(statement, used)
     if takes_url(name, described):
         return _taken(first_free(URL, question, lambda span: _free(span, used), web_address), used)
     if takes_expression(name, described):

@@ -25,7 +25,7 @@ from router.stages.arguments import (
 )
 from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
 from router.stages.timezones import dates_in, gap_changes, zone_named
-from router.stages.written import PATH, SQL_VERBS, names_a_path
+from router.stages.written import PATH, SQL_LEAD, SQL_VERBS, names_a_path
 from router.values import Candidate, Capability, Catalog, fixed_digest
 
 # Kinds of value a question can carry that only some tools take. A tool whose own texts (name, description,
@@ -39,9 +39,9 @@ VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
                    r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
     ),
-    # A SQL statement goes to a tool of SQL whose texts name its verb, or name none ("Execute a SELECT query" runs no
-    # DELETE; "Run a SQL statement" may run any).
-    **{f"SQL {verb}": (re.compile(rf"(?<!\w)(?:{opening})"), re.compile(
+    # A SQL statement that is the request goes to a tool of SQL whose texts name its verb, or name none ("Execute a
+    # SELECT query" runs no DELETE; "Run a SQL statement" may run any).
+    **{f"SQL {verb}": (re.compile(rf"{SQL_LEAD}[\"'`]?(?:{opening})"), re.compile(
         rf"^(?=[\s\S]*(?i:sql))(?:(?![\s\S]*\b(?:{'|'.join(SQL_VERBS)})\b)|[\s\S]*\b{verb}\b)"))
        for verb, opening in SQL_VERBS.items()},
 }

@@ -80,15 +80,42 @@ def takes_glob(name: str, description: str) -> bool:
     return (bool(words) and words[-1] in _GLOB_WORDS) or bool(_GLOB_DESCRIBED.search(description))
 
 
-# A SQL statement written out, from its first keyword in capitals to a ";" or the question's end, a closing quote
-# left out ("Run SELECT * FROM users", "DELETE FROM users WHERE id = 1"); in lower case only as "select * from"
-# ("Select the users from Paris" is English). `SQL_VERBS` tells each kind by its opening words (a FROM looked for
-# within 400 characters: a question of many SELECTs and no FROM was read to its end from each, seconds at 35 KB).
+# A SQL statement that is the request itself, opening it after "please", "run" and the like ("Run SELECT * FROM users",
+# "DELETE FROM users WHERE id = 1", "Please execute 'SELECT 1 FROM t';"), its first keyword in capitals (in lower case
+# only as "select * from": "Select the users from Paris" is English); one the question only talks about ("What
+# happens if I run DELETE FROM users?", "How do I do SELECT name FROM users in pandas?") is none. `SQL_VERBS` tells
+# each kind by its opening words.
 SQL_VERBS = {"SELECT": r"(?:SELECT|WITH)\s[^;]{0,400}?\bFROM\b|(?i:select\s+\*\s+from)\b", "INSERT": r"INSERT\s+INTO\b",
              "UPDATE": r"UPDATE\s+\S+\s+SET\b", "DELETE": r"DELETE\s+FROM\b",
              "CREATE": r"CREATE\s+(?:TABLE|INDEX|VIEW|TRIGGER)\b", "DROP": r"DROP\s+(?:TABLE|INDEX|VIEW|TRIGGER)\b",
              "ALTER": r"ALTER\s+TABLE\b"}
-SQL = re.compile(rf"(?<!\w)(?:{'|'.join(SQL_VERBS.values())})[^;]*?(?=\s*[\"'`]?\s*(?:;|[.?!]*\s*$))")
+SQL_LEAD = (r"^\s*(?i:(?:(?:please|kindly|(?:can|could|would)\s+you)\W+)*(?:(?:run|execute|exec)\s+"
+            r"(?:(?:this|the)\s+(?:query|statement|sql)\W+)?)?)")
+_SQL_START = re.compile(rf"{SQL_LEAD}([\"'`]?)(?:{'|'.join(SQL_VERBS.values())})")
+
+
+def sql_statement(question: str) -> tuple[tuple[int, int], str] | None:
+    """The span and text of the statement the request is: to its first ";" outside a string literal, or the end,
+    without the request's closing punctuation or the quote it was given in ("= 'O''Brien'" keeps its own)."""
+    found = _SQL_START.match(question)
+    if found is None:
+        return None
+    start, quote, inside = found.end(1), found.group(1), False
+    if quote:  # to the quote that closes it
+        end = question.rfind(quote)
+        text = question[start:end].rstrip() if end > start else ""
+        return ((start, start + len(text)), text) if text else None
+    end = len(question)
+    for i in range(start, len(question)):
+        if question[i] == "'":
+            inside = not inside
+        elif question[i] == ";" and not inside:
+            end = i
+            break
+    text = re.sub(r"(?<=[\w)'\"*])[.?!]+$", "", question[start:end].rstrip())  # the request's full stop
+    return ((start, start + len(text)), text) if text else None
+
+
 _SQL_DESCRIBED = re.compile(r"\bsql\b|\bsqlite\b", re.I)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from router.errors import ArgumentsRequired
 from router.stages.arguments import derive_arguments
 from router.stages.serving import unmatched_words
 from router.values import Capability
@@ -37,15 +38,22 @@ def test_a_sql_statement_goes_to_a_tool_of_sql_that_runs_its_kind() -> None:
     any_kind = sql_tool("run", "Run a statement")
     forget = Capability(backend="memory", name="delete_entities", description="Delete entities from the graph")
     select, delete = value_kinds("Run SELECT * FROM users"), value_kinds("DELETE FROM users WHERE id = 1")
-    assert select == {"SQL SELECT": ["SELECT * FROM"]} and list(delete) == ["SQL DELETE"]
+    assert list(select) == ["SQL SELECT"] and list(delete) == ["SQL DELETE"]
     assert unserved(read, select) is None and unserved(write, select) == "SQL SELECT"
     assert unserved(write, delete) is None and unserved(read, delete) == "SQL DELETE"
     assert unserved(any_kind, select) is None and unserved(any_kind, delete) is None
     assert unserved(forget, delete) == "SQL DELETE"
     assert derive_arguments(read, "Please run 'SELECT name FROM users WHERE id = 3';")[0] == {
         "query": "SELECT name FROM users WHERE id = 3"}
-    # English, not SQL: "Select the users from Paris", "delete from my list".
-    assert value_kinds("Select the users from Paris") == {} and value_kinds("Please delete from my list") == {}
+    # English, not SQL: "Select the users from Paris", "delete from my list"; and a statement the question only talks
+    # about is not the request: it neither refuses the tools that know no SQL nor is sent.
+    for question in ("Select the users from Paris", "Please delete from my list", "FLIGHTS WITH LAYOVERS FROM PARIS",
+                     "How do I do SELECT name FROM users in pandas?", "What happens if I run DELETE FROM users?"):
+        assert value_kinds(question) == {}
+        assert isinstance(derive_arguments(write, question), ArgumentsRequired)
+    # A statement's own literals stay whole: its closing quote, and a ";" inside one.
+    for statement in ("SELECT * FROM users WHERE name = 'O''Brien'", "SELECT * FROM t WHERE a = 'x;y'"):
+        assert derive_arguments(read, f"Run {statement}.")[0] == {"query": statement}
 
 
 
