@@ -300,7 +300,7 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
 def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     free = free_text_parameter(cap)
     if free is not None:
-        terms = search_terms(question, own_words(cap.name, cap.description, cap.backend)) \
+        terms = search_terms(question, own_words(cap.name, cap.description, cap.backend), own_words(cap.backend)) \
             if takes_search_terms(free) else None
         derived = ({free: terms}, f"search terms as {free!r}") if terms else ({free: question}, f"question as {free!r}")
         return derived, []

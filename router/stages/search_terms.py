@@ -3,8 +3,8 @@ about vector databases" for `vector databases`, 'Search GitHub code for "def mai
 request, a search matches the request's own words too ("search", "memory"): a tool that matches text (a knowledge
 graph's names, a code index) then finds nothing, an answer that says the thing is not there.
 
-    search_terms("Search memory for alice", {"memory", "search", "node"})    # "alice"
-    search_terms("What is the capital of Peru?", set())                     # None: not written as a search
+    search_terms("Search memory for alice", {"memory", "search", "node"}, {"memory"})    # "alice"
+    search_terms("What is the capital of Peru?", set(), set())                          # None: not a search
 
 Where the search looks ("memory" of the memory server, "the web" of a web search) and what kind of thing it looks
 for ("repositories about ...") are left out only when the tool's own texts name them: "Find pizza places in Chicago"
@@ -20,15 +20,15 @@ from router.stages.written import words_of
 # Parameters that take a search's terms, not a question to answer (`question`, `prompt` and `text` keep it whole).
 _SEARCH_PARAMETERS = frozenset({"query", "q", "search", "searchquery", "keywords", "keyword", "terms", "term",
                                 "searchterm", "searchterms", "querystring"})
-_REQUEST = re.compile(r"^\s*(?:please\s+)?(?:(?:can|could|would)\s+you\s+)?(?P<verb>search|look\s+up|look\s+for|find|"
-                      r"query)\s+(?P<rest>.+?)[\s?.!]*$", re.I)
+_REQUEST = re.compile(r"^\s*(?:please\s+)?(?:(?:can|could|would)\s+you\s+)?(?P<verb>search|look\s+up|look\s+for|"
+                      r"find(?!\s+out\b)|query)\s+(?:(?:me|us)\s+)?(?P<rest>\S.*)$", re.I | re.S)
+_LONGEST = 300  # characters: a request written as a search is short, and longer text is read no further
 # "search [in] <where> for <terms>"; "find <things> about <terms>"; "<terms> in <where>".
 _FOR = re.compile(r"^(?:(?:in|through|within)\s+)?(?P<where>(?:[\w'-]+\s+){0,4}?)for\s+(?P<terms>\S.*)$", re.I)
 _ABOUT = re.compile(r"^(?P<things>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:about|named|called|matching|containing|"
                     r"mentioning)\s+(?P<terms>\S.*)$", re.I)
 _WHERE = re.compile(r"^(?P<terms>.+?)\s+(?:in|on|from|across|within)\s+(?P<where>(?:[\w'-]+\s+){0,2}[\w'-]+)$", re.I)
-_QUOTED = re.compile(r"(?<!\w)\"([^\"\n]{1,200})\"(?!\w)|(?<!\w)`([^`\n]{1,200})`(?!\w)|"
-                     r"\u201c([^\u201d\n]{1,200})\u201d")
+_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|'([^'\n]{1,200})'|`([^`\n]{1,200})`|\u201c([^\u201d\n]{1,200})\u201d")
 _NO_PLACE = frozenset("the a an my our your all any some of".split())
 
 
@@ -36,28 +36,28 @@ def takes_search_terms(parameter: str) -> bool:
     return parameter.replace("_", "").replace("-", "").lower() in _SEARCH_PARAMETERS
 
 
-def search_terms(question: str, own_words: set[str]) -> str | None:
-    """What a request written as a search looks for: the one text it quotes, else the request without its verb, the
-    place searched and the kind of thing sought (when `own_words`, the tool's and its backend's, name them). None:
-    not written as a search, or nothing left but the tool's own words, so the question stays whole."""
-    request = _REQUEST.match(question)
+def search_terms(question: str, own_words: set[str], places: set[str]) -> str | None:
+    """What a request written as a search looks for: the request without its verb, the place searched and the kind
+    of thing sought (when `own_words`, the tool's and its backend's, name them; a place after the terms only when
+    `places`, its backend's, do: "Search for memory leaks in Node" keeps "in Node"), unquoted when that is all one
+    quote. None: not written as a search, longer than such a request, or nothing left but the tool's own words, so
+    the question stays whole."""
+    request = _REQUEST.match(question) if len(question) <= _LONGEST else None
     if request is None:
         return None
-    quoted = list(_QUOTED.finditer(question))
-    if len(quoted) == 1:
-        return next(g for g in quoted[0].groups() if g is not None)
-    verb, terms = request["verb"].lower(), request["rest"]
+    verb, terms = request["verb"].lower(), request["rest"].rstrip(" \t\n?.!")
     if verb in ("search", "query"):
         found = _FOR.match(terms)
         if found and _names_only(found["where"], own_words):
             terms = found["terms"]
     elif (found := _ABOUT.match(terms)) and _names_only(found["things"], own_words):
         terms = found["terms"]
-    if (found := _WHERE.match(terms)) and _names_only(found["where"], own_words, at_least_one=True):
+    if (found := _WHERE.match(terms)) and _names_only(found["where"], places, at_least_one=True):
         terms = found["terms"]
     if _names_only(terms, own_words) or re.match(r"(?:and|or|then|but)\b", terms, re.I):
         return None  # "Find and delete the duplicates" looks for nothing it says
-    return terms.strip()
+    quoted = _QUOTED.fullmatch(terms.strip())  # 'Search GitHub code for "def main"'; not 'python -"monty python"'
+    return next(g for g in quoted.groups() if g is not None) if quoted else terms.strip()
 
 
 def _names_only(words: str, own_words: set[str], at_least_one: bool = False) -> bool:

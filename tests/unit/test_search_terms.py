@@ -30,7 +30,11 @@ ASK = Capability(backend="docs", name="ask", description="Answer a question from
     (SEARCH_USERS, 'Search GitHub for "torvalds"', "torvalds"),
     (WEB, "Search the web for the latest Python release", "the latest Python release"),
     (WEB, "Find pizza places in Chicago", "pizza places in Chicago"),  # Chicago is no place the tool searches
-    (WEB, "Look up the weather in Paris", "the weather in Paris"),
+    (WEB, "Look up the weather in Paris", "the weather in Paris"), (WEB, "Find me cheap flights", "cheap flights"),
+    (WEB, 'Search for python -"monty python"', 'python -"monty python"'),  # a quote is all the terms or stays
+    (WEB, 'Look up how to say "thank you" in Japanese', 'how to say "thank you" in Japanese'),
+    (WEB, "Search for 'climate change'", "climate change"),
+    (SEARCH_NODES, "Search for memory leaks in Node", "memory leaks in Node"),  # "node" is the tool's, not a place
 ])
 def test_a_request_written_as_a_search_gives_what_it_looks_for(capability: Capability, question: str,
                                                                 terms: str) -> None:
@@ -43,6 +47,7 @@ def test_a_request_written_as_a_search_gives_what_it_looks_for(capability: Capab
     (WEB, "Search the web"),  # nothing to look for but where
     (ASK, "Search the docs for retry settings"),  # a question parameter takes the question
     (SEARCH_NODES, "Find and delete the duplicate entries"),  # what it looks for is not written
+    (WEB, "Find out if it rains tomorrow"), (WEB, "Search for " + "alice " * 60),  # longer than a search request
 ])
 def test_a_question_not_written_as_a_search_or_for_a_question_parameter_stays_whole(capability: Capability,
                                                                                    question: str) -> None:
@@ -51,7 +56,9 @@ def test_a_question_not_written_as_a_search_or_for_a_question_parameter_stays_wh
 
 
 def test_where_a_search_looks_is_left_out_only_when_the_tool_names_it() -> None:
-    words = own_words("search_flights", "Search flights", "travel")
-    assert search_terms("Search my bookmarks for flights to Rome", words) == "my bookmarks for flights to Rome"
-    assert search_terms("Find hotels about the beach", words) == "hotels about the beach"
-    assert search_terms("Search for flights to Rome", words) == "flights to Rome"
+    words, places = own_words("search_flights", "Search flights", "travel"), own_words("travel")
+    assert search_terms("Search my bookmarks for flights to Rome", words, places) == "my bookmarks for flights to Rome"
+    assert search_terms("Find hotels about the beach", words, places) == "hotels about the beach"
+    assert search_terms("Search for flights to Rome", words, places) == "flights to Rome"
+    assert search_terms("Search for Rome flights in travel", words, places) == "Rome flights"
+    assert search_terms("Search for Rome in search", words, places) == "Rome in search"  # the tool's word, no place
