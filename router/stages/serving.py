@@ -68,7 +68,12 @@ _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "rem
 # "Make the repo private, please"); "make a chart", "make a list of the public holidays" ask for output.
 # "Back" only as "back up"; "close to" and "close by" say where.
 # "Checkout" a file, branch or the like: "Checkout conversion rate for March" asks about a checkout.
-_NOT_A_CHANGE = re.compile(r"set\s+up\b|turn\b(?!\s+(?:on|off)\b)|back\b(?!\s+up\b)|close\s+(?:to|by)\b|"
+# The newer verbs are nouns as often, heading a thing asked about: "Commit history of ...", "Close price of Tesla",
+# "Install instructions for numpy", "Drop rate of legendary items", "Close-up photos".
+_NOUN_HEADS = (r"(?:back\s*up|backup|drop|purge|archive|push|commit|stash|tag|close|reopen|install|uninstall|deploy|"
+               r"restart|kill)(?:-|\s+(?:history|log|logs|price|prices|status|count|counts|rate|rates|instructions?|"
+               r"guide|cloud|notifications?|messages?|hash|id|time|times|date|size|list|policy|page|button|of|for)\b)")
+_NOT_A_CHANGE = re.compile(_NOUN_HEADS + r"|set\s+up\b|turn\b(?!\s+(?:on|off)\b)|back\b(?!\s+up\b)|close\s+(?:to|by)\b|"
                            r"change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
                            r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)|"
                            r"make\b(?![\s\S]{0,80}?\b(?:read[- ]?only|executable|writ[e]?able|public|private|hidden|"
@@ -105,7 +110,8 @@ _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "sea
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
                                        "turn", "move", "change", "checkout", "revert", "undo", "restore", "unstage",
                                        "overwrite", "make", "back", "backup", "drop", "archive", "push", "commit",
-                                       "stash", "tag", "close", "reopen", "install", "deploy", "restart", "kill"})
+                                       "stash", "tag", "close", "reopen", "install", "deploy", "restart", "kill",
+                                       "purge", "uninstall"})  # "how to uninstall Steam" still asks
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 

@@ -76,6 +76,10 @@ def test_a_sql_statement_goes_to_a_tool_of_sql_that_runs_its_kind() -> None:
     ("Back up the database", "back up"), ("Backup my files", "backup"), ("Back to the list of tools", None),
     ("Drop the users table", "drop"), ("Close issue 42", "close"), ("Close to the station, what cafes are open?", None),
     ("Commit my changes", "commit"), ("Tag this commit as v1.0", "tag"), ("Push my commits to origin", "push"),
+    # The same words heading a thing asked about.
+    ("Commit history of octocat/hello-world", None), ("Close price of Tesla yesterday", None),
+    ("Install instructions for numpy", None), ("Drop rate of legendary items", None), ("Close-up photos", None),
+    ("Backup status of the database", None), ("Push notification history", None), ("Purge history", None),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
@@ -90,6 +94,7 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     ("Tell me the time in Tokyo", "tell"), ("Please tell us a story", "tell"), ("Tell Bob I'm late", None),
     ("What is the change in price?", "what"),  # a noun here
     ("Show the last commit", "show"), ("List the tags", "list"), ("What is in the backup?", "what"),  # nouns too
+    ("Show me how to uninstall Steam", "show"), ("Tell me how to purge the cache", "tell"),
 ])
 def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
     from router.stages.serving import asks_to_read
