@@ -318,7 +318,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     for name in [n for n in props if n in required] + [n for n in required if n not in props] + \
             [n for n in props if n not in required]:
         spec = props.get(name, {})
-        for extract in EXTRACTORS:
+        for extract in EXTRACTORS if cap.read_only else EXTRACTORS[:-1]:  # switches: readers only (`switch_in`)
             if (value := extract(question, name, spec, used)) is not None:
                 if name not in required and ((extract is _number and not _optional_number(
                         question, name, used[-1], value, props, required, dropped, beside))

@@ -122,6 +122,8 @@ _NOT = re.compile(r"\b(?:not|no|without|non|never|don'?t|doesn'?t|isn'?t)\W+(?:\
 # A word between a determiner and the end of a phrase is a noun ("Publish the draft", "the draft to the blog"); one
 # before another word describes it ("the raw HTML", "a dry run").
 _DETERMINER = re.compile(r"\b(?:the|a|an|this|that|my|your|our|its|their)\s+$", re.I)
+# The word as what a clause is about ("raw HTML is unreadable", "it was locked by mistake") says how things are.
+_SUBJECT = re.compile(r"(?:\s+\w+)?\s+(?:is|are|was|were|by)\b", re.I)
 _PHRASE_END = re.compile(r"\s*(?:[.,;:!?)]|$|(?:of|to|for|in|on|at|with|and|or|now|please|as|from|into)\b)", re.I)
 
 
@@ -130,14 +132,15 @@ def switch_in(question: str, parameter: str,
     """The span of the word that turns on a switch the question names ("Fetch the raw HTML" for `raw`, "Make the repo
     private" for `private`, "List them recursively" for `recursive`; `include_hidden` only with both words), where
     `free`. A switch named within a few words after "not", "no" or "without" is left as it is, and so is one the
-    question uses as a noun ("Publish the draft" sets no `draft`)."""
+    question uses as a noun ("Publish the draft" sets no `draft`) or says is so ("raw HTML is unreadable", "locked by
+    mistake"). Only a tool that only reads takes a switch so (`_derive`): one that acts is not told how on a guess."""
     words = [w for w in words_of(parameter) if len(w) >= 3]
-    found = [re.search(rf"\b{re.escape(w)}(?:ly)?\b", question, re.I) for w in words]
+    found = [re.search(rf"\b{re.escape(w)}{'(?:ly)?' if w.endswith('ive') else ''}\b", question, re.I) for w in words]
     if not words or len(words) < len(words_of(parameter)) or not all(found):
         return None
     spans = [m.span() for m in found if m]
-    if any(_NOT.search(question[max(0, a - 60):a]) or (_DETERMINER.search(question[max(0, a - 8):a])
-                                                        and _PHRASE_END.match(question, b)) for a, b in spans):
+    if any(_NOT.search(question[max(0, a - 60):a]) or _SUBJECT.match(question, b) or (
+            _DETERMINER.search(question[max(0, a - 8):a]) and _PHRASE_END.match(question, b)) for a, b in spans):
         return None
     span = min(spans)
     return (span, True) if free(span) else None

@@ -189,13 +189,11 @@ def test_a_call_to_a_tool_that_updates_is_not_derived_when_it_would_change_nothi
     assert isinstance(derive_arguments(settings, "Update my settings"), ArgumentsRequired)
     refresh = tool("update_index", {"type": "object", "properties": {"force": {"type": "boolean"}}})
     assert derive_arguments(refresh, "Update the search index") == ({}, "none needed")
-    # But a switch is what such an update changes: "Make octocat/hello-world public" would set nothing, where
-    # "private", named, turns `private` on.
+    # But a switch is what such an update changes: "Make octocat/hello-world private" would set nothing (a tool that
+    # acts takes no switch from the wording: "it was locked by mistake" would have locked the issue).
     repository = tool("update_repository", {"type": "object", "required": ["owner", "repo"], "properties": {
         "owner": {"type": "string"}, "repo": {"type": "string"}, "private": {"type": "boolean"}}})
-    assert isinstance(derive_arguments(repository, "Make octocat/hello-world public"), ArgumentsRequired)
-    assert derive_arguments(repository, "Make octocat/hello-world private")[0] == {
-        "owner": "octocat", "repo": "hello-world", "private": True}
+    assert isinstance(derive_arguments(repository, "Make octocat/hello-world private"), ArgumentsRequired)
     # Which thing, given, is not what to change (ToolAlpaca's data source, its id optional).
     source = tool("updateDataSource", {"type": "object", "properties": {
         "sourceId": {"type": "string"}, "connectionString": {"type": "string"}}})
@@ -241,20 +239,28 @@ def test_a_number_written_in_the_unit_a_parameter_counts_fills_it_and_a_whole_nu
 ])
 def test_a_switch_is_on_where_the_question_names_it(question: str, args: dict) -> None:
     # "Fetch the raw HTML" was fetched as simplified markdown, `raw` left off.
-    fetch = tool("fetch", {"type": "object", "required": ["url"], "properties": {
-        "url": {"type": "string"}, "raw": {"type": "boolean"},
-        "recursive": {"type": "boolean"}, "include_hidden": {"type": "boolean"}}})
+    fetch = Capability(backend="b", name="fetch", read_only=True, input_schema={
+        "type": "object", "required": ["url"], "properties": {"url": {"type": "string"}, "raw": {"type": "boolean"},
+                                                              "recursive": {"type": "boolean"},
+                                                              "include_hidden": {"type": "boolean"}}})
     assert derive_arguments(fetch, question)[0] == args
+    # One that may act is not told how on a guess.
+    acting = Capability(backend="b", name="fetch", input_schema=fetch.input_schema)
+    assert derive_arguments(acting, question)[0] == {"url": "https://example.com"}
 
 
 @pytest.mark.parametrize(("question", "switch", "on"), [
     ("Do not, under any circumstances, notify them", "notify", False),  # a few words after "not"
     ("Run the migration for real, no dry run", "dry_run", False),  # "Run" first, but "dry" follows "no"
     ("Do a dry run of the migration", "dry_run", True),
-    ("Publish the draft", "draft", False), ("Publish the draft to the blog", "draft", False),  # a noun: the thing
-    ("Create a draft PR", "draft", True), ("Show all branches", "all", True),
+    ("Show the draft", "draft", False), ("Show the draft of the post", "draft", False),  # a noun: the thing
+    ("Show the draft posts", "draft", True), ("Show all branches", "all", True),
+    ("Fetch it as markdown, raw HTML is unreadable", "raw", False),
+    ("Show what was locked by mistake", "locked", False),
+    ("Show the final report", "final", True), ("Finally, show the report", "final", False),
 ])
 def test_a_switch_turned_off_by_its_wording_or_used_as_a_noun_is_not_on(question: str, switch: str, on: bool) -> None:
-    # "Publish the draft" to a tool with `draft` would have published it as a draft.
-    cap = tool("t", {"type": "object", "properties": {switch: {"type": "boolean"}}})
+    # "Show the draft" would have shown only drafts; "raw HTML is unreadable" fetched the raw HTML.
+    cap = Capability(backend="b", name="t", read_only=True, input_schema={
+        "type": "object", "properties": {switch: {"type": "boolean"}}})
     assert derive_arguments(cap, question)[0] == ({switch: True} if on else {})
