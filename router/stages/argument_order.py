@@ -123,9 +123,16 @@ def counted_in(spec: dict[str, Any]) -> str | None:
     return next(g for g in found.groups() if g).lower() if found else None
 
 
+_PASSED = re.compile(r"\b(?:skip|skipping|after|past|beyond|starting|more|less|fewer)\b(?:\W+\w+){0,2}\W*$", re.I)
+
+
 def unit_after(question: str, span: tuple[int, int], unit: str) -> bool:
-    """Whether the question writes `unit` (or its singular) right after the number at `span` ("500 characters")."""
-    return re.match(rf"\s*{re.escape(unit[:-1])}s?\b", question[span[1]:], re.I) is not None
+    """Whether the question writes `unit` (or its singular) right after the number at `span` ("the first 500
+    characters"), and gives the number no other role before it ("Skip the first 5000 characters" starts there,
+    "more than 280 characters" compares)."""
+    before = question[max(0, span[0] - 30):span[0]]
+    return re.match(rf"\s*{re.escape(unit[:-1])}s?\b", question[span[1]:], re.I) is not None and not (
+        _OTHER_ROLE.search(before.lower()) or _PASSED.search(before))
 
 
 _OTHER_ROLE = re.compile(r"\b(?:from|in|since|until|till|before|after|over|under|above|below|than|between|of|at|"

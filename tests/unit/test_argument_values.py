@@ -216,6 +216,9 @@ def test_a_number_written_in_the_unit_a_parameter_counts_fills_it_and_a_whole_nu
         "start_index": {"type": "integer", "description": "Start content from this character index."}}})
     args, _ = derive_arguments(fetch, "Get the first 500 characters of https://example.com")
     assert args == {"url": "https://example.com", "max_length": 500}
+    for question in ("Skip the first 5000 characters of https://example.com",  # where to start, not how much
+                     "Does https://example.com have more than 280 characters?"):
+        assert "max_length" not in derive_with_leftovers(fetch, question)[0][0]
     # Two parameters counted in the same unit: the unit says neither.
     both = tool("page", {"type": "object", "properties": {
         "limit": {"type": "integer", "description": "Most number of characters"},
