@@ -132,7 +132,7 @@ class Scorer:
         # A backend with one capability leaves no doubt about which; neither does a caller who named the tool.
         rep_tools = [1.0 if tool_chosen or sizes.get(b, 1) <= 1 else float(p)
                      for b, p in zip(rep_backends, predicted, strict=True)]
-        shadowed = _prompts_of_tools([ranked[i].capability for i in reps], rep_tools)
+        shadowed = _prompts_of_tools(ranked, group, rep_tools)
         if ceiling is not None and not tool_chosen:
             top: dict[int, tuple[float, float]] = {}  # copies share their scores: the highest of theirs holds
             for r, g in zip(ranked, group, strict=True):
@@ -213,18 +213,22 @@ def may_act(cap: Capability) -> bool:
     return not (cap.read_only or cap.held or (cap.server_level and cap.target is None))
 
 
-def _prompts_of_tools(reps: Sequence[Capability], tool_confidences: list[float]) -> set[int]:
-    """The groups of prompts named as a tool of their backend, the prompt's tool confidence added to the tool's: the
-    fetch server offers `fetch` both ways, one choice that is never too close to call against itself. The tool
-    answers for both (a prompt's messages are an answer only to a client that asks for the prompt: `prompts/get`
-    through the gateway)."""
-    tools = {(c.backend, c.name): g for g, c in enumerate(reps) if c.kind == "tool"}
-    shadowed = set()
-    for g, c in enumerate(reps):
-        tool = tools.get((c.backend, c.name)) if c.kind == "prompt" else None
-        if tool is not None:
+def _prompts_of_tools(ranked: Sequence[Ranked], group: list[int], tool_confidences: list[float]) -> set[int]:
+    """The groups of prompts named as a tool of their backend (copies included: on any backend of one, its copy of
+    the tool), each one choice with that tool: the fetch server offers `fetch` both ways, never too close to call
+    against itself. The tool answers for both (a prompt's messages answer a client that asks for the prompt,
+    `prompts/get` through the gateway); the prompt's tool confidence is added to a tool that only reads, never to one
+    that may act, which a prompt does not make likelier to be meant to act."""
+    tools = {(r.capability.backend, r.capability.name): g for r, g in zip(ranked, group, strict=True)
+             if r.capability.kind == "tool"}
+    shadowed: set[int] = set()
+    for r, g in zip(ranked, group, strict=True):
+        tool = tools.get((r.capability.backend, r.capability.name)) if r.capability.kind == "prompt" else None
+        if tool is None or g in shadowed:
+            continue
+        shadowed.add(g)
+        if ranked[group.index(tool)].capability.read_only:
             tool_confidences[tool] = min(1.0, tool_confidences[tool] + tool_confidences[g])
-            shadowed.add(g)
     return shadowed
 
 

@@ -335,3 +335,23 @@ def test_a_prompt_named_as_a_tool_of_its_backend_is_one_choice_with_it() -> None
     assert out[0].scores.tool_confidence == pytest.approx(
         apart["fetch"].scores.tool_confidence + apart["fetch_page"].scores.tool_confidence, abs=2e-4)
     assert out[0].scores.confidence == apart["fetch"].scores.confidence  # the backend's is the model's alone
+
+
+def test_a_prompt_named_as_a_tool_is_one_choice_with_it_across_copies_and_adds_nothing_to_one_that_may_act() -> None:
+    def item(backend: str, kind: str, score: float, read_only: bool = True, name: str = "fetch") -> Ranked:
+        cap = Capability(backend=backend, name=name, kind=kind, read_only=read_only)  # type: ignore[arg-type]
+        return Ranked(cap, Hit(0, 0.6, 1.0, 0.6, 1.0, score), score)
+
+    # Two replicas, ranked crosswise: the first prompt's backend is not the first tool's.
+    crossed = [item("b", "prompt", 0.9), item("a", "tool", 0.88), item("b", "tool", 0.87), item("a", "prompt", 0.86)]
+    out = Scorer(RoutingSettings()).score(crossed, "general", {}, {}, {"a": 3, "b": 3})
+    assert {c.capability.kind for c in out} == {"tool"}
+    # A tool that may act is not made likelier to be meant by its prompt.
+    sizes = {"m": 3}
+    acting = [item("m", "prompt", 0.9), item("m", "tool", 0.88, read_only=False), item("m", "tool", 0.5, name="x")]
+    merged = Scorer(RoutingSettings()).score(acting, "general", {}, {}, sizes)
+    alone = Scorer(RoutingSettings()).score([item("m", "prompt", 0.9, name="other"), *acting[1:]], "general", {}, {},
+                                            sizes)
+    tool = {c.capability.name: c for c in merged}["fetch"]
+    assert [c.capability.kind for c in merged] == ["tool", "tool"]
+    assert tool.scores.tool_confidence == {c.capability.name: c for c in alone}["fetch"].scores.tool_confidence
