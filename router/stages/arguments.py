@@ -242,6 +242,7 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
 
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,
                                      _number, _switch)
+_ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 
 Derived = tuple[dict[str, Any], str] | ArgumentsRequired
@@ -318,7 +319,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     for name in [n for n in props if n in required] + [n for n in required if n not in props] + \
             [n for n in props if n not in required]:
         spec = props.get(name, {})
-        for extract in EXTRACTORS if cap.read_only else EXTRACTORS[:-1]:  # switches: readers only (`switch_in`)
+        for extract in EXTRACTORS if cap.read_only else _ACTING_EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
                 if name not in required and ((extract is _number and not _optional_number(
                         question, name, used[-1], value, props, required, dropped, beside))

@@ -129,8 +129,8 @@ _PHRASE_END = re.compile(r"\s*(?:[.,;:!?)]|$|(?:of|to|for|in|on|at|with|and|or|n
 
 def switch_in(question: str, parameter: str,
               free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], bool] | None:
-    """The span of the word that turns on a switch the question names ("Fetch the raw HTML" for `raw`, "Make the repo
-    private" for `private`, "List them recursively" for `recursive`; `include_hidden` only with both words), where
+    """The span of the word that turns on a switch the question names ("Fetch the raw HTML" for `raw`, "List them
+    recursively" for `recursive`, "Show the hidden files" for `hidden`; `include_hidden` only with both words), where
     `free`. A switch named within a few words after "not", "no" or "without" is left as it is, and so is one the
     question uses as a noun ("Publish the draft" sets no `draft`) or says is so ("raw HTML is unreadable", "locked by
     mistake"). Only a tool that only reads takes a switch so (`_derive`): one that acts is not told how on a guess."""

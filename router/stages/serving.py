@@ -57,12 +57,13 @@ def value_kinds(question: str) -> dict[str, list[str]]:
 # ("Remember that Bob likes tea" is not answered by reading the memory). Verbs that also ask for output
 # ("create a chart", "write a poem", "add 3 and 4") are left out, and so are "set up" (as often a request for
 # instructions) and "turn" but for "turn on" and "turn off" ("turn this into a poem" asks for output).
+# Verbs that are nouns as often, heading a thing asked about (`_NOUN_HEADS`), and never make a question a change.
+_NOUNS_TOO = ("back", "backup", "drop", "purge", "archive", "push", "commit", "stash", "tag", "close", "reopen",
+              "install", "uninstall", "deploy", "restart", "kill")
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn", "change", "checkout", "revert", "undo",
-                           "restore", "unstage", "overwrite", "make", "back", "backup", "drop", "purge",
-                           "archive", "push", "commit", "stash", "tag", "close", "reopen", "install", "uninstall",
-                           "deploy", "restart", "kill"})
+                           "restore", "unstage", "overwrite", "make", *_NOUNS_TOO})
 # "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ...", "Change in GDP" name a thing.
 # "Make" asks for a change only when it makes something so, the state ending the request ("Make a.txt read-only",
 # "Make the repo private, please"); "make a chart", "make a list of the public holidays" ask for output.
@@ -70,8 +71,8 @@ _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "rem
 # "Checkout" a file, branch or the like: "Checkout conversion rate for March" asks about a checkout.
 # The newer verbs are nouns as often, heading a thing asked about: "Commit history of ...", "Close price of Tesla",
 # "Install instructions for numpy", "Drop rate of legendary items", "Close-up photos".
-_NOUN_HEADS = (r"(?:back\s*up|backup|drop|purge|archive|push|commit|stash|tag|close|reopen|install|uninstall|deploy|"
-               r"restart|kill)(?:-|\s+(?:history|log|logs|price|prices|status|count|counts|rate|rates|instructions?|"
+_NOUN_HEADS = (rf"(?:back\s*up|{'|'.join(_NOUNS_TOO)})"
+               r"(?:-|\s+(?:history|log|logs|price|prices|status|count|counts|rate|rates|instructions?|"
                r"guide|cloud|notifications?|messages?|hash|id|time|times|date|size|list|policy|page|button|of|for)\b)")
 _NOT_A_CHANGE = re.compile(_NOUN_HEADS + r"|set\s+up\b|turn\b(?!\s+(?:on|off)\b)|back\b(?!\s+up\b)|close\s+(?:to|by)\b|"
                            r"change\s+(?:[\d$€£¥]|(?:log|history|list|set|"
@@ -109,9 +110,7 @@ _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "sea
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
                                        "turn", "move", "change", "checkout", "revert", "undo", "restore", "unstage",
-                                       "overwrite", "make", "back", "backup", "drop", "archive", "push", "commit",
-                                       "stash", "tag", "close", "reopen", "install", "deploy", "restart", "kill",
-                                       "purge", "uninstall"})  # "how to uninstall Steam" still asks
+                                       "overwrite", "make", *_NOUNS_TOO})  # "how to uninstall Steam" still asks
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 
