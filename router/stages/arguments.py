@@ -68,8 +68,20 @@ _NATURAL = re.compile(r"natural[- ]language", re.I)
 
 
 def _required(schema: dict[str, Any]) -> list[str]:
+    """The parameters a call must be given: those the schema requires and gives no `default` for."""
     req = schema.get("required") if isinstance(schema, dict) else None
-    return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+    props = properties_of(schema)
+    return [r for r in req if isinstance(r, str) and "default" not in props.get(r, {})] if isinstance(req, list) else []
+
+
+def with_defaults(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """`arguments` with the schema's `default` of each required parameter they leave out. Servers built on zod 4
+    list every defaulted parameter as required ("Take a screenshot": `scale`, default "css"); the default is what
+    the server would take, so the question need not give it, and the call still has every required argument."""
+    req = schema.get("required") if isinstance(schema, dict) else None
+    props = properties_of(schema)
+    return {**arguments, **{r: props[r]["default"] for r in (req if isinstance(req, list) else ())
+                            if isinstance(r, str) and r not in arguments and "default" in props.get(r, {})}}
 
 
 def properties_of(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -116,7 +128,9 @@ def free_text_parameter(cap: Capability) -> str | None:
     elif not required:
         texts = [n for n, s in props.items() if is_free_text(n, s)]
         name = texts[0] if len(texts) == 1 else None
-    if name is not None and not cap.read_only and name.lower() in CONTENT_NAMES \
+    # Nor does a tool whose content slot is optional: its text is a value among others ("The text to wait for"
+    # beside the seconds to wait), which the whole request is not.
+    if name is not None and (not cap.read_only or not required) and name.lower() in CONTENT_NAMES \
             and not _ASKED_FOR.match(str(props.get(name, {}).get("description", ""))):
         return None
     return None if name is not None and takes_path(name, props.get(name, {})) else name  # a path is no question
@@ -288,12 +302,13 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
                 f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {lacking[0]!r}, which "
                 f"`arguments` does not give", backend=cap.backend, tool=cap.name, missing=lacking[0],
                 input_schema=cap.input_schema), []
-        return (dict(given), "caller"), []
+        return (with_defaults(cap.input_schema, given), "caller"), []
     if cap.kind in ("resource", "flow"):
         return ({}, NONE_NEEDED), []
     derived, left = _derive(cap, question)
     if isinstance(derived, ArgumentsRequired):
         return derived, []
+    derived = (with_defaults(cap.input_schema, derived[0]), derived[1])
     invalid = schema_violation(cap, derived[0])
     return (invalid, []) if invalid is not None else (derived, left)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from router.errors import ArgumentsRequired
-from router.stages.arguments import derive_arguments, derive_with_leftovers
+from router.stages.arguments import derive_arguments, derive_with_leftovers, free_text_parameter
 from router.values import Capability
 from tests.unit.test_arguments import ADD, CONVERT, TIME, tool
 
@@ -267,3 +267,36 @@ def test_a_switch_turned_off_by_its_wording_or_used_as_a_noun_is_not_on(question
     cap = Capability(backend="b", name="t", read_only=True, input_schema={
         "type": "object", "properties": {switch: {"type": "boolean"}}})
     assert derive_arguments(cap, question)[0] == ({switch: True} if on else {})
+
+
+# Schemas as @playwright/mcp 0.0.83 lists them: zod 4 marks every parameter with a default as required.
+SCREENSHOT = Capability(backend="playwright", name="browser_take_screenshot", read_only=True, input_schema={
+    "type": "object", "required": ["scale"], "additionalProperties": False, "properties": {
+        "type": {"type": "string", "enum": ["png", "jpeg", "webp"]}, "filename": {"type": "string"},
+        "scale": {"type": "string", "enum": ["css", "device"], "default": "css",
+                  "description": "Image resolution scale. Default is css."}}})
+WAIT_FOR = Capability(backend="playwright", name="browser_wait_for", read_only=True, input_schema={
+    "type": "object", "additionalProperties": False, "properties": {
+        "time": {"type": "number", "description": "The time to wait in seconds, at most 30"},
+        "text": {"type": "string", "description": "The text to wait for"},
+        "textGone": {"type": "string", "description": "The text to wait for to disappear"}}})
+
+
+def test_a_required_parameter_with_a_default_is_not_asked_of_the_question_and_is_sent_its_default() -> None:
+    args, source = derive_arguments(SCREENSHOT, "Take a screenshot of the page")
+    assert args == {"scale": "css"} and source == "none needed"
+    # A value the question gives wins over the default; the caller's arguments get the default beside their own.
+    assert derive_arguments(SCREENSHOT, "Take a device scale screenshot")[0] == {"scale": "device"}
+    assert derive_arguments(SCREENSHOT, "q", {"type": "jpeg"}) == ({"type": "jpeg", "scale": "css"}, "caller")
+
+
+def test_a_required_parameter_without_a_default_is_still_asked_for() -> None:
+    schema = {**SCREENSHOT.input_schema, "required": ["scale", "filename"]}
+    refused = derive_arguments(Capability(backend="p", name="shot", read_only=True, input_schema=schema), "Take one")
+    assert isinstance(refused, ArgumentsRequired) and refused.details["missing"] == "filename"
+
+
+def test_an_optional_text_among_other_values_is_not_sent_the_whole_request() -> None:
+    # "Wait 3 seconds" once waited for the text "Wait 3 seconds" to appear.
+    assert free_text_parameter(WAIT_FOR) is None
+    assert derive_arguments(WAIT_FOR, "Wait 3 seconds")[0] == {"time": 3}
