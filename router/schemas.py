@@ -158,3 +158,16 @@ def _field_of(error: ValidationError) -> str:
         if missing:
             return str(missing[0])
     return "arguments"
+
+
+def with_defaults(schema: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`arguments` with the schema's `default` of each required parameter they leave out. Servers built on zod 4
+    list every defaulted parameter as required ("Take a screenshot": `scale`, default "css"); the default is what
+    the server would take, so neither the question, the caller nor a model need give it, and the call still has
+    every required argument."""
+    req = schema.get("required") if isinstance(schema, dict) else None
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(req, list) or not isinstance(props, dict):
+        return dict(arguments)
+    return {**arguments, **{r: props[r]["default"] for r in req if isinstance(r, str) and r not in arguments
+                            and isinstance(props.get(r), dict) and "default" in props[r]}}

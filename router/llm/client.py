@@ -29,7 +29,7 @@ from router.errors import (
     LLMTimeout,
 )
 from router.llm.tool_loop import LoopResult, input_schema, run_tool_loop
-from router.schemas import schema_errors
+from router.schemas import schema_errors, with_defaults
 from router.settings import LLMSettings
 from router.strategies.base import Executor
 from router.values import CallContext, Capability
@@ -219,7 +219,7 @@ class LLMClient:
         out = await self.complete_json(_ask(_FILL, prompt), "tool_arguments", schema,
                                        strict=False, validate=False, max_tokens=500)
         required = [str(r) for r in schema.get("required", [])]
-        args = {k: v for k, v in out.items() if v is not None or k in required}
+        args = with_defaults(schema, {k: v for k, v in out.items() if v is not None})
         missing = [r for r in required if args.get(r) is None]
         where = f"{capability.backend}/{capability.name}"
         if missing:

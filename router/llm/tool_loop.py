@@ -25,7 +25,7 @@ from typing import Any
 
 from router.bounds import MAX_ARGUMENT_DEPTH, bounded_arguments, json_nests_deeper
 from router.errors import BackendTimeout, LLMBadOutput, LLMFailed, RouterError
-from router.schemas import schema_errors
+from router.schemas import schema_errors, with_defaults
 from router.settings import LLMSettings
 from router.strategies.base import Executor
 from router.values import CallContext, CallOutcome, Capability
@@ -201,6 +201,7 @@ async def _run_call(call: _Call, name_map: Mapping[str, Capability], executor: E
         bounded_arguments(args)
     except ValueError as exc:
         return _refusal(call, name_map, f"not sent: {exc}"), None
+    args = with_defaults(input_schema(cap), args)  # what the server would take for what the model left out
     if errors := schema_errors(args, input_schema(cap)):
         return _refusal(call, name_map, "not sent: the arguments do not match the tool's input schema: "
                         + "; ".join(errors[:5]), args), None

@@ -22,7 +22,7 @@ from typing import Any
 
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
-from router.schemas import schema_violation
+from router.schemas import schema_violation, with_defaults
 from router.stages.argument_order import (
     counted_in,
     named_before,
@@ -72,16 +72,6 @@ def _required(schema: dict[str, Any]) -> list[str]:
     req = schema.get("required") if isinstance(schema, dict) else None
     props = properties_of(schema)
     return [r for r in req if isinstance(r, str) and "default" not in props.get(r, {})] if isinstance(req, list) else []
-
-
-def with_defaults(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    """`arguments` with the schema's `default` of each required parameter they leave out. Servers built on zod 4
-    list every defaulted parameter as required ("Take a screenshot": `scale`, default "css"); the default is what
-    the server would take, so the question need not give it, and the call still has every required argument."""
-    req = schema.get("required") if isinstance(schema, dict) else None
-    props = properties_of(schema)
-    return {**arguments, **{r: props[r]["default"] for r in (req if isinstance(req, list) else ())
-                            if isinstance(r, str) and r not in arguments and "default" in props.get(r, {})}}
 
 
 def properties_of(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ from router.errors import ArgumentsRequired, InvalidRequest, LLMBadOutput, LLMFa
 from router.llm.client import Choice, LLMClient
 from router.retrieval.embeddings import OpenAIEmbedder
 from router.settings import EmbeddingSettings, LLMSettings
+from router.values import Capability
 from tests.fakes.openai_server import ApiError, FakeOpenAI, Raw, Reply, default_embedding, json_reply
 from tests.integration.llm_cases import (  # noqa: F401 - fixtures
     CALC,
@@ -159,6 +160,16 @@ async def test_fill_arguments_missing_a_required_one_raises(llm: LLMClient, fake
         await llm.fill_arguments("What time is it?", CLOCK)
     assert info.value.status_code == 422
     assert info.value.details["missing"] == ["timezone"]
+
+
+async def test_fill_arguments_sends_the_default_of_a_required_parameter_the_model_leaves_out(
+        llm: LLMClient, fake: FakeOpenAI) -> None:
+    # zod 4 lists a parameter with a default as required (Playwright's screenshot and its `scale`).
+    shot = Capability(backend="playwright", name="browser_take_screenshot", input_schema={
+        "type": "object", "required": ["scale"],
+        "properties": {"scale": {"type": "string", "enum": ["css", "device"], "default": "css"}}})
+    fake.push(json_reply({"scale": None}))
+    assert await llm.fill_arguments("Take a screenshot", shot) == {"scale": "css"}
 
 
 async def test_fill_arguments_of_the_wrong_type_raises(llm: LLMClient, fake: FakeOpenAI) -> None:

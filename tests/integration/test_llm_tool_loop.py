@@ -217,6 +217,20 @@ async def test_arguments_off_the_tools_schema_or_bounds_are_not_sent(llm: LLMCli
     assert result.answer == "Sorry."
 
 
+async def test_a_required_parameter_with_a_default_the_model_leaves_out_is_sent_its_default(
+        llm: LLMClient, fake: FakeOpenAI) -> None:
+    # zod 4 lists a parameter with a default as required (Playwright's screenshot and its `scale`).
+    shot = Capability(backend="playwright", name="browser_take_screenshot", input_schema={
+        "type": "object", "required": ["scale"], "additionalProperties": False,
+        "properties": {"scale": {"type": "string", "enum": ["css", "device"], "default": "css"},
+                       "filename": {"type": "string"}}})
+    name_map = unique_tool_names([shot])
+    fake.push(Reply(tool_calls=[(next(iter(name_map)), {"filename": "a.png"})]), Reply("Done."))
+    executor = RecordingExecutor()
+    await llm.run_tool_loop(user("Take a screenshot"), openai_tools(name_map), name_map, executor, CONTEXT)
+    assert [c[1] for c in executor.calls] == [{"filename": "a.png", "scale": "css"}]
+
+
 async def test_at_most_max_tool_calls_of_one_answer_are_sent(server: Served, fake: FakeOpenAI) -> None:
     client = LLMClient(settings(server.url, max_tool_calls=3))
     name_map = unique_tool_names([CALC])
