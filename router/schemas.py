@@ -17,6 +17,7 @@ match for an answer). `regex` reads a few patterns otherwise than `re`: POSIX cl
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from contextvars import ContextVar
@@ -169,5 +170,6 @@ def with_defaults(schema: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(req, list) or not isinstance(props, dict):
         return dict(arguments)
-    return {**arguments, **{r: props[r]["default"] for r in req if isinstance(r, str) and r not in arguments
-                            and isinstance(props.get(r), dict) and "default" in props[r]}}
+    # A copy of each default: the schema is the catalog's, shared by every request, and a call's arguments are its own.
+    return {**arguments, **{r: copy.deepcopy(props[r]["default"]) for r in req if isinstance(r, str)
+                            and r not in arguments and isinstance(props.get(r), dict) and "default" in props[r]}}

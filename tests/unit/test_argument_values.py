@@ -300,3 +300,11 @@ def test_an_optional_text_among_other_values_is_not_sent_the_whole_request() -> 
     # "Wait 3 seconds" once waited for the text "Wait 3 seconds" to appear.
     assert free_text_parameter(WAIT_FOR) is None
     assert derive_arguments(WAIT_FOR, "Wait 3 seconds")[0] == {"time": 3}
+
+
+def test_a_default_sent_is_the_calls_own_copy() -> None:
+    listed = Capability(backend="b", name="tag", read_only=True, input_schema={
+        "type": "object", "required": ["labels"], "properties": {"labels": {"type": "array", "default": ["a"]}}})
+    args, _ = derive_arguments(listed, "Tag it")
+    args["labels"].append("b")
+    assert listed.input_schema["properties"]["labels"]["default"] == ["a"]
