@@ -118,9 +118,10 @@ def free_text_parameter(cap: Capability) -> str | None:
     elif not required:
         texts = [n for n, s in props.items() if is_free_text(n, s)]
         name = texts[0] if len(texts) == 1 else None
-    # Nor does a tool whose content slot is optional: its text is a value among others ("The text to wait for"
-    # beside the seconds to wait), which the whole request is not.
-    if name is not None and (not cap.read_only or not required) and name.lower() in CONTENT_NAMES \
+    # Nor does a tool whose content slot is optional among other parameters: its text is one value among others
+    # ("The text to wait for" beside the seconds to wait), which the whole request is not.
+    among_others = not required and len(props) > 1
+    if name is not None and (not cap.read_only or among_others) and name.lower() in CONTENT_NAMES \
             and not _ASKED_FOR.match(str(props.get(name, {}).get("description", ""))):
         return None
     return None if name is not None and takes_path(name, props.get(name, {})) else name  # a path is no question

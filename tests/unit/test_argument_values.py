@@ -300,6 +300,10 @@ def test_an_optional_text_among_other_values_is_not_sent_the_whole_request() -> 
     # "Wait 3 seconds" once waited for the text "Wait 3 seconds" to appear.
     assert free_text_parameter(WAIT_FOR) is None
     assert derive_arguments(WAIT_FOR, "Wait 3 seconds")[0] == {"time": 3}
+    # Alone, an optional text is still where a tool that only reads takes the request.
+    alone = Capability(backend="loud", name="yell", read_only=True, input_schema={
+        "type": "object", "properties": {"text": {"type": "string"}}})
+    assert free_text_parameter(alone) == "text"
 
 
 def test_a_default_sent_is_the_calls_own_copy() -> None:
