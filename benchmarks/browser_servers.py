@@ -2,10 +2,10 @@
 filesystem, memory, git and time servers, asked plain requests of a browser, most of them to act on a page. Its
 server annotates every tool: 17 of its 25 may change something ("destructive"), navigation and clicks included.
 Each request names the tools that would do it (none: nothing here does it rightly). The router's dry run says
-what it would call; nothing is called, and no browser is started.
+what it would call; nothing is called, and no browser is started. `make setup` installs the server with the
+examples' (`examples/package.json`).
 
-    npm install --prefix .state/browser-servers @playwright/mcp@0.0.83
-    python benchmarks/browser_servers.py [--servers .state/browser-servers] [--json OUT] [--show]
+    python benchmarks/browser_servers.py [--json OUT] [--show]
 
 A request answered by one of its tools is right, by another wrong; a refusal (404, 409, 422) is neither.
 """
@@ -20,8 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, _world, arguments, dry_runs, report, settings
+from benchmarks.official_servers import NODE, READ, _world, arguments, dry_runs, report, settings
 from router.settings import RouterSettings
+
+PLAYWRIGHT = NODE.parent / "@playwright" / "mcp" / "cli.js"
 
 SHOT = ("browser_take_screenshot",)
 SNAPSHOT = ("browser_snapshot", *SHOT)
@@ -61,22 +63,21 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def with_browser(base: RouterSettings, servers: Path) -> RouterSettings:
-    cli = servers / "node_modules" / "@playwright" / "mcp" / "cli.js"
-    if not cli.is_file():
-        raise SystemExit(f"{cli} is missing: install the server as this script's docstring says")
-    browser = {"name": "playwright", "kind": "mcp_stdio", "command": "node", "args": [str(cli), "--headless"]}
+def with_browser(base: RouterSettings) -> RouterSettings:
+    if not PLAYWRIGHT.is_file():
+        raise SystemExit(f"{PLAYWRIGHT} is missing: `make setup` installs it")
+    browser = {"name": "playwright", "kind": "mcp_stdio", "command": "node", "args": [str(PLAYWRIGHT), "--headless"]}
     return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], browser]})
 
 
 def main() -> None:
-    args = arguments(__doc__, servers=".state/browser-servers").parse_args()
+    args = arguments(__doc__).parse_args()
     tmp = Path(tempfile.gettempdir()) / "mcp-router-browser-servers"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         root, repo = _world(tmp)
-        config = with_browser(settings(root, repo, tmp / "memory.jsonl"), Path(args.servers).resolve())
+        config = with_browser(settings(root, repo, tmp / "memory.jsonl"))
         rows = asyncio.run(dry_runs(config, REQUESTS, root=root, repo=repo))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
