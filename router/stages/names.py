@@ -168,3 +168,20 @@ def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], re
     # A flag of how to do it is no change: `update_index(force)` refreshes the index, whatever `force` says.
     changes = [n for n in props if n not in required and not which(n) and not _HOW & set(words_of(n))]
     return changes if changes and all(map(which, required)) and not any(n in out for n in changes) else None
+
+
+# A tool that does several things says which by one parameter (`action`, `operation`, `command`, `method`); a call
+# that sets it to one of these only reads, whatever else the tool may do: a browser's `tabs` tool also opens and
+# closes tabs, and "List the open tabs" calls it with `action: list`.
+_DOES = frozenset({"action", "operation", "op", "command", "cmd", "method", "verb"})
+_READS = frozenset("list get read show view status info describe search find query count check inspect lookup fetch "
+                   "retrieve".split())
+
+
+def reads_by_its_action(cap: Capability, arguments: dict[str, Any]) -> bool:
+    """Whether the call's arguments choose, of the tool's enumerated actions, one that only reads."""
+    props = cap.input_schema.get("properties") if isinstance(cap.input_schema, dict) else None
+    return isinstance(props, dict) and any(
+        name.lower() in _DOES and isinstance(value, str) and value.lower() in _READS
+        and isinstance(props.get(name), dict) and value in (props[name].get("enum") or ())
+        for name, value in arguments.items())

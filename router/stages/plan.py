@@ -44,6 +44,7 @@ from router.values import BackendStatus, Candidate, Capability, Decision, Plan, 
 
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
 FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
+A_READING_CALL = "it may change something, and the action its call is given only reads"
 
 
 def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSettings) -> Decision:
@@ -66,6 +67,8 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     why = arguments.doubt(first)
     if why == READS_ONLY:
         return _writers_for_a_change(d, first, arguments)
+    if first.unsure_action and arguments.reads(first.capability):
+        return _a_reading_call(d, first, settings.routing)
     if why == ACTS or (arguments.read is not None and first.unsure_action):
         return _readers_for_a_question(d, first, arguments, settings.routing)
     close = [c for c in d.candidates if c.capability.backend == first.capability.backend and c.contending
@@ -91,6 +94,19 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     rest = [c for c in d.candidates if c is not chosen]
     return dataclasses.replace(d, candidates=(settled, *rest), verdict="ambiguous" if guess else "route",
                                message=f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}")
+
+
+def _a_reading_call(d: Decision, first: Candidate, routing: RoutingSettings) -> Decision:
+    """A tool that may change something, called with an action that only reads ("List the open tabs"): it acts on
+    nothing, so it is held to the bars of a reader (its backend's confidence and its tool confidence, which it
+    cleared), not to an action's. Too close to another likely candidate, it is still asked about."""
+    settled = dataclasses.replace(first, relevant=True, unsure_action=False, placed=A_READING_CALL)
+    rest = [c for c in d.candidates if c is not first]
+    if too_close([settled, *(c for c in rest if c.relevant)], routing.ambiguity_margin):
+        return d
+    key = f"{first.capability.backend}/{first.capability.name}"
+    return dataclasses.replace(d, candidates=(settled, *rest), verdict="route",
+                               message=f"routed to {key}: {A_READING_CALL}")
 
 
 def _writers_for_a_change(d: Decision, reader: Candidate, arguments: Arguments) -> Decision:

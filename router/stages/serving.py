@@ -24,6 +24,7 @@ from router.stages.arguments import (
     type_of,
 )
 from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
+from router.stages.names import reads_by_its_action
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.stages.written import PATH, SQL_LEAD, SQL_VERBS, names_a_path
 from router.values import Candidate, Capability, Catalog, fixed_digest
@@ -287,7 +288,8 @@ class Arguments:
         that neither the capability's texts nor its server's description name is one its answer cannot be about."""
         if self.change is not None and capability.read_only:
             return READS_ONLY
-        if self.read is not None and not capability.read_only and self._declares_readers(capability.backend):
+        if self.read is not None and not capability.read_only and self._declares_readers(capability.backend) \
+                and not self.reads(capability):
             return ACTS
         if self.one_way is not None and not capability.read_only and toggles(capability):
             return EITHER_WAY
@@ -340,6 +342,11 @@ class Arguments:
         day, a, b, hours = found
         return (f"({day:%B} {day.day}) the clocks of {a} and {b} are set otherwise than today, so it would be "
                 f"{hours:g} h off")
+
+    def reads(self, capability: Capability) -> bool:
+        """Whether the call derived for a capability that may change something only reads, by the action it sets."""
+        derived = self.of(capability)
+        return self.change is None and isinstance(derived, tuple) and reads_by_its_action(capability, derived[0])
 
     def _declares_readers(self, backend: str) -> bool:
         """Whether the backend marks some of its tools read-only: then the others may change something by its

@@ -76,3 +76,11 @@ async def test_a_click_is_not_made_on_a_guess(router: Router) -> None:
     with pytest.raises(RouterError) as info:
         await query(router, QueryRequest(question="Click the login button"))
     assert info.value.status_code == 409 and "browser_click" in info.value.message
+
+
+async def test_the_tabs_are_listed_by_the_tool_that_also_opens_and_closes_them(router: Router) -> None:
+    # `browser_tabs` lists, opens, closes and selects tabs: the question's action is the one it is called with. (Beside
+    # other servers, where it is less likely to be meant, listing is answered on a reader's bars: test_plan_guards.)
+    listed = await query(router, QueryRequest(question="List the open tabs"))
+    assert listed.capability == "browser_tabs" and listed.routing is not None
+    assert listed.routing.arguments == {"action": "list"} and "Router check" in listed.answer

@@ -290,3 +290,54 @@ def test_a_question_that_names_a_backend_is_not_answered_by_another_backend_s_re
 
     assert first_of("Search Notion for the roadmap page") == "notion/tool/API-post-search"
     assert first_of("Search for the roadmap page") == "maps/tool/maps_search_places"  # as before: reading is no guess
+
+
+# As @playwright/mcp 0.0.83 lists it: one tool lists, opens, closes and selects tabs, and its server marks it as one
+# that may change something.
+TABS = Capability(backend="playwright", name="browser_tabs", input_schema={
+    "type": "object", "required": ["action"], "properties": {
+        "action": {"type": "string", "enum": ["list", "new", "close", "select"], "description": "Operation to perform"},
+        "index": {"type": "number"}, "url": {"type": "string"}}})
+
+
+@pytest.mark.parametrize(("question", "reads"), [
+    ("List the open tabs", True), ("Show me the tab list", True),
+    ("Open a new tab", False), ("Close the tab", False), ("Select the second tab", False),
+    ("Close every tab in the list", False),  # a change asked for: its action says nothing of what the call does
+])
+def test_a_tool_that_may_act_is_called_on_a_readers_bars_when_the_action_it_is_given_only_reads(
+        question: str, reads: bool) -> None:
+    # "List the open tabs" was a 409: likely enough to be meant (0.48), but not to act on, and listing acts on nothing.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import settle_by_arguments
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    reader = Capability(backend="playwright", name="browser_snapshot", read_only=True,
+                        input_schema={"type": "object", "properties": {}})
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+
+    def settled(rival: float) -> Decision:
+        candidates = (Candidate(TABS, ScoreBreakdown(composite=0.80, confidence=0.8, tool_confidence=0.6), False,
+                                unsure_action=True),
+                      Candidate(reader, ScoreBreakdown(composite=rival, confidence=0.8, tool_confidence=0.4), True))
+        decision = Decision(analysis=analysis, method="hybrid", candidates=candidates, verdict="ambiguous", message="")
+        return settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+
+    first = settled(0.6).candidates[0]
+    assert (first.capability.name == "browser_tabs" and first.relevant and not first.unsure_action) is reads
+    assert (settled(0.6).verdict == "route") is reads
+    # Too close to another likely candidate (a tie, at the default margin), it is still asked about.
+    assert settled(0.80).verdict == "ambiguous" and settled(0.80).candidates[0].unsure_action
+
+
+def test_only_an_enumerated_action_that_reads_makes_a_call_a_reading() -> None:
+    from router.stages.names import reads_by_its_action
+
+    assert reads_by_its_action(TABS, {"action": "list"})
+    assert not reads_by_its_action(TABS, {"action": "close"}) and not reads_by_its_action(TABS, {"url": "list"})
+    free = Capability(backend="b", name="run", input_schema={"type": "object", "properties": {
+        "command": {"type": "string"}, "format": {"type": "string", "enum": ["list", "table"]}}})
+    # A free command is whatever the caller writes, and a format of the answer says nothing of what the call does.
+    assert not reads_by_its_action(free, {"command": "list"}) and not reads_by_its_action(free, {"format": "list"})
