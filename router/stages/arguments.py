@@ -43,12 +43,14 @@ from router.stages.written import (
     a_path,
     expression,
     first_free,
+    key_in,
     matched,
     names_a_path,
     repository_part,
     sql_statement,
     takes_expression,
     takes_glob,
+    takes_key,
     takes_sql,
     takes_url,
     web_address,
@@ -224,6 +226,8 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
         return _taken(first_free(EXPRESSION, question, lambda span: _free(span, used), expression), used)
     if takes_glob(name, described):
         return _taken(first_free(GLOB, question, lambda span: _free(span, used), matched), used)
+    if takes_key(name, described):
+        return _taken(key_in(question, lambda span: _free(span, used)), used)
     return None
 
 

@@ -206,3 +206,32 @@ def first_free(pattern: re.Pattern[str], question: str, free: Callable[[tuple[in
 
 def matched(question: str, span: tuple[int, int]) -> str:
     return question[span[0]:span[1]]
+
+
+# A key of the keyboard, by the name browsers and automation tools give it (`KeyboardEvent.key`, Playwright's
+# `keyboard.press`), where the question presses it ("Press Enter", "hit the down arrow") or calls it a key ("the
+# Escape key"): "Delete the row" presses nothing.
+_KEYS = {"enter": "Enter", "return": "Enter", "escape": "Escape", "esc": "Escape", "tab": "Tab", "space": "Space",
+         "spacebar": "Space", "backspace": "Backspace", "delete": "Delete", "insert": "Insert", "home": "Home",
+         "end": "End", "page up": "PageUp", "page down": "PageDown", **{
+             f"{way} arrow": f"Arrow{way.title()}" for way in ("up", "down", "left", "right")}, **{
+             f"arrow {way}": f"Arrow{way.title()}" for way in ("up", "down", "left", "right")}}
+_KEY_NAME = "|".join(sorted((k.replace(" ", r"\s+") for k in _KEYS), key=len, reverse=True)) + r"|f(?:1[0-2]|[1-9])"
+KEY = re.compile(rf"(?i:\b(?:press|hit|push|tap)\s+(?:the\s+)?({_KEY_NAME})(?!\w)|\b(?:the\s+)?({_KEY_NAME})\s+key\b)")
+_KEY_DESCRIBED = re.compile(r"\bkey\b[^.]*\bpress|\bpress[^.]*\bkey\b|\bkeyboard\b", re.I)
+
+
+def takes_key(name: str, description: str) -> bool:
+    """Whether a parameter is for a key to press: named `key` (`keyName`), and described as a key pressed or a
+    keyboard's (not a dictionary's or an API's key)."""
+    return words_of(name)[:1] == ["key"] and bool(_KEY_DESCRIBED.search(description))
+
+
+def key_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The span and name of the first key the question presses, where `free`."""
+    for m in KEY.finditer(question):
+        group = 1 if m.group(1) is not None else 2
+        if free(m.span(group)):
+            written = re.sub(r"\s+", " ", m.group(group).lower())
+            return m.span(group), _KEYS.get(written) or written.upper()  # F1-F12
+    return None

@@ -72,6 +72,13 @@ async def test_a_number_of_seconds_is_waited_not_looked_for_as_text(router: Rout
     assert waited.routing.arguments == {"time": 1} and "Waited for 1" in waited.answer
 
 
+async def test_a_key_is_pressed_by_its_name(router: Router) -> None:
+    # "Press Enter" was a 422 asking for `key`.
+    pressed = await query(router, QueryRequest(question="Press the Escape key"))
+    assert pressed.capability == "browser_press_key" and pressed.routing is not None
+    assert pressed.routing.arguments == {"key": "Escape"} and "keyboard.press('Escape')" in pressed.answer
+
+
 async def test_a_click_is_not_made_on_a_guess(router: Router) -> None:
     with pytest.raises(RouterError) as info:
         await query(router, QueryRequest(question="Click the login button"))

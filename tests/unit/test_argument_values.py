@@ -312,3 +312,31 @@ def test_a_default_sent_is_the_calls_own_copy() -> None:
     args, _ = derive_arguments(listed, "Tag it")
     args["labels"].append("b")
     assert listed.input_schema["properties"]["labels"]["default"] == ["a"]
+
+
+PRESS_KEY = Capability(backend="playwright", name="browser_press_key", description="Press a key on the keyboard",
+                       input_schema={"type": "object", "required": ["key"], "properties": {"key": {
+                           "type": "string",
+                           "description": "Name of the key to press or a character to generate, such as `ArrowLeft` "
+                                          "or `a`"}}})
+
+
+@pytest.mark.parametrize(("question", "key"), [
+    ("Press Enter", "Enter"), ("Press the Escape key", "Escape"), ("hit the down arrow", "ArrowDown"),
+    ("Press page down", "PageDown"), ("Press F5", "F5"), ("Tap the space key", "Space"), ("Press return", "Enter"),
+    # A key's word that presses nothing is no key.
+    ("Delete the row", None), ("Enter your name", None), ("Go to the end of the page", None),
+])
+def test_a_key_is_the_one_the_question_presses(question: str, key: str | None) -> None:
+    # "Press Enter" was a 422 asking for `key`.
+    derived = derive_arguments(PRESS_KEY, question)
+    if key is None:
+        assert isinstance(derived, ArgumentsRequired)
+    else:
+        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {"key": key}
+
+
+def test_a_key_that_is_no_keyboards_takes_no_key_pressed() -> None:
+    lookup = Capability(backend="kv", name="get", read_only=True, input_schema={
+        "type": "object", "required": ["key"], "properties": {"key": {"type": "string", "description": "The key"}}})
+    assert isinstance(derive_arguments(lookup, "Press Enter"), ArgumentsRequired)
