@@ -16,8 +16,10 @@ from router.stages.argument_order import words_for
 
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
-# Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own.
-NUMBER = re.compile(rf"(?<![\w.])(?:(?=-)|(?<!\d,))(?<!\d,-)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)(?!\w|[.,]\d)")
+# Not the digits after "1.000," (the "5" of "1.000,5"), but "-74" after "40.7," is a number of its own; and each side
+# of a size written "800x600" (or with the multiplication sign) is one.
+NUMBER = re.compile(rf"(?:(?<![\w.])|(?<=\d[x\u00d7]))(?:(?=-)|(?<!\d,))(?<!\d,-)(?:{_THOUSANDS}|-?\d+(?:[.,]\d+)?)"
+                    rf"(?!(?![x\u00d7]\d+(?:\.\d+)?(?![\dA-WYZa-wyz_]|[.,]\d))\w|[.,]\d)")
 
 
 def number_in(question: str, name: str, spec: dict[str, Any], kind: str,

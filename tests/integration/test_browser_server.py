@@ -79,6 +79,13 @@ async def test_a_key_is_pressed_by_its_name(router: Router) -> None:
     assert pressed.routing.arguments == {"key": "Escape"} and "keyboard.press('Escape')" in pressed.answer
 
 
+async def test_a_size_written_with_an_x_is_the_windows_width_and_height(router: Router) -> None:
+    # "Resize the window to 800x600" was a 422 asking for `width`.
+    resized = await query(router, QueryRequest(question="Resize the window to 800x600"))
+    assert resized.capability == "browser_resize" and resized.routing is not None
+    assert resized.routing.arguments == {"width": 800, "height": 600} and "width: 800, height: 600" in resized.answer
+
+
 async def test_a_click_is_not_made_on_a_guess(router: Router) -> None:
     with pytest.raises(RouterError) as info:
         await query(router, QueryRequest(question="Click the login button"))

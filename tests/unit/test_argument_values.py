@@ -340,3 +340,31 @@ def test_a_key_that_is_no_keyboards_takes_no_key_pressed() -> None:
     lookup = Capability(backend="kv", name="get", read_only=True, input_schema={
         "type": "object", "required": ["key"], "properties": {"key": {"type": "string", "description": "The key"}}})
     assert isinstance(derive_arguments(lookup, "Press Enter"), ArgumentsRequired)
+
+
+RESIZE = Capability(backend="playwright", name="browser_resize", description="Resize the browser window", input_schema={
+    "type": "object", "required": ["width", "height"], "properties": {
+        "width": {"type": "number", "description": "Width of the browser window"},
+        "height": {"type": "number", "description": "Height of the browser window"}}})
+
+
+@pytest.mark.parametrize(("question", "size"), [
+    ("Resize the window to 800x600", (800, 600)), ("Make it 1920\u00d71080.", (1920, 1080)),
+    ("Resize the window to 1024 by 768", (1024, 768)),
+    # A hexadecimal number, a factor and a name with digits are no size.
+    ("Resize it to 0x1F0", None), ("Resize it 3x", None), ("Resize for the 4x4s", None),
+])
+def test_each_side_of_a_size_written_with_an_x_is_a_number(question: str, size: tuple[int, int] | None) -> None:
+    # "Resize the window to 800x600" was a 422 asking for `width`.
+    derived = derive_arguments(RESIZE, question)
+    if size is None:
+        assert isinstance(derived, ArgumentsRequired)
+    else:
+        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {"width": size[0], "height": size[1]}
+
+
+@pytest.mark.timeout(10)  # a look past every later side of a size would take minutes
+def test_a_long_run_of_sizes_is_read_to_its_end() -> None:
+    from router.stages.numbers import NUMBER
+
+    assert len(list(NUMBER.finditer("1x" * 50_000 + "1"))) == 50_001
