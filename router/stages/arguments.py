@@ -46,6 +46,7 @@ from router.stages.written import (
     key_in,
     matched,
     names_a_path,
+    paths_in,
     repository_part,
     sql_statement,
     takes_expression,
@@ -207,6 +208,17 @@ def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     return _taken(first_free(PATH, question, lambda span: _free(span, used), a_path), used)
 
 
+def _paths(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """Every path the question gives, for an array of paths (`paths_in`: "Compare /a.txt and /b.txt")."""
+    items = spec.get("items")
+    if type_of(spec) != "array" or not isinstance(items, dict) or \
+            not takes_path(re.sub(r"s$", "", name), {**items, "description": spec.get("description", "")}):
+        return None
+    found = paths_in(question, lambda span: _free(span, used))
+    used.extend(span for span, _ in found)
+    return [path for _, path in found] or None
+
+
 def _text(spec: dict[str, Any]) -> bool:
     """Whether a parameter takes a string of the question's own (not one of an enum's)."""
     return type_of(spec) in (None, "string") and "enum" not in spec
@@ -249,8 +261,8 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         else None
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,
-                                     _number, _switch)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _paths, _written, _repository, _name,
+                                     _identifier, _number, _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 

@@ -204,6 +204,18 @@ def first_free(pattern: re.Pattern[str], question: str, free: Callable[[tuple[in
     return None
 
 
+_TO = re.compile(r"\b(?:to|into|onto|as)\s+['\"`]?$", re.I)
+
+
+def paths_in(question: str, free: Callable[[tuple[int, int]], bool]) -> list[tuple[tuple[int, int], str]]:
+    """The span and value of every path the question gives where `free`, in order, when it gives several: one is
+    for a tool that takes one ("Read /a.txt" is `read_file`'s, not `read_multiple_files`'), and none where one is
+    where something goes ("Copy /a.txt to /b.txt" is no pair of files to read)."""
+    found = [(m.span(), path) for m in PATH.finditer(question)
+             if (path := a_path(question, m.span())) is not None and free(m.span())]
+    return found if len(found) > 1 and not any(_TO.search(question, max(0, s - 8), s) for (s, _), _ in found) else []
+
+
 def matched(question: str, span: tuple[int, int]) -> str:
     return question[span[0]:span[1]]
 

@@ -26,6 +26,7 @@ SERVER = EXAMPLES / "node_modules" / "@modelcontextprotocol" / "server-filesyste
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("files")
     (root / "notes.txt").write_text("buy milk\n")
+    (root / "later.txt").write_text("buy bread\n")
     (root / "plans").mkdir()
     return root
 
@@ -48,6 +49,14 @@ async def test_a_file_the_question_names_is_read_and_a_folder_listed(router: Rou
     assert "buy milk" in read.answer and read.routing is not None and read.routing.arguments_source
     listed = await query(router, QueryRequest(question=f"List the files in {folder}"))
     assert listed.capability == "list_directory" and "notes.txt" in listed.answer and "plans" in listed.answer
+
+
+async def test_the_files_a_question_names_are_read_together(router: Router, folder: Path) -> None:
+    # A 422 asking `read_multiple_files` for `paths`: no array of paths was taken from a question.
+    both = await query(router, QueryRequest(question=f"Compare {folder}/notes.txt and {folder}/later.txt"))
+    assert both.capability == "read_multiple_files" and both.routing is not None
+    assert both.routing.arguments == {"paths": [f"{folder}/notes.txt", f"{folder}/later.txt"]}
+    assert "buy milk" in both.answer and "buy bread" in both.answer
 
 
 @pytest.mark.parametrize("question", ["Copy {f}/notes.txt to {f}/plans/notes.txt",

@@ -368,3 +368,32 @@ def test_a_long_run_of_sizes_is_read_to_its_end() -> None:
     from router.stages.numbers import NUMBER
 
     assert len(list(NUMBER.finditer("1x" * 50_000 + "1"))) == 50_001
+
+
+# As @modelcontextprotocol/server-filesystem lists it.
+READ_FILES = Capability(backend="filesystem", name="read_multiple_files", read_only=True, input_schema={
+    "type": "object", "required": ["paths"], "properties": {"paths": {
+        "type": "array", "items": {"type": "string"}, "minItems": 1,
+        "description": "Array of file paths to read. Each path must be a string pointing to a valid file within "
+                       "allowed directories."}}})
+
+
+@pytest.mark.parametrize(("question", "paths"), [
+    ("Compare /srv/a.txt and /srv/b.txt", ["/srv/a.txt", "/srv/b.txt"]),
+    ("Read notes.txt, b.txt and '/srv/My Docs/c.md'", ["notes.txt", "b.txt", "/srv/My Docs/c.md"]),
+    # One path is the tool's that takes one, and a path where something goes is no file to read.
+    ("Read /srv/a.txt", None), ("Compare the two files", None), ("Copy /srv/a.txt to /srv/b.txt", None),
+    ("Save /srv/a.txt as '/srv/c d.txt'", None),
+])
+def test_an_array_of_paths_takes_every_path_the_question_gives(question: str, paths: list[str] | None) -> None:
+    derived = derive_arguments(READ_FILES, question)
+    if paths is None:
+        assert isinstance(derived, ArgumentsRequired)
+    else:
+        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {"paths": paths}
+
+
+def test_an_array_of_what_is_no_path_takes_none() -> None:
+    tags = Capability(backend="b", name="tag", read_only=True, input_schema={"type": "object", "required": ["tags"],
+                      "properties": {"tags": {"type": "array", "items": {"type": "string"}}}})
+    assert isinstance(derive_arguments(tags, "Tag /srv/a.txt"), ArgumentsRequired)
