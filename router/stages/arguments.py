@@ -202,21 +202,21 @@ def takes_path(name: str, spec: dict[str, Any]) -> bool:
         names_a_path(name, str(spec.get("description", "")))
 
 
-def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    if not takes_path(name, spec):
-        return None
-    return _taken(first_free(PATH, question, lambda span: _free(span, used), a_path), used)
-
-
-def _paths(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    """Every path the question gives, for an array of paths (`paths_in`: "Compare /a.txt and /b.txt")."""
+def takes_paths(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes a path, or an array of them (`paths`, "Array of file paths to read")."""
     items = spec.get("items")
-    if type_of(spec) != "array" or not isinstance(items, dict) or \
-            not takes_path(re.sub(r"s$", "", name), {**items, "description": spec.get("description", "")}):
-        return None
-    found = paths_in(question, lambda span: _free(span, used))
-    used.extend(span for span, _ in found)
-    return [path for _, path in found] or None
+    return takes_path(name, spec) or (type_of(spec) == "array" and isinstance(items, dict) and takes_path(
+        re.sub(r"s$", "", name), {**items, "description": spec.get("description", "")}))
+
+
+def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A path, or for an array of them every path the question gives (`paths_in`: "Compare /a.txt and /b.txt")."""
+    if type_of(spec) == "array" and takes_paths(name, spec):
+        found = paths_in(question, lambda span: _free(span, used))
+        used.extend(span for span, _ in found)
+        return [path for _, path in found] or None
+    return _taken(first_free(PATH, question, lambda span: _free(span, used), a_path), used) \
+        if takes_path(name, spec) else None
 
 
 def _text(spec: dict[str, Any]) -> bool:
@@ -261,8 +261,8 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         else None
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _paths, _written, _repository, _name,
-                                     _identifier, _number, _switch)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,
+                                     _number, _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 

@@ -26,7 +26,7 @@ from router.errors import (
 )
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.argument_order import words_for
-from router.stages.arguments import AS_NAMED, Derived, properties_of, takes_path
+from router.stages.arguments import AS_NAMED, Derived, properties_of, takes_paths
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import (
     ACTS,
@@ -75,7 +75,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
              and c.scores.composite >= first.scores.composite - settings.routing.callable_margin
              and arguments.doubt(c) in (None, DATED)]  # the tool the values settle on is the one a date rules out
     # A path settles a choice only when the first tool takes none: a spreadsheet server's tools all take the file.
-    paths = not any(takes_path(n, spec) for n, spec in properties_of(first.capability.input_schema).items())
+    paths = not any(takes_paths(n, spec) for n, spec in properties_of(first.capability.input_schema).items())
     taken = {c.capability.key: values_taken(c.capability, arguments.of(c.capability), paths, first.capability,
                                             arguments.request.question) for c in close}
     if first.unclear_tool or isinstance(arguments.of(first.capability), ArgumentsRequired):
@@ -330,7 +330,7 @@ def paths_taken(cap: Capability, derived: Derived) -> list[str]:
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
         return []
     props = properties_of(cap.input_schema)
-    return [n for n in derived[0] if takes_path(n, props.get(n, {}))]
+    return [n for n in derived[0] if takes_paths(n, props.get(n, {}))]
 
 
 def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: Capability | None = None,
@@ -357,4 +357,4 @@ def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: C
             rf"\b(?:{beside})\w*\s+(?:\w+\s+)?{word}\b", question, re.I)
 
     return sum(1 for n, v in derived[0].items() if n not in names and not shared(n, v)
-               and (paths or not takes_path(n, props.get(n, {}))))
+               and (paths or not takes_paths(n, props.get(n, {}))))

@@ -373,7 +373,7 @@ class Arguments:
         def other(value: Any) -> bool:
             return not isinstance(value, str) or not fixed & {fixed_digest(value), fixed_digest(value.rstrip("/"))}
 
-        taken = {v for v in derived[0].values() if isinstance(v, str)}
+        taken = {p for v in derived[0].values() for p in (v if isinstance(v, list) else [v]) if isinstance(p, str)}
         return [v for v in left if other(v)] + [p for p in self.paths if p not in taken and p not in left and other(p)]
 
     def _takes_nothing(self, capability: Capability) -> bool:

@@ -341,3 +341,25 @@ def test_only_an_enumerated_action_that_reads_makes_a_call_a_reading() -> None:
         "command": {"type": "string"}, "format": {"type": "string", "enum": ["list", "table"]}}})
     # A free command is whatever the caller writes, and a format of the answer says nothing of what the call does.
     assert not reads_by_its_action(free, {"command": "list"}) and not reads_by_its_action(free, {"format": "list"})
+
+
+def test_a_tool_that_may_act_is_not_called_on_an_array_of_paths_taken_from_the_question() -> None:
+    # As a path: which files a change acts on is the caller's to say, several of them too.
+    from router.errors import ArgumentsRequired
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.arguments import derive_arguments
+    from router.stages.plan import plan
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    question = "Delete /tmp/a.txt and /tmp/b.txt"
+    remove = Capability(backend="files", name="delete_files", input_schema={"type": "object", "required": ["paths"],
+                        "properties": {"paths": {"type": "array", "items": {"type": "string"},
+                                                 "description": "The file paths to delete"}}})
+    assert derive_arguments(remove, question)[0] == {"paths": ["/tmp/a.txt", "/tmp/b.txt"]}  # type: ignore[index]
+    analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+    decision = Decision(analysis=analysis, method="hybrid", verdict="route", message="", candidates=(
+        Candidate(remove, ScoreBreakdown(composite=0.9, confidence=0.9, tool_confidence=0.9), True),))
+    planned = plan(decision, Arguments(Request(question=question)), {}, RouterSettings())
+    assert not planned.calls and isinstance(planned.refusal, ArgumentsRequired)
