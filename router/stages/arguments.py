@@ -30,7 +30,7 @@ from router.stages.argument_order import (
     put_in_order,
     unit_after,
 )
-from router.stages.names import identifier_in, loosely_named, name_in, switch_in, what_an_update_changes
+from router.stages.names import identifier_in, loosely_named, name_in, switch_in, text_given, what_an_update_changes
 from router.stages.numbers import NUMBER, number_in
 from router.stages.search_terms import own_words, search_terms, takes_search_terms
 from router.stages.timezones import time_of_day_in, zone_in
@@ -250,7 +250,8 @@ def _repository(question: str, name: str, spec: dict[str, Any], used: list[tuple
 def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not _text(spec) or takes_path(name, spec):
         return None  # "the config file" gives no `file_name` that takes a path
-    return _taken(name_in(question, name, lambda span: _free(span, used)), used)
+    found = name_in(question, name, lambda s: _free(s, used)) or text_given(question, name, lambda s: _free(s, used))
+    return _taken(found, used)
 
 def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     return _taken(identifier_in(question, name, lambda span: _free(span, used)), used) if _text(spec) else None

@@ -185,3 +185,29 @@ def reads_by_its_action(cap: Capability, arguments: dict[str, Any]) -> bool:
         name.lower() in _DOES and isinstance(value, str) and value.lower() in _READS
         and isinstance(props.get(name), dict) and value in (props[name].get("enum") or ())
         for name, value in arguments.items())
+
+
+# What a tool writes (a commit's message, an issue's title), as the question gives it: quoted after the word for it
+# ('the message "fix typo"', 'titled "Login fails"'), or after "with the message" to the request's end ("Commit my
+# changes with message fix typo"); unquoted, nothing else may follow ("... and push them" gives none).
+_WRITTEN = frozenset({"message", "title", "comment", "subject", "caption"})
+
+
+def text_given(question: str, parameter: str, free: Callable[[tuple[int, int]], bool]
+               ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the text the question gives for a parameter named for what a tool writes."""
+    kind = (words_of(parameter) or [""])[-1]
+    if kind not in _WRITTEN:
+        return None
+    k = "titled|title" if kind == "title" else re.escape(kind)
+    patterns = (rf"\b(?:{k})s?\s*[:=]?\s*(?:{_QUOTED})",
+                rf"\bwith\s+(?:the\s+|a\s+)?(?:\w+\s+)?(?:{k})\s+(?![\"'`\u201c])([^\n]{{1,200}}?)[.!]?\s*$")
+    for pattern in patterns:
+        m = re.search(pattern, question, re.I)
+        group = next((g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None), 0) if m else 0
+        if m and group and free(m.span(group)):
+            value = m.group(group).strip()
+            if pattern is patterns[1] and (re.search(r"\band\b", value, re.I) or value.lower() in _NOT_NAMES):
+                return None
+            return m.span(group), value
+    return None

@@ -87,3 +87,25 @@ async def test_a_branch_called_by_its_name_is_created_and_one_described_is_not_g
     created = await query(router, QueryRequest(question="Create a branch called feature-x"))
     assert created.capability == "git_create_branch"
     assert branches() == ["feature-x", "main"]
+
+
+async def test_a_commit_is_made_with_the_message_the_question_gives(router: Router, repos: tuple[Path, Path]) -> None:
+    # A 422 asking `git_commit` for `message`: "with message ..." gave none.
+    served, _ = repos
+    (served / "staged.txt").write_text("ready\n")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(served), *args], capture_output=True, text=True, check=True).stdout
+
+    git("add", "staged.txt")
+
+    def last() -> str:
+        return git("log", "-1", "--format=%s").strip()
+
+    with pytest.raises(RouterError) as info:  # more asked after the message: which part is the message is unsaid
+        await query(router, QueryRequest(question="Commit my changes with message fix typo and push them"))
+    assert info.value.status_code in (404, 409, 422) and last() == "first commit"
+    committed = await query(router, QueryRequest(question="Commit my changes with message fix typo"))
+    assert committed.capability == "git_commit" and committed.routing is not None
+    assert committed.routing.arguments == {"message": "fix typo"}  # the repository is added by its backend
+    assert last() == "fix typo"

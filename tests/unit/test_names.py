@@ -106,3 +106,21 @@ def test_an_identifier_beside_its_kind_fills_the_parameter_for_that_kind_s_id() 
     assert derive_arguments(page, "Show page 2024-0042")[0] == {"page_id": "2024-0042"}  # no date
     assert kind_identified_by("request_id") is None and kind_identified_by("id") is None
     assert kind_identified_by("dataSourceId") == "data source"
+
+
+@pytest.mark.parametrize(("parameter", "question", "text"), [
+    ("message", "Commit my changes with message fix typo", "fix typo"),
+    ("message", 'Commit with the message "fix typo" now', "fix typo"),
+    ("commit_message", "Commit it with the commit message Update README.", "Update README"),
+    ("title", "Open an issue titled 'Login fails'", "Login fails"),
+    ("title", "Open an issue with title Login fails", "Login fails"),
+    # Unquoted, nothing else may follow; a word for the text is no text; and `text` itself is no kind of it.
+    ("message", "Commit with message fix typo and push", None), ("message", "Commit with the message below", None),
+    ("message", "Send a message to Bob", None), ("text", "Reply with text hello", None),
+])
+def test_what_a_tool_writes_is_taken_after_the_word_for_it(parameter: str, question: str, text: str | None) -> None:
+    derived = derive_arguments(tool("write", parameter), question)
+    if text is None:
+        assert isinstance(derived, ArgumentsRequired)
+    else:
+        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {parameter: text}
