@@ -5,6 +5,8 @@ nothing to change. Each was a wrong value sent to a tool, or a right one refused
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from router.errors import ArgumentsRequired
@@ -314,6 +316,15 @@ def test_a_default_sent_is_the_calls_own_copy() -> None:
     assert listed.input_schema["properties"]["labels"]["default"] == ["a"]
 
 
+def derives(cap: Capability, question: str, arguments: dict[str, Any] | None) -> None:
+    """The arguments derived for `cap` from `question`, or (None) the 422 asking for them."""
+    derived = derive_arguments(cap, question)
+    if arguments is None:
+        assert isinstance(derived, ArgumentsRequired), derived
+    else:
+        assert not isinstance(derived, ArgumentsRequired) and derived[0] == arguments, derived
+
+
 PRESS_KEY = Capability(backend="playwright", name="browser_press_key", description="Press a key on the keyboard",
                        input_schema={"type": "object", "required": ["key"], "properties": {"key": {
                            "type": "string",
@@ -329,11 +340,7 @@ PRESS_KEY = Capability(backend="playwright", name="browser_press_key", descripti
 ])
 def test_a_key_is_the_one_the_question_presses(question: str, key: str | None) -> None:
     # "Press Enter" was a 422 asking for `key`.
-    derived = derive_arguments(PRESS_KEY, question)
-    if key is None:
-        assert isinstance(derived, ArgumentsRequired)
-    else:
-        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {"key": key}
+    derives(PRESS_KEY, question, key and {"key": key})
 
 
 def test_a_key_that_is_no_keyboards_takes_no_key_pressed() -> None:
@@ -356,11 +363,7 @@ RESIZE = Capability(backend="playwright", name="browser_resize", description="Re
 ])
 def test_each_side_of_a_size_written_with_an_x_is_a_number(question: str, size: tuple[int, int] | None) -> None:
     # "Resize the window to 800x600" was a 422 asking for `width`.
-    derived = derive_arguments(RESIZE, question)
-    if size is None:
-        assert isinstance(derived, ArgumentsRequired)
-    else:
-        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {"width": size[0], "height": size[1]}
+    derives(RESIZE, question, size and {"width": size[0], "height": size[1]})
 
 
 @pytest.mark.timeout(10)  # a look past every later side of a size would take minutes
@@ -386,11 +389,7 @@ READ_FILES = Capability(backend="filesystem", name="read_multiple_files", read_o
     ("Save /srv/a.txt as '/srv/c d.txt'", None),
 ])
 def test_an_array_of_paths_takes_every_path_the_question_gives(question: str, paths: list[str] | None) -> None:
-    derived = derive_arguments(READ_FILES, question)
-    if paths is None:
-        assert isinstance(derived, ArgumentsRequired)
-    else:
-        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {"paths": paths}
+    derives(READ_FILES, question, paths and {"paths": paths})
 
 
 def test_an_array_of_what_is_no_path_takes_none() -> None:

@@ -119,8 +119,6 @@ def test_an_identifier_beside_its_kind_fills_the_parameter_for_that_kind_s_id() 
     ("message", "Send a message to Bob", None), ("text", "Reply with text hello", None),
 ])
 def test_what_a_tool_writes_is_taken_after_the_word_for_it(parameter: str, question: str, text: str | None) -> None:
-    derived = derive_arguments(tool("write", parameter), question)
-    if text is None:
-        assert isinstance(derived, ArgumentsRequired)
-    else:
-        assert not isinstance(derived, ArgumentsRequired) and derived[0] == {parameter: text}
+    from tests.unit.test_argument_values import derives
+
+    derives(tool("write", parameter), question, text and {parameter: text})
