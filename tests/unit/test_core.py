@@ -219,55 +219,6 @@ async def test_when_every_candidate_is_down_they_are_still_tried_with_force() ->
     assert [(c.backend, c.force) for c in w.executor.calls] == [("time", True)]
 
 
-async def test_cached_response_is_served_only_when_every_candidate_backend_is_unavailable() -> None:
-    w = world()
-    first = await query(w.router, QueryRequest(question=ONLY_TIME))
-    assert first.routing is not None and first.routing.cached is False
-    # Still healthy: the backend is called again (and its failure is reported, not masked by the cache).
-    w.executor.script["time"] = fail("tool_failed", "temporarily broken")
-    with pytest.raises(ToolFailed):
-        await query(w.router, QueryRequest(question=ONLY_TIME))
-    assert w.executor.called == ["time", "time"]
-    # Down: the cached answer is served, marked as cached, and nothing is called.
-    w.stats.health["time"] = "down"
-    again = await query(w.router, QueryRequest(question="  what TIME is it in tokyo?  "))
-    assert again.answer == first.answer and again.backend == "time"
-    assert again.routing is not None and again.routing.cached is True
-    assert again.routing.chosen is not None and again.routing.chosen.backend == "time"
-    assert again.routing.attempts == []
-    assert w.executor.called == ["time", "time"]
-
-
-async def test_the_answer_of_a_capability_that_may_act_is_never_served_from_the_cache() -> None:
-    acting = [replace(c, capabilities=tuple(replace(x, read_only=False) for x in c.capabilities))
-              for c in small_catalogs()]
-    w = world(catalogs=acting)
-    await query(w.router, QueryRequest(question=ONLY_TIME))
-    w.stats.health["time"] = "down"
-    w.executor.script["time"] = fail("backend_unavailable", "connection refused")
-    with pytest.raises(BackendUnavailable):  # tried, not answered with "done" for what was not done now
-        await query(w.router, QueryRequest(question=ONLY_TIME))
-    assert w.executor.called == ["time", "time"]
-
-
-async def test_an_answer_kept_while_its_tool_only_read_is_not_served_once_the_tool_says_it_may_act() -> None:
-    from router.retrieval.catalog import CatalogIndex, CatalogTexts
-    from tests.unit.helpers import embed_texts
-
-    w = world()
-    await query(w.router, QueryRequest(question=ONLY_TIME))  # kept: the tool only read
-    acting = [replace(c, capabilities=tuple(replace(x, read_only=False) for x in c.capabilities))
-              for c in small_catalogs()]
-    texts = CatalogTexts.build(acting)
-    w.router.set_catalogs(acting, CatalogIndex(texts, embed_texts(texts.tool_dense), embed_texts(texts.server_dense),
-                                               w.router.settings.routing))
-    w.stats.health["time"] = "down"
-    w.executor.script["time"] = fail("backend_unavailable", "connection refused")
-    with pytest.raises(BackendUnavailable):
-        await query(w.router, QueryRequest(question=ONLY_TIME))
-    assert w.executor.called == ["time", "time"]
-
-
 async def test_the_callers_backend_is_tried_first_whether_or_not_others_may_follow() -> None:
     # With fallback allowed, the named backend's weak match was skipped for the routed one, while the decision
     # said "chosen by the caller".
@@ -275,14 +226,6 @@ async def test_the_callers_backend_is_tried_first_whether_or_not_others_may_foll
         w = world(answers(echo=ok("echoed")))
         resp = await query(w.router, QueryRequest(question=ONLY_TIME, backend="echo", fallback_on_override=fallback))
         assert resp.backend == "echo" and w.executor.called == ["echo"]
-
-
-async def test_without_a_cached_response_a_down_backend_is_still_tried() -> None:
-    w = world(answers(time=fail("backend_unavailable", "connection refused")))
-    w.stats.health["time"] = "down"
-    with pytest.raises(BackendUnavailable):
-        await query(w.router, QueryRequest(question=ONLY_TIME))
-    assert [(c.backend, c.force) for c in w.executor.calls] == [("time", True)]
 
 
 async def test_a_session_sticks_to_the_backend_that_served_it() -> None:
