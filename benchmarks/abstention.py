@@ -52,6 +52,7 @@ from benchmarks.tool_confidence import (
 from router.request import Request
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
+from router.retrieval.text import spelled
 from router.settings import EmbeddingSettings, RouterSettings
 from router.stages.confidence import (
     EVIDENCE,
@@ -240,7 +241,7 @@ async def dataset(data_dir: Path, model: LocalMiniLM, embedder: CachedEmbedder, 
     full = CatalogTexts.build(catalogs)
     texts = sorted(set(full.tool_dense) | set(full.server_dense))
     vectors = dict(zip(texts, await embedder.embed(texts), strict=True))
-    qvecs = dict(zip([q.text for q in queries], model.encode([q.text for q in queries]), strict=True))
+    qvecs = dict(zip([q.text for q in queries], model.encode([spelled(q.text) for q in queries]), strict=True))
     order = np.random.default_rng(seed).permutation(len(queries))
     half = len(queries) // 2
     return Dataset(data_dir.name, Bench(catalogs, vectors, settings), qvecs, [queries[i] for i in order[:half]],

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from router.retrieval.catalog import CatalogIndex, CatalogTexts
 from router.retrieval.embeddings import CachedEmbedder, EmbeddingCache, LocalMiniLM
 from router.retrieval.hybrid import InMemoryVectorStore
+from router.retrieval.text import spelled
 from router.settings import EmbeddingSettings, RoutingSettings
 from router.values import Capability, Catalog
 
@@ -114,7 +115,7 @@ def metrics_for(index: CatalogIndex, queries: list[Query], embedder: Encoder, me
     kind = method.get("method", settings.method)
     for q in queries:
         t0 = time.perf_counter()
-        qvec = embedder.encode([q.text])[0]  # timed: a decision embeds its query
+        qvec = embedder.encode([spelled(q.text)])[0]  # timed: a decision embeds its query, as the router reads it
         ranked = index.search(q.text, qvec, 10, method=kind, alpha=alpha)
         servers = index.rank_servers(q.text, qvec, 5, method=kind, alpha=alpha)
         latencies.append((time.perf_counter() - t0) * 1000)

@@ -22,6 +22,7 @@ from typing import Any
 
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
+from router.retrieval.text import URL
 from router.schemas import schema_violation, with_defaults
 from router.stages.argument_order import (
     counted_in,
@@ -39,7 +40,6 @@ from router.stages.written import (
     EXPRESSION_DESCRIBED,
     GLOB,
     PATH,
-    URL,
     a_path,
     expression,
     first_free,

@@ -1,7 +1,8 @@
 """Values a question writes out as a tool takes them: a file-system path ("Read /srv/notes.txt"), a web address
 ("Fetch https://example.com/a"), an arithmetic expression ("Calculate (3 + 4) * 12"), a file-name pattern ("Find
 the files named *.md"), a repository ("octocat/hello-world"); and the parameters that take one, by their name or
-description.
+description. The pattern of a web address, `URL`, is the retrievers' (router/retrieval/text.py), which read an
+address as the site it is on.
 
     first_free(URL, "Fetch https://example.com.", free, web_address)    # ((6, 26), "https://example.com")
     names_a_path("repo_path", "")                                       # True; "file_type", "profile": False
@@ -43,11 +44,6 @@ def names_a_path(name: str, description: str) -> bool:
         words[0] in _PATH_WORDS or name.lower() in _PATH_ROLES)))
 
 
-# A web address with its scheme (or "www."), up to a space, a quote or a square bracket ("[x](https://a.example)"); or
-# a host of a common top-level domain written bare ("example.com/docs"; not "bob@example.com", nor a file name).
-_ADDRESS_REST = r"[^\s<>\"'`\u2018\u2019\u201c\u201d\[\]]"
-URL = re.compile(rf"\b(?:https?://|www\.){_ADDRESS_REST}+|(?<![\w@./:-])(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+"
-                 rf"(?:com|org|net|io|dev|ai|app|edu|gov)(?:/{_ADDRESS_REST}*)?(?![\w@-])", re.I)
 _URL_WORDS = frozenset({"url", "uri", "link", "href", "website", "webpage", "homepage", "endpoint"})
 _URL_DESCRIBED = re.compile(r"\b(?:url|web ?page|website|web address|link to)\b", re.I)
 # Numbers joined by operators, brackets allowed: "(3 + 4) * 12", "2^10", "17 \u00d7 23". Digits, letters and the

@@ -98,3 +98,11 @@ async def test_the_tabs_are_listed_by_the_tool_that_also_opens_and_closes_them(r
     listed = await query(router, QueryRequest(question="List the open tabs"))
     assert listed.capability == "browser_tabs" and listed.routing is not None
     assert listed.routing.arguments == {"action": "list"} and "Router check" in listed.answer
+
+
+async def test_a_page_is_opened_at_the_address_the_question_gives(router: Router, site: str) -> None:
+    # Asked in words alone, the server navigates to the address, taken whole for `url` (how an address is read
+    # for retrieval, as its site: test_routing_with_real_model).
+    opened = await query(router, QueryRequest(question=f"Navigate to {site}"))
+    assert opened.capability == "browser_navigate" and opened.routing is not None
+    assert opened.routing.arguments == {"url": site} and "Router check" in opened.answer

@@ -81,6 +81,22 @@ def test_dense_and_sparse_disagreeing_are_fused_not_overridden(index: tuple[Cata
     assert all(abs(h.hit.hybrid - (alpha * h.hit.dense_norm + (1 - alpha) * h.hit.bm25_norm)) < 1e-9 for h in hits)
 
 
+def router_over(catalogs: list[Catalog], model: LocalMiniLM) -> Router:
+    """A router on `catalogs` with the real model and a scripted executor (nothing is called)."""
+    settings = RouterSettings.model_validate(
+        {"backends": [{"name": c.backend, "kind": "mcp_stdio", "command": "srv"} for c in catalogs]})
+
+    async def embed(texts: list[str]) -> Any:
+        return model.encode(list(texts))
+
+    router = Router(settings, executor=ScriptedExecutor({}), embed=embed,
+                    stats=Stats(health={c.backend: "healthy" for c in catalogs}))
+    texts = CatalogTexts.build(catalogs)
+    router.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
+                                               model.encode(list(texts.server_dense)), settings.routing))
+    return router
+
+
 MAIL = Catalog(backend="mail", version="1", description="Send and manage email", capabilities=(
     tool("mail", "send_email", "Send an email message to one or more recipients.", "to", "subject", "body"),
     tool("mail", "delete_email", "Delete an email message from the mailbox.", "message_id"),
@@ -93,19 +109,7 @@ async def test_a_caller_whose_policy_hides_part_of_the_catalog_is_never_more_sur
     """Among only what a policy leaves, a backend or tool stands out: a caller allowed only `send_email` who asked to
     delete a message was routed to send_email (the mail server fits, and its one tool left read as certain). Each
     confidence is held to what a caller who sees everything gets, so nothing is sent on that guess."""
-    _, model = index
-    catalogs = [*CATALOGS, MAIL]
-    settings = RouterSettings.model_validate(
-        {"backends": [{"name": c.backend, "kind": "mcp_stdio", "command": "srv"} for c in catalogs]})
-
-    async def embed(texts: list[str]) -> Any:
-        return model.encode(list(texts))
-
-    router = Router(settings, executor=ScriptedExecutor({}), embed=embed,
-                    stats=Stats(health={c.backend: "healthy" for c in catalogs}))
-    texts = CatalogTexts.build(catalogs)
-    router.set_catalogs(catalogs, CatalogIndex(texts, model.encode(list(texts.tool_dense)),
-                                               model.encode(list(texts.server_dense)), settings.routing))
+    router = router_over([*CATALOGS, MAIL], index[1])
 
     def only(*allowed: str) -> Access:
         return Access(Principal("p", " ".join(allowed), "api_key"), Policy.model_validate({"allow": list(allowed)}))
@@ -133,3 +137,29 @@ async def test_a_caller_whose_policy_hides_part_of_the_catalog_is_never_more_sur
                 mine, theirs = c.scores, seen[(c.backend, c.capability)]
                 assert mine.confidence <= theirs.confidence and mine.tool_confidence <= theirs.tool_confidence, \
                     (question, allowed, c.capability, mine, theirs)
+
+
+BROWSING = [
+    Catalog(backend="playwright", version="1", description="Browser automation with Playwright", capabilities=(
+        tool("playwright", "browser_navigate", "Navigate to a URL", "url"),
+        tool("playwright", "browser_navigate_back", "Go back to the previous page in the history"),
+        tool("playwright", "browser_tabs", "List, create, close, or select a browser tab.", "action"),
+        tool("playwright", "browser_click", "Perform click on a web page", "element", "ref"))),
+    Catalog(backend="fetch", version="1", description="Web content fetching", capabilities=(
+        tool("fetch", "fetch", "Fetches a URL from the internet and optionally extracts its contents as markdown.",
+             "url", read_only=True),)),
+]
+
+
+@pytest.mark.parametrize(("question", "meant"), [
+    ("Navigate to https://news.ycombinator.com", "playwright/browser_navigate"),
+    ("Go to example.com", "playwright/browser_navigate"),
+    ("Summarize https://news.ycombinator.com", "fetch/fetch"),
+    ("What does https://example.com/docs say?", "fetch/fetch"),
+])
+async def test_a_web_address_is_read_as_the_site_it_is_on_not_by_its_pieces(
+        index: tuple[CatalogIndex, LocalMiniLM], question: str, meant: str) -> None:
+    # The address's pieces outweighed the request's words: "Navigate to https://news.ycombinator.com" went to going
+    # back a page, the summary to the knowledge graph.
+    first = (await route(router_over([*CATALOGS, *BROWSING], index[1]), RouteRequest(question=question))).candidates[0]
+    assert f"{first.backend}/{first.capability}" == meant

@@ -88,8 +88,8 @@ def test_words_of_every_script_are_whole_and_accents_do_not_split_or_separate_th
         ("save the report to /root/markdown/bitcoin_report.md.", ["save", "report", "md"]),
         ("read ~/docs/q3/sales.xlsx and ./src/main.py", ["read", "xlsx", "py"]),
         ("list the files in /var/log/nginx", ["list", "fil"]),
-        # a URL is content, not the asker's layout, and a one-segment route is a word
-        ("fetch https://example.org/pricing/plans", ["fetch", "http", "example", "org", "pric", "plan"]),
+        # a URL reads as its site (a URL on example), and a one-segment route is a word
+        ("fetch https://example.org/pricing/plans", ["fetch", "url", "example"]),
         ("redirect to /login", ["redirect", "login"]),
     ],
 )
@@ -103,6 +103,18 @@ def test_a_percent_sign_after_a_number_is_read_as_a_word() -> None:
 
     assert question_tokens("What's 7% of 300?") == ["7", "percent", "300"]
     assert spelled("7 % of 300, 50%") == "7 percent of 300, 50 percent" and spelled("100% sure") == "100 percent sure"
+
+
+def test_a_web_address_is_read_as_the_site_it_is_on() -> None:
+    from router.retrieval.text import spelled
+
+    assert spelled("Navigate to https://news.ycombinator.com") == "Navigate to a URL on news ycombinator"
+    assert spelled("Open https://www.example.com/a?b=c.") == "Open a URL on example."  # the sentence keeps its stop
+    assert spelled("Go to example.com, then stop") == "Go to a URL on example, then stop"
+    assert spelled("Fetch http://127.0.0.1:8000/x") == "Fetch a URL"  # an address by number names no site
+    assert spelled("Email bob@example.com about notes.txt") == "Email bob@example.com about notes.txt"
+    # Neither retriever reads the address's pieces: the model drowned the request's words in them.
+    assert question_tokens("Summarize https://github.com/a/b/blob/main/x.py") == ["summarize", "url", "github"]
 
 
 @pytest.mark.timeout(10)  # minutes before: each space of a long run began a match that ran to its end
