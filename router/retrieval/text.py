@@ -125,10 +125,10 @@ _SCHEME_OR_WWW = re.compile(r"^(?:[a-z][\w+.-]*://)?(?:www\.)?", re.I)
 def spelled(question: str) -> str:
     """The question as both retrievers read it. A symbol that stands for a word is spelled out: "7% of 300" gave
     BM25 only "300" (and an FAQ entry on a 300-second cache) and the model no sense of a percentage. A web address
-    reads as the site it is on: the model put "Navigate to https://news.ycombinator.com" closer to going back a
-    page (cosine 0.18) than to navigating to a URL (0.19, against 0.79 for "Navigate to a URL"), the address's
-    pieces outweighing the request's words; "a URL on news ycombinator" keeps the site, which can name the backend
-    meant (0.59)."""
+    reads as the site it is on: the model put "Navigate to https://news.ycombinator.com" closer to a browser's
+    going back a page (cosine 0.18) than to its navigating to a URL (0.15; "Navigate to a URL" 0.69), the address's
+    pieces outweighing the request's words. As "a URL on news ycombinator" (0.52 and 0.44) it keeps the site,
+    which can name the backend meant."""
     if "%" in question:
         question = _PERCENT.sub(" percent", question)
     return URL.sub(_site, question) if "." in question else question
