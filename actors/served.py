@@ -16,8 +16,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from actors.backends.base import make_catalog
+from router.schemas import properties_of
 from router.settings import BackendSpec
-from router.stages.arguments import properties_of
 from router.trust.review import CatalogGuard, CatalogReview
 from router.values import Capability, Catalog, fixed_digest
 

@@ -173,3 +173,25 @@ def with_defaults(schema: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     # A copy of each default: the schema is the catalog's, shared by every request, and a call's arguments are its own.
     return {**arguments, **{r: copy.deepcopy(props[r]["default"]) for r in req if isinstance(r, str)
                             and r not in arguments and isinstance(props.get(r), dict) and "default" in props[r]}}
+
+
+# Reading a tool's input schema for deriving its arguments.
+
+def required_of(schema: dict[str, Any]) -> list[str]:
+    """The parameters a call must be given: those the schema requires and gives no `default` for."""
+    req = schema.get("required") if isinstance(schema, dict) else None
+    props = properties_of(schema)
+    return [r for r in req if isinstance(r, str) and "default" not in props.get(r, {})] if isinstance(req, list) else []
+
+
+def properties_of(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return {k: v for k, v in props.items() if isinstance(v, dict)} if isinstance(props, dict) else {}
+
+
+def type_of(spec: dict[str, Any]) -> str | None:
+    """A parameter's JSON type (the first not null of a list of them), or None."""
+    t = spec.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), None)
+    return t if isinstance(t, str) else None

@@ -18,11 +18,11 @@ def put_in_order(out: dict[str, Any], spans: dict[str, tuple[int, int]], questio
     """Swap, in place, the values of derived arguments `out` (each taken from `spans` of the question) that the
     wording puts the other way round; `numbers` and `choices`: the parameters given a number, an enum value."""
     _source_where_the_time_is(out, spans)
-    _source_where_the_amount_is(out, spans, numbers, choices)
+    _source_where_the_amount_is(out, spans, question, choices)
     _minuend_first(out, spans, numbers, question)
 
 
-_SOURCE, _TARGET = ("source", "from", "src"), ("target", "to", "dest", "dst")
+_SOURCE, _TARGET = ("source", "from", "src", "base"), ("target", "to", "dest", "dst")
 
 
 def _source_where_the_time_is(out: dict[str, Any], spans: dict[str, tuple[int, int]]) -> None:
@@ -42,20 +42,19 @@ def _source_where_the_time_is(out: dict[str, Any], spans: dict[str, tuple[int, i
         out[source], out[target] = out[target], out[source]
 
 
-def _source_where_the_amount_is(out: dict[str, Any], spans: dict[str, tuple[int, int]], numbers: list[str],
+def _source_where_the_amount_is(out: dict[str, Any], spans: dict[str, tuple[int, int]], question: str,
                                 choices: set[str]) -> None:
-    """"How many km is 5 miles?": of a from and a to unit, the one written right after the amount is the one it
-    is given in, the source, whichever the question names first."""
-    amount = numbers[0] if numbers else None
+    """"How many km is 5 miles?", "How many EUR is 100 USD?": of a from and a to unit or currency, the one written
+    right after an amount is the one it is given in, the source, whichever the question names first."""
     source = next((n for n in out if n.lower().startswith(_SOURCE) and n in choices), None)
     target = next((n for n in out if n.lower().startswith(_TARGET) and n in choices), None)
-    if amount is None or source is None or target is None:
+    if source is None or target is None:
         return
-    after = spans[amount][1]
-    if 0 <= spans[target][0] - after <= 1 and not 0 <= spans[source][0] - after <= 1:
+    if _AMOUNT_BEFORE.search(question[:spans[target][0]]) and not _AMOUNT_BEFORE.search(question[:spans[source][0]]):
         out[source], out[target] = out[target], out[source]
 
 
+_AMOUNT_BEFORE = re.compile(r"\d\s?$")
 _FROM = re.compile(r"\b(?:subtract|deduct|take(?:\s+away)?|remove)\s+\S+\s+(?:away\s+)?from\s+\S+", re.I)
 
 

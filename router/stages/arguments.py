@@ -23,7 +23,7 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.retrieval.text import URL
-from router.schemas import schema_violation, with_defaults
+from router.schemas import properties_of, required_of, schema_violation, type_of, with_defaults
 from router.stages.argument_order import (
     counted_in,
     named_before,
@@ -31,13 +31,14 @@ from router.stages.argument_order import (
     put_in_order,
     unit_after,
 )
+from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
+from router.stages.free_text import free_text_parameter
 from router.stages.names import identifier_in, loosely_named, name_in, switch_in, text_given, what_an_update_changes
 from router.stages.numbers import NUMBER, number_in
 from router.stages.search_terms import own_words, search_terms, takes_search_terms
 from router.stages.timezones import time_of_day_in, zone_in
 from router.stages.written import (
     EXPRESSION,
-    EXPRESSION_DESCRIBED,
     GLOB,
     PATH,
     a_path,
@@ -45,90 +46,19 @@ from router.stages.written import (
     first_free,
     key_in,
     matched,
-    names_a_path,
     paths_in,
     repository_part,
     sql_statement,
     takes_expression,
     takes_glob,
     takes_key,
+    takes_path,
+    takes_paths,
     takes_sql,
     takes_url,
     web_address,
 )
 from router.values import Capability
-
-FREE_TEXT_NAMES = frozenset({
-    "query", "question", "q", "text", "prompt", "input", "message", "content", "search", "search_query",
-    "topic", "request", "instruction", "task", "input_value", "msg", "keywords", "term", "sentence", "ask",
-})
-_FREE_TEXT_HINT = re.compile(r"\b(query|question|prompt|natural language|free[- ]text|search terms?)\b", re.I)
-# A parameter in a formal language takes no English: "Delete all customers ..." is no SQL query. (A search
-# "using code search syntax" or returning JSON still takes the question.)
-_FORMAL = re.compile(r"\b(sql|jql|promql|graphql|cypher|xpath|jsonpath|shell command|regex pattern|"
-                     r"regular expression to)\b", re.I)
-_NATURAL = re.compile(r"natural[- ]language", re.I)
-
-
-def _required(schema: dict[str, Any]) -> list[str]:
-    """The parameters a call must be given: those the schema requires and gives no `default` for."""
-    req = schema.get("required") if isinstance(schema, dict) else None
-    props = properties_of(schema)
-    return [r for r in req if isinstance(r, str) and "default" not in props.get(r, {})] if isinstance(req, list) else []
-
-
-def properties_of(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    return {k: v for k, v in props.items() if isinstance(v, dict)} if isinstance(props, dict) else {}
-
-
-def type_of(spec: dict[str, Any]) -> str | None:
-    """A parameter's JSON type (the first not null of a list of them), or None."""
-    t = spec.get("type")
-    if isinstance(t, list):
-        t = next((x for x in t if x != "null"), None)
-    return t if isinstance(t, str) else None
-
-
-def is_free_text(name: str, spec: dict[str, Any]) -> bool:
-    if type_of(spec) not in (None, "string") or "enum" in spec:
-        return False
-    described = str(spec.get("description", ""))
-    if _FORMAL.search(f"{name.replace('_', ' ')} {described}") and not _NATURAL.search(described):
-        return False
-    if EXPRESSION_DESCRIBED.search(described) and not _FREE_TEXT_HINT.search(described):
-        return False  # "A mathematical expression", not "A question, or a mathematical expression to compute"
-    return name.lower() in FREE_TEXT_NAMES or bool(_FREE_TEXT_HINT.search(str(spec.get("description", ""))))
-
-
-# What a tool writes or sends. Given the question, an action would write the request itself ("Post that the
-# build is green" posting those words, "Add a task to buy milk" a task of that name): a tool that may act does not
-# get it there, unless the parameter's description says first that it is a question, query or prompt.
-CONTENT_NAMES = frozenset({"text", "message", "content", "msg", "sentence", "task"})
-_ASKED_FOR = re.compile(r"\s*(?:the\s+|a\s+|your\s+|user'?s\s+)?(?:natural[- ]language\s+)?(?:question|query|prompt|"
-                        r"search)\b", re.I)
-
-
-def free_text_parameter(cap: Capability) -> str | None:
-    """The parameter that takes the question as it is, if the tool has exactly one such slot."""
-    props = properties_of(cap.input_schema)
-    required = _required(cap.input_schema)
-    name = None
-    if len(required) == 1:
-        spec = props.get(required[0], {})
-        if type_of(spec) in (None, "string") and is_free_text(required[0], spec):
-            name = required[0]
-    elif not required:
-        texts = [n for n, s in props.items() if is_free_text(n, s)]
-        name = texts[0] if len(texts) == 1 else None
-    # Nor does a tool whose content slot is optional among other parameters: its text is one value among others
-    # ("The text to wait for" beside the seconds to wait), which the whole request is not.
-    among_others = not required and len(props) > 1
-    if name is not None and (not cap.read_only or among_others) and name.lower() in CONTENT_NAMES \
-            and not _ASKED_FOR.match(str(props.get(name, {}).get("description", ""))):
-        return None
-    return None if name is not None and takes_path(name, props.get(name, {})) else name  # a path is no question
-
 
 # --- extractors: (question, parameter name, spec, already-consumed spans) -> value or None -------
 
@@ -196,19 +126,6 @@ def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         if kind in ("number", "integer") else None
 
 
-def takes_path(name: str, spec: dict[str, Any]) -> bool:
-    """Whether a parameter takes a file-system path (a string named or described as one: `paths.names_a_path`)."""
-    return type_of(spec) in (None, "string") and "enum" not in spec and \
-        names_a_path(name, str(spec.get("description", "")))
-
-
-def takes_paths(name: str, spec: dict[str, Any]) -> bool:
-    """Whether a parameter takes a path, or an array of them (`paths`, "Array of file paths to read")."""
-    items = spec.get("items")
-    return takes_path(name, spec) or (type_of(spec) == "array" and isinstance(items, dict) and takes_path(
-        re.sub(r"s$", "", name), {**items, "description": spec.get("description", "")}))
-
-
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     """A path, or for an array of them every path the question gives (`paths_in`: "Compare /a.txt and /b.txt")."""
     if type_of(spec) == "array" and takes_paths(name, spec):
@@ -225,8 +142,8 @@ def _text(spec: dict[str, Any]) -> bool:
 
 
 def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    """A SQL statement, a web address, an arithmetic expression or a file-name pattern, for a string parameter that
-    takes one."""
+    """A SQL statement, a web address, an arithmetic expression, a file-name pattern or a key, for a string parameter
+    that takes one."""
     if not _text(spec):
         return None
     described = str(spec.get("description", ""))
@@ -241,6 +158,18 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
     if takes_key(name, described):
         return _taken(key_in(question, lambda span: _free(span, used)), used)
     return None
+
+
+def _currency(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A currency the question names, other than one already taken ("from EUR to USD"); for a list of them, every
+    one left ("the rates of USD against EUR and GBP": `symbols` "EUR,GBP"), as an array or joined by commas."""
+    described, kind = str(spec.get("description", "")), type_of(spec)
+    taken = {code for a, b in used if (code := currency_code(question[a:b]))}
+    found = currencies_in(question, lambda span: _free(span, used), taken) if "enum" not in spec else []
+    if kind in (None, "string", "array") and takes_currencies(name, described):
+        used.extend(span for span, _ in found)
+        return ([c for _, c in found] if kind == "array" else ",".join(c for _, c in found)) if found else None
+    return _taken(found[0], used) if found and kind in (None, "string") and takes_currency(name, described) else None
 
 
 def _repository(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -262,8 +191,8 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         else None
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _repository, _name, _identifier,
-                                     _number, _switch)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _repository, _name,
+                                     _identifier, _number, _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 
@@ -302,7 +231,7 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
             "call on it yet; it becomes callable once it lists its tools (or name another backend)",
             backend=cap.backend), []
     if given is not None:
-        lacking = [] if cap.kind in ("resource", "flow") else [n for n in _required(cap.input_schema)
+        lacking = [] if cap.kind in ("resource", "flow") else [n for n in required_of(cap.input_schema)
                                                                  if n not in given]
         if lacking:
             # A call the tool would refuse is never made: the caller hears which argument is missing.
@@ -329,7 +258,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         derived = ({free: terms}, f"search terms as {free!r}") if terms else ({free: question}, f"question as {free!r}")
         return derived, []
     props = properties_of(cap.input_schema)
-    required = _required(cap.input_schema)
+    required = required_of(cap.input_schema)
     used: list[tuple[int, int]] = []
     out: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
@@ -375,7 +304,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         if value is not None and not again and (value not in left or extract is _number):
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
-                 choices={n for n, e in by.items() if e is _enum})
+                 choices={n for n, e in by.items() if e in (_enum, _currency)})
     taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier, _repository) else n for n in out)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from router.stages.arguments import properties_of
+from router.schemas import properties_of
 from router.values import Capability
 
 _DATE_WORD = re.compile(r"(?:^|_)(?:date|day|datetime|when)(?:$|_|[A-Z])|(?:Date|Day)(?:[A-Z]|$)")  # snake or camel

@@ -24,9 +24,10 @@ from router.errors import (
     NoRelevantBackend,
     RouterError,
 )
+from router.schemas import properties_of
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.argument_order import words_for
-from router.stages.arguments import AS_NAMED, Derived, properties_of, takes_paths
+from router.stages.arguments import AS_NAMED, Derived
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import (
     ACTS,
@@ -39,7 +40,7 @@ from router.stages.serving import (
     Arguments,
     readable,
 )
-from router.stages.written import words_of
+from router.stages.written import takes_paths, words_of
 from router.values import BackendStatus, Candidate, Capability, Decision, Plan, PlannedCall
 
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others

@@ -15,15 +15,10 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.request import Request
 from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
-from router.stages.arguments import (
-    OPTIONAL_ONLY,
-    Derived,
-    derive_with_leftovers,
-    needs_nothing,
-    properties_of,
-    type_of,
-)
+from router.schemas import properties_of, type_of
+from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing
 from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
+from router.stages.currencies import CURRENCY
 from router.stages.names import reads_by_its_action
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.stages.written import PATH, SQL_LEAD, SQL_VERBS, names_a_path
@@ -34,9 +29,7 @@ from router.values import Candidate, Capability, Catalog, fixed_digest
 # USD to EUR" is not a unit conversion. (An ISO code counts in capitals only: "eur" is a word's part.)
 VALUE_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "currency": (
-        re.compile(r"(?<![A-Za-z])(?:USD|EUR|GBP|JPY|CNY|RMB|CHF|CAD|AUD|NZD|INR|KRW|BRL|MXN|SEK|NOK|DKK|PLN|HKD|"
-                   r"SGD|ZAR|TRY|RUB|BTC|ETH)(?![A-Za-z])|[$€£¥₹]\s?\d|\d\s?[$€£¥₹]|"
-                   r"(?i:\b(?:dollars?|euros?|yen|rupees?|pounds sterling|bitcoins?)\b)"),
+        re.compile(rf"{CURRENCY.pattern}|[$€£¥₹]\s?\d|\d\s?[$€£¥₹]|(?i:\b(?:dollars?|rupees?)\b)"),
         re.compile(r"(?i)currenc|exchange|forex|\bfx\b|money|price|payment|invoice|stock|crypto|bitcoin|"
                    r"\b(?:usd|eur|gbp|dollars?|euros?)\b"),
     ),

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
+
+from router.schemas import type_of
 
 # Absolute ("/root/notes.md", "~/notes.md", "C:\\data\\a.csv"), relative ("./a.csv", "docs/guide.md", "reports/"),
 # or a file name with a common extension ("notes.txt"); in quotes, whole ("'/home/me/My Documents/a.txt'"). A URL
@@ -243,3 +246,16 @@ def key_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tupl
             written = re.sub(r"\s+", " ", m.group(group).lower())
             return m.span(group), _KEYS.get(written) or written.upper()  # F1-F12
     return None
+
+
+def takes_path(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes a file-system path (a string named or described as one: `names_a_path`)."""
+    return type_of(spec) in (None, "string") and "enum" not in spec and \
+        names_a_path(name, str(spec.get("description", "")))
+
+
+def takes_paths(name: str, spec: dict[str, Any]) -> bool:
+    """Whether a parameter takes a path, or an array of them (`paths`, "Array of file paths to read")."""
+    items = spec.get("items")
+    return takes_path(name, spec) or (type_of(spec) == "array" and isinstance(items, dict) and takes_path(
+        re.sub(r"s$", "", name), {**items, "description": spec.get("description", "")}))

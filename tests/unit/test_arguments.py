@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from router.errors import ArgumentsInvalid, ArgumentsRequired
-from router.stages.arguments import derive_arguments, derive_with_leftovers, free_text_parameter, is_free_text
+from router.stages.arguments import derive_arguments, derive_with_leftovers
+from router.stages.free_text import free_text_parameter, is_free_text
 from router.values import Capability
 from tests.unit.helpers import MESSAGE_SCHEMA, NUMBERS_SCHEMA, TIMEZONE_SCHEMA
 

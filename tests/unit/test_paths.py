@@ -39,7 +39,7 @@ def test_a_path_the_question_writes_goes_to_a_parameter_that_takes_one(question:
 ])
 def test_a_parameter_takes_a_path_by_its_name_s_last_word_or_as_described(name: str, description: str,
                                                                            takes: bool) -> None:
-    from router.stages.arguments import takes_path
+    from router.stages.written import takes_path
 
     assert takes_path(name, {"type": "string", "description": description}) is takes
 

@@ -21,6 +21,9 @@ def test_a_question_carries_currency_values_a_unit_converter_does_not_name() -> 
     money = Capability(backend="fx", name="convert", description="Convert an amount between currencies")
     assert unserved(units, kinds) == "currency" and unserved(money, kinds) is None
     assert value_kinds("how many pounds is 3 kg") == {} and value_kinds("Europe trip ideas") == {}
+    # Codes that are also words or abbreviations in capitals name no currency.
+    assert value_kinds("Write a PHP script for CVE-2021-44228 on the SAR images") == {}
+    assert value_kinds("Rates of the Thai baht and the US dollar") == {"currency": ["Thai baht", "US dollar"]}
 
 
 def test_a_sql_statement_goes_to_a_tool_of_sql_that_runs_its_kind() -> None:
