@@ -164,12 +164,15 @@ def _currency(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
     """A currency the question names, other than one already taken ("from EUR to USD"); for a list of them, every
     one left ("the rates of USD against EUR and GBP": `symbols` "EUR,GBP"), as an array or joined by commas."""
     described, kind = str(spec.get("description", "")), type_of(spec)
+    several = kind in (None, "string", "array") and takes_currencies(name, described)
+    if "enum" in spec or not (several or (kind in (None, "string") and takes_currency(name, described))):
+        return None
     taken = {code for a, b in used if (code := currency_code(question[a:b]))}
-    found = currencies_in(question, lambda span: _free(span, used), taken) if "enum" not in spec else []
-    if kind in (None, "string", "array") and takes_currencies(name, described):
-        used.extend(span for span, _ in found)
-        return ([c for _, c in found] if kind == "array" else ",".join(c for _, c in found)) if found else None
-    return _taken(found[0], used) if found and kind in (None, "string") and takes_currency(name, described) else None
+    found = currencies_in(question, lambda span: _free(span, used), taken)
+    if not several:
+        return _taken(found[0], used) if found else None
+    used.extend(span for span, _ in found)
+    return ([c for _, c in found] if kind == "array" else ",".join(c for _, c in found)) if found else None
 
 
 def _repository(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
