@@ -33,7 +33,15 @@ from router.stages.argument_order import (
 )
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
 from router.stages.free_text import free_text_parameter
-from router.stages.names import identifier_in, loosely_named, name_in, switch_in, text_given, what_an_update_changes
+from router.stages.names import (
+    identifier_in,
+    loosely_named,
+    name_in,
+    revision_in,
+    switch_in,
+    text_given,
+    what_an_update_changes,
+)
 from router.stages.numbers import NUMBER, number_in
 from router.stages.search_terms import own_words, search_terms, takes_search_terms
 from router.stages.timezones import time_of_day_in, zone_in
@@ -186,7 +194,10 @@ def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     return _taken(found, used)
 
 def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    return _taken(identifier_in(question, name, lambda span: _free(span, used)), used) if _text(spec) else None
+    """A thing's identifier written after its kind ("user U12345"), or a commit for a revision ("the last commit")."""
+    free = lambda span: _free(span, used)  # noqa: E731
+    return _taken(identifier_in(question, name, free) or revision_in(question, name, free), used) if _text(spec) \
+        else None
 
 
 def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:

@@ -118,6 +118,28 @@ def identifier_in(question: str, parameter: str,
     return None
 
 
+# A commit, for a parameter that takes one by its name (`revision`, `rev`, `commit`, `sha`, `commit_sha`): its hash
+# written out (seven to forty hexadecimal digits, a letter among them: "commit 1a2b3c4"), HEAD written as git does
+# ("HEAD~2"), or the last commit and the one before it in words, which git calls HEAD and HEAD~1.
+_REVISION_PARAMETERS = frozenset({"revision", "rev", "commit", "sha", "commitsha", "commithash", "hash"})
+_REVISION = re.compile(
+    r"(?<![\w~^-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)([0-9a-f]{7,40})(?![\w-])|\b(HEAD(?:[~^]\d*)*)(?![\w~^])"
+    r"|(?i:\b(?:the|my|our)\s+(?:(last|latest|most\s+recent|newest)|(previous|prior|penultimate|second[- ]to[- ]last))"
+    r"\s+commit\b)")
+
+
+def revision_in(question: str, parameter: str,
+                free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The span and revision of the first commit the question names where `free` ("Show me the last commit": HEAD),
+    for a parameter that takes one; None for another parameter, or where the question names none."""
+    if "".join(words_of(parameter)) not in _REVISION_PARAMETERS:
+        return None
+    for m in _REVISION.finditer(question):
+        if free(m.span()):
+            return m.span(), m.group(1) or m.group(2) or ("HEAD" if m.group(3) else "HEAD~1")
+    return None
+
+
 _NOT = re.compile(r"\b(?:not|no|without|non|never|don'?t|doesn'?t|isn'?t)\W+(?:\w+\W+){0,4}$", re.I)
 # A word between a determiner and the end of a phrase is a noun ("Publish the draft", "the draft to the blog"); one
 # before another word describes it ("the raw HTML", "a dry run").

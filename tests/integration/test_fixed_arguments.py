@@ -109,3 +109,19 @@ async def test_a_commit_is_made_with_the_message_the_question_gives(router: Rout
     assert committed.capability == "git_commit" and committed.routing is not None
     assert committed.routing.arguments == {"message": "fix typo"}  # the repository is added by its backend
     assert last() == "fix typo"
+
+
+async def test_the_last_commit_is_shown_as_git_names_it(router: Router, repos: tuple[Path, Path]) -> None:
+    # A 422 asking `git_show` for `revision`: "the last commit" is HEAD, and a hash written out is that commit.
+    served, _ = repos
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(served), *args], capture_output=True, text=True, check=True).stdout
+
+    shown = await query(router, QueryRequest(question="Show me the last commit"))
+    assert shown.capability == "git_show" and shown.routing is not None
+    assert shown.routing.arguments == {"revision": "HEAD"} and git("log", "-1", "--format=%s").strip() in shown.answer
+    first = git("log", "--reverse", "--format=%H").split()[0]  # a short one may be all digits, which is no hash
+    by_hash = await query(router, QueryRequest(question=f"Show commit {first}"))
+    assert by_hash.capability == "git_show" and by_hash.routing is not None
+    assert by_hash.routing.arguments == {"revision": first} and "first commit" in by_hash.answer

@@ -122,3 +122,21 @@ def test_what_a_tool_writes_is_taken_after_the_word_for_it(parameter: str, quest
     from tests.unit.test_argument_values import derives
 
     derives(tool("write", parameter), question, text and {parameter: text})
+
+
+@pytest.mark.parametrize(("question", "revision"), [
+    ("Show me the last commit", "HEAD"),
+    ("What did my most recent commit change?", "HEAD"),
+    ("Show the previous commit", "HEAD~1"),
+    ("Show HEAD~2", "HEAD~2"),
+    ("Show commit 1a2b3c4", "1a2b3c4"),
+    ("Show commit 1234567", None),  # digits alone are a number, not a hash
+    ("Is deadbeef a word?", None),
+    ("Show the last commits", None),  # several: how many is a log's to say
+])
+def test_a_commit_is_named_as_git_names_it(question: str, revision: str | None) -> None:
+    from router.stages.names import revision_in
+
+    found = revision_in(question, "revision", lambda span: True)
+    assert (found[1] if found else None) == revision
+    assert revision_in(question, "branch_name", lambda span: True) is None  # only a parameter that takes a commit
