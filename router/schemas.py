@@ -13,6 +13,8 @@ loop for minutes, so within `validation_errors` the `re` jsonschema calls (`_Bou
 matched in it is refused as a whole, never let through (`not`, `anyOf` or `patternProperties` would take no
 match for an answer). `regex` reads a few patterns otherwise than `re`: POSIX classes (`[[:alpha:]]`), and
 "word" characters (`\\w`) by Unicode's definition.
+
+Its readers (`properties_of`, `type_of`, `required_of`) give a schema's parameters as deriving arguments reads them.
 """
 
 from __future__ import annotations
@@ -174,8 +176,6 @@ def with_defaults(schema: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     return {**arguments, **{r: copy.deepcopy(props[r]["default"]) for r in req if isinstance(r, str)
                             and r not in arguments and isinstance(props.get(r), dict) and "default" in props[r]}}
 
-
-# Reading a tool's input schema for deriving its arguments.
 
 def required_of(schema: dict[str, Any]) -> list[str]:
     """The parameters a call must be given: those the schema requires and gives no `default` for."""

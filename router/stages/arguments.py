@@ -6,7 +6,8 @@
 The rules, in order: the caller's arguments win; a tool whose one required parameter is free text (query,
 question, text, prompt, ...) gets the question; otherwise each parameter is extracted from the question by
 its JSON-schema shape (an enum value named in the question, an IANA time zone from a city or a one-clock
-country, a time of day, numbers in order), the required ones first, an optional one only where the question
+country, a time of day, a path, a web address, a currency, a thing's name or identifier, numbers in order), the
+required ones first, an optional one only where the question
 gives it a value. If any required parameter is left, the result is an `ArgumentsRequired` (422)
 naming the tool and its schema. Whatever the router derived is then validated against the tool's
 input schema (JSON Schema, the draft the schema names), so a value that does not fit is an
@@ -193,11 +194,15 @@ def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
     found = name_in(question, name, lambda s: _free(s, used)) or text_given(question, name, lambda s: _free(s, used))
     return _taken(found, used)
 
+
 def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     """A thing's identifier written after its kind ("user U12345"), or a commit for a revision ("the last commit")."""
-    free = lambda span: _free(span, used)  # noqa: E731
-    return _taken(identifier_in(question, name, free) or revision_in(question, name, free), used) if _text(spec) \
-        else None
+    if not _text(spec):
+        return None
+
+    def free(span: tuple[int, int]) -> bool:
+        return _free(span, used)
+    return _taken(identifier_in(question, name, free) or revision_in(question, name, free), used)
 
 
 def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
