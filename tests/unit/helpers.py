@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from router.errors import ArgumentsRequired
 from router.retrieval.text import tokenize
+from router.stages.arguments import derive_arguments
 from router.values import Capability, Catalog
 
 DIM = 256
@@ -121,3 +124,11 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
+
+def derives(cap: Capability, question: str, arguments: dict[str, Any] | None) -> None:
+    """The arguments derived for `cap` from `question`, or (None) the 422 asking for them."""
+    derived = derive_arguments(cap, question)
+    if arguments is None:
+        assert isinstance(derived, ArgumentsRequired), derived
+    else:
+        assert not isinstance(derived, ArgumentsRequired) and derived[0] == arguments, derived
