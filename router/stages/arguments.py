@@ -95,11 +95,23 @@ def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
                 found.append((m.start(), m.span(), value))
                 break
     if not found:
+        found = [(by.start(), by.span(), value) for value in values if isinstance(value, str)
+                 and (words := _BY.get(value.lower())) is not None
+                 and (by := re.search(rf"\b(?:{words})\b", question, re.I)) is not None and _free(by.span(), used)]
+    if not found:
         return None
     found.sort()
     _, span, value = found[0]
     used.append(span)
     return value
+
+
+# An order named by what it puts first ("the biggest file" in a listing sorted by size; "the latest posts" by date).
+_LARGEST = "biggest|largest|smallest|heaviest|lightest|bigger|larger|smaller"
+_NEWEST = "newest|oldest|latest|earliest|most\\s+recent(?:ly)?|least\\s+recent(?:ly)?"
+_BY = {"size": _LARGEST, "bytes": _LARGEST, "date": _NEWEST, "time": _NEWEST, "modified": _NEWEST,
+       "mtime": _NEWEST, "updated": _NEWEST, "created": _NEWEST, "newest": _NEWEST, "recent": _NEWEST,
+       "price": "cheapest|priciest|most\\s+expensive|least\\s+expensive|cheaper|dearer"}
 
 
 _WORDS = frozenset("a an and are as at be by do go he hi if in is it me my no of ok on or so to up us we all any "

@@ -14,8 +14,10 @@ still planned, forced past their ejection, rather than failing without trying.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from router.errors import (
     AmbiguousRoute,
@@ -27,7 +29,7 @@ from router.errors import (
 from router.schemas import properties_of
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.argument_order import words_for
-from router.stages.arguments import AS_NAMED, Derived
+from router.stages.arguments import AS_NAMED, NONE_NEEDED, Derived
 from router.stages.decide import below, named_tools, too_close, tool_contenders, unclear_tool_message
 from router.stages.serving import (
     ACTS,
@@ -46,6 +48,7 @@ from router.values import BackendStatus, Candidate, Capability, Decision, Plan, 
 FOR_A_CHANGE = "the question asks for a change, and its backend's best match only reads"  # `placed` of the others
 FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
 A_READING_CALL = "it may change something, and the action its call is given only reads"
+WIDER = "it reads as the closest does, taking every value of the question the closest takes, and more of them"
 
 
 def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSettings) -> Decision:
@@ -87,7 +90,7 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
         best = [c for c in close if taken[c.capability.key] == most]
         chosen = best[0] if len(best) == 1 and most > taken.get(first.capability.key, 0) else None
     if chosen is None:
-        return d
+        return _to_a_wider_reader(d, first, arguments, settings.routing)
     guess = not chosen.capability.read_only and \
         chosen.scores.confidence * chosen.scores.tool_confidence < settings.routing.min_action_confidence
     placed = "the question's values: of the backend's close tools, it takes the most of them"
@@ -131,15 +134,65 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
                and c.scores.confidence >= routing.min_confidence
                and not (named and c.capability.backend != writer.capability.backend)]
     sure = [c for c in readers if c.relevant and arguments.doubt(c) is None]
-    if sure and not too_close(sure, routing.ambiguity_margin):  # reading is no guess
-        rest = [c for c in d.candidates if c is not sure[0]]
-        return dataclasses.replace(d, candidates=(dataclasses.replace(sure[0], placed=FOR_READING), *rest),
-                                   verdict="route", message=f"routed to {sure[0].capability.backend}/"
-                                   f"{sure[0].capability.name}: the closest, {writer.capability.key}, may change "
-                                   "something, and the question only asks")
     own = [c for c in readers if c.capability.backend == writer.capability.backend]
+    # The closest reader, or one of its backend that takes more of the question; failing a sure one, of the
+    # writer's backend ("Which files changed in the last commit?": the commit's reader, not the staged diff).
+    clear = sure[0] if sure and not too_close(sure, routing.ambiguity_margin) else None
+    closest = clear or (own[0] if own else None)
+    reader = (_wider_reader(closest, readers, arguments, routing) if closest else None) or clear
+    if reader is not None and closest is not None:  # reading is no guess
+        rest = [c for c in d.candidates if c is not reader]
+        wider = f"; of its readers, {reader.capability.name} takes more of the question's values than " \
+                f"{closest.capability.name}" if reader is not closest else ""
+        return dataclasses.replace(d, candidates=(dataclasses.replace(reader, relevant=True, placed=FOR_READING),
+                                                  *rest), verdict="route",
+                                   message=f"routed to {reader.capability.backend}/{reader.capability.name}: the "
+                                   f"closest, {writer.capability.key}, may change something, and the question only "
+                                   f"asks{wider}")
     return _ask_which(d, writer, own, FOR_READING, f"only asks ({arguments.read!r})", "may change something",
                       "that only read") if own else d
+
+
+def _to_a_wider_reader(d: Decision, first: Candidate, arguments: Arguments, routing: RoutingSettings) -> Decision:
+    """A best match that only reads, before a reader of its backend that takes more of the question: see
+    `_wider_reader`."""
+    if not (first.relevant and first.capability.read_only):
+        return d
+    wider = _wider_reader(first, d.candidates, arguments, routing)
+    if wider is None:
+        return d
+    rest = [c for c in d.candidates if c is not wider]
+    return dataclasses.replace(d, candidates=(dataclasses.replace(wider, relevant=True, placed=WIDER), *rest),
+                               message=f"routed to {wider.capability.key}: {WIDER} ({first.capability.key})")
+
+
+def _wider_reader(first: Candidate, candidates: Sequence[Candidate], arguments: Arguments,
+                  routing: RoutingSettings) -> Candidate | None:
+    """The one read-only tool of `first`'s backend, nearly as close (`callable_margin`), that takes every value of
+    the question `first` takes and more of them: "the biggest file in /srv" is a listing of /srv by size, not the
+    information of /srv; "the files changed in the last commit" are those of the commit the question names, which
+    a diff of what is staged leaves unused. A tool the scorer gives little chance of being meant still reads, and
+    the values say more of what was asked than its words did. Free text takes any question, so it widens nothing."""
+    mine = _given(first.capability, arguments, first.capability)
+    if mine is None:
+        return None
+    wider = [c for c in candidates if c is not first and c.capability.backend == first.capability.backend
+             and c.capability.read_only and not c.capability.same_as(first.capability)
+             and c.scores.confidence >= routing.min_confidence
+             and c.scores.composite >= first.scores.composite - routing.callable_margin
+             and arguments.doubt(c) is None and (theirs := _given(c.capability, arguments, first.capability))
+             is not None and theirs > mine]
+    return wider[0] if len(wider) == 1 else None
+
+
+def _given(cap: Capability, arguments: Arguments, first: Capability) -> frozenset[str] | None:
+    """The values a call takes from the question, as JSON, as `values_taken` counts them but for a thing's name
+    (None: it takes the question as free text, or cannot take it)."""
+    derived = arguments.of(cap)
+    if isinstance(derived, ArgumentsRequired) or not (derived[1] == NONE_NEEDED or derived[1].startswith("extracted")):
+        return None
+    taken = _values_taken(cap, derived, first=first, question=arguments.request.question, names=True)
+    return frozenset(json.dumps(v, sort_keys=True) for v in taken.values())
 
 
 def _names(question: str, backend: str) -> bool:
@@ -342,11 +395,17 @@ def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: C
     own texts speak of too, unless the `question` puts it beside its parameter's word ("sorted by size"): "the size
     and modification date of b.txt" names `list_directory_with_sizes`'s sort by size, and the file's information,
     which tells its size, was the first match."""
+    return len(_values_taken(cap, derived, paths, first, question))
+
+
+def _values_taken(cap: Capability, derived: Derived, paths: bool = True, first: Capability | None = None,
+                  question: str = "", names: bool = False) -> dict[str, Any]:
+    """The arguments `values_taken` counts, by parameter (with a thing's name too when `names`)."""
     if isinstance(derived, ArgumentsRequired) or not derived[1].startswith("extracted"):
-        return 0
+        return {}
     props = properties_of(cap.input_schema)
     taken = derived[1].split(": ", 1)[-1].split(", ")
-    names = {p.removesuffix(AS_NAMED).rstrip() for p in taken if p.endswith(AS_NAMED)}
+    named = set() if names else {p.removesuffix(AS_NAMED).rstrip() for p in taken if p.endswith(AS_NAMED)}
     own = f"{first.name} {first.description}".lower() if first is not None and first is not cap else ""
 
     def shared(name: str, value: object) -> bool:
@@ -354,8 +413,9 @@ def values_taken(cap: Capability, derived: Derived, paths: bool = True, first: C
             return False
         word = re.escape(value.lower())
         beside = "|".join(re.escape(w) for w in {*words_for(name), *words_of(name)} if len(w) > 2)
-        return bool(re.search(rf"\b{word}\b", own)) and not re.search(
+        # A choice the question names by the order it puts first ("the biggest file") is no word of the first tool's.
+        return bool(re.search(rf"\b{word}\b", own)) and bool(re.search(rf"\b{word}", question, re.I)) and not re.search(
             rf"\b(?:{beside})\w*\s+(?:\w+\s+)?{word}\b", question, re.I)
 
-    return sum(1 for n, v in derived[0].items() if n not in names and not shared(n, v)
-               and (paths or not takes_paths(n, props.get(n, {}))))
+    return {n: v for n, v in derived[0].items() if n not in named and not shared(n, v)
+            and (paths or not takes_paths(n, props.get(n, {})))}

@@ -67,3 +67,12 @@ async def test_a_request_to_move_files_is_not_acted_on_a_guess(router: Router, f
         await query(router, QueryRequest(question=question.format(f=folder)))
     assert info.value.status_code in (404, 409, 422)
     assert (folder / "notes.txt").read_text() == "buy milk\n" and not (folder / "plans" / "notes.txt").exists()
+
+
+async def test_the_biggest_file_of_a_folder_is_found_in_its_listing_by_size(router: Router, folder: Path) -> None:
+    # The folder's own information answered this (its size, not its files'): "the biggest" names an order, which
+    # the listing with sizes takes.
+    listed = await query(router, QueryRequest(question=f"What is the biggest file in {folder}?"))
+    assert listed.capability == "list_directory_with_sizes" and listed.routing is not None
+    assert listed.routing.arguments == {"path": str(folder), "sortBy": "size"}
+    assert listed.answer.index("later.txt") < listed.answer.index("notes.txt")  # "buy bread" is the longer

@@ -202,6 +202,19 @@ def test_enum_takes_the_first_value_mentioned() -> None:
     assert derive_arguments(tool("calc", schema), "subtract, then add")[0] == {"op": "subtract"}
 
 
+def test_an_order_is_chosen_by_what_it_puts_first() -> None:
+    # The official filesystem server's listing: "the biggest file" is a listing sorted by size.
+    listing = tool("list_directory_with_sizes", {"type": "object", "required": ["path"], "properties": {
+        "path": {"type": "string"}, "sortBy": {"type": "string", "enum": ["name", "size"]}}})
+    assert derive_arguments(listing, "What is the biggest file in /srv?")[0] == {"path": "/srv", "sortBy": "size"}
+    assert derive_arguments(listing, "Which are the smallest files in /srv?")[0]["sortBy"] == "size"
+    posts = tool("top_posts", {"type": "object", "properties": {
+        "sort": {"type": "string", "enum": ["votes", "date"]}, "limit": {"type": "integer"}}})
+    assert derive_arguments(posts, "Show the 5 latest posts")[0]["sort"] == "date"
+    assert derive_arguments(posts, "Show the posts with the most votes")[0]["sort"] == "votes"
+    assert derive_arguments(listing, "List /srv")[0] == {"path": "/srv"}  # no order named: the server's default
+
+
 def test_numbers_are_assigned_in_order_to_two_numeric_parameters() -> None:
     args, source = derive_arguments(ADD, "What is 12 plus 7.5?")
     assert args == {"a": 12.0, "b": 7.5}

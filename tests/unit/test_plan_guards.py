@@ -251,10 +251,10 @@ def test_a_choice_whose_word_the_first_tool_speaks_of_too_settles_nothing() -> N
             **path, "sortBy": {"type": "string", "enum": ["name", "size"]}}})
     scores = ScoreBreakdown(composite=0.8, confidence=0.8, tool_confidence=0.4)
 
-    def first_of(question: str) -> str:
+    def first_of(question: str, likely: bool = True) -> str:
         analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
         decision = Decision(analysis=analysis, method="hybrid", verdict="route", message="", candidates=(
-            Candidate(info, scores, True), Candidate(listing, scores, True)))
+            Candidate(info, scores, True), Candidate(listing, scores, likely)))
         settled = settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
         return settled.candidates[0].capability.name
 
@@ -263,6 +263,46 @@ def test_a_choice_whose_word_the_first_tool_speaks_of_too_settles_nothing() -> N
     # beside its parameter's word.
     assert first_of("List /srv sorted by name") == "list_directory_with_sizes"
     assert first_of("List the files in /srv sorted by size") == "list_directory_with_sizes"
+    # "The biggest" names the order, not the word the information speaks of: the listing takes the path and more of
+    # the question, so it reads in the information's place, even where its own tool confidence is low.
+    assert first_of("What is the biggest file in /srv?") == "list_directory_with_sizes"
+    assert first_of("What is the biggest file in /srv?", likely=False) == "list_directory_with_sizes"
+    assert first_of("Show the size of /srv/b.txt", likely=False) == "get_file_info"
+
+
+def test_a_reader_that_takes_more_of_the_question_answers_before_a_likelier_one_that_leaves_it() -> None:
+    # The official git server: "Which files changed in the last commit?" was the staged diff, the likeliest reader
+    # (tool confidence 0.33 against 0.11), which leaves "the last commit" unused; `git_show` takes it as HEAD.
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.plan import settle_by_arguments
+    from router.stages.serving import Arguments
+    from router.values import Analysis, Candidate, Decision
+
+    lines = {"type": "object", "properties": {"context_lines": {"type": "integer"}}}
+    commit = Capability(backend="git", name="git_commit", description="Records changes to the repository",
+                        input_schema={"type": "object", "required": ["message"],
+                                      "properties": {"message": {"type": "string"}}})
+    staged = Capability(backend="git", name="git_diff_staged", read_only=True, input_schema=lines,
+                        description="Shows changes that are staged for commit")
+    show = Capability(backend="git", name="git_show", read_only=True, description="Shows the contents of a commit",
+                      input_schema={"type": "object", "required": ["revision"],
+                                    "properties": {"revision": {"type": "string"}}})
+
+    def first_of(question: str, show_composite: float = 0.795) -> str:
+        analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+        decision = Decision(analysis=analysis, method="hybrid", verdict="ambiguous", message="", candidates=(
+            Candidate(commit, ScoreBreakdown(composite=0.885, confidence=0.54, tool_confidence=0.27), False,
+                      unsure_action=True),
+            Candidate(staged, ScoreBreakdown(composite=0.865, confidence=0.55, tool_confidence=0.33), True),
+            Candidate(show, ScoreBreakdown(composite=show_composite, confidence=0.43, tool_confidence=0.11), False)))
+        settled = settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+        assert settled.verdict == "route" and settled.candidates[0].relevant
+        return settled.candidates[0].capability.name
+
+    assert first_of("Which files changed in the last commit?") == "git_show"
+    assert first_of("Which files are staged?") == "git_diff_staged"  # no commit named: the show takes nothing
+    assert first_of("Which files changed in the last commit?", show_composite=0.6) == "git_diff_staged"  # too far
 
 
 def test_a_question_that_names_a_backend_is_not_answered_by_another_backend_s_reader() -> None:
