@@ -77,10 +77,25 @@ def named_before(question: str, name: str, span: tuple[int, int], others: list[s
     word that gives it another role ("the invoices from 2024", "over 500 dollars", "in 2023"), nor where another
     optional number of the tool (`rivals`) could take it as well: of `tail` and `head`, the first took "the first
     3 lines" and read the last three."""
-    if names_next_to(question, name, span):
+    if names_next_to(question, name, span) or starts_at(question, name, span):
         return True
     return not _OTHER_ROLE.search(question[max(0, span[0] - 30):span[0]].lower()) and not any(
         names_next_to(question, other, span, 2) for other in others) and not rivals
+
+
+# A parameter that says where output starts (`start_index`, `offset`, `skip`), and the words that give a number that
+# role: "from character 1000", "starting at line 20", "skip the first 50 results", "after the first 10".
+_START_WORDS = frozenset({"start", "offset", "skip", "begin", "from"})
+# "From" only before a unit it counts: "the invoices from 2024" start nowhere.
+_STARTS = re.compile(r"\b(?:(?:starting|beginning)\s+(?:at|from|with)|skip(?:ping)?)\s+(?:the\s+)?(?:first\s+)?"
+                     r"(?:[a-z]+\s+)?$|\b(?:from|past|after)\s+(?:the\s+first\s+|(?:the\s+)?(?:character|char|line|"
+                     r"byte|row|item|result|record|entry|position)s?\s+)$", re.I)
+
+
+def starts_at(question: str, parameter: str, span: tuple[int, int]) -> bool:
+    """Whether the number at `span` says where output starts, for a parameter that takes that."""
+    return bool(_START_WORDS & set(name_words(parameter, 3))) and \
+        _STARTS.search(question[max(0, span[0] - 40):span[0]]) is not None
 
 
 def names_next_to(question: str, parameter: str, span: tuple[int, int], between: int = 0) -> bool:

@@ -83,14 +83,16 @@ def name_in(question: str, parameter: str,
 _ID = r"([A-Za-z0-9](?:[\w.:\-]*[A-Za-z0-9])?)"
 _ID_MARK = r"(?:(?:id|number|no\.)\s*[:#=]?\s*|#)"
 _DATE_LIKE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?")
+# The last word of a parameter for an identifier: "id", or "ts" for a message's timestamp (Slack's `thread_ts`).
+_ID_WORDS = frozenset({"id", "ts"})
 _GENERIC_IDS = frozenset({"request", "session", "client", "trace", "correlation", "idempotency", "api", "external"})
 
 
 def kind_identified_by(parameter: str) -> str | None:
     """The kind of thing a parameter takes the identifier of ("channel" of `channel_id`, "data source" of
-    `dataSourceId`), else None."""
+    `dataSourceId`, "thread" of `thread_ts`), else None."""
     words = words_of(parameter)
-    if len(words) < 2 or words[-1] != "id" or words[-2] in _GENERIC_IDS:
+    if len(words) < 2 or words[-1] not in _ID_WORDS or words[-2] in _GENERIC_IDS:
         return None
     return " ".join(words[:-1])
 
@@ -128,14 +130,18 @@ _REVISION = re.compile(
     r"\s+commit\b)")
 
 
+# A commit named as a bound ("What changed since the last commit?") is where changes start, not the commit shown.
+_BOUND = re.compile(r"\b(?:since|after|before|until|till|from)\s+$", re.I)
+
+
 def revision_in(question: str, parameter: str,
                 free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
     """The span and revision of the first commit the question names where `free` ("Show me the last commit": HEAD),
-    for a parameter that takes one; None for another parameter, or where the question names none."""
+    but as a bound, for a parameter that takes one; None for another parameter, or where the question names none."""
     if "".join(words_of(parameter)) not in _REVISION_PARAMETERS:
         return None
     for m in _REVISION.finditer(question):
-        if free(m.span()):
+        if free(m.span()) and not _BOUND.search(question, 0, m.start()):
             return m.span(), m.group(1) or m.group(2) or ("HEAD" if m.group(3) else "HEAD~1")
     return None
 

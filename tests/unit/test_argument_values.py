@@ -221,6 +221,15 @@ def test_a_number_written_in_the_unit_a_parameter_counts_fills_it_and_a_whole_nu
     for question in ("Skip the first 5000 characters of https://example.com",  # where to start, not how much
                      "Does https://example.com have more than 280 characters?"):
         assert "max_length" not in derive_with_leftovers(fetch, question)[0][0]
+    # Where to start, in the words that say so: the number was left unused, and the fetch declined.
+    for question in ("Read https://example.com/a.html from character 1000",
+                     "Fetch https://example.com/a.html starting at character 1000",
+                     "Skip the first 1000 characters of https://example.com/a.html"):
+        assert derive_with_leftovers(fetch, question) == (
+            ({"url": "https://example.com/a.html", "start_index": 1000}, "extracted: start_index, url"), [])
+    invoices = tool("list_invoices", {"type": "object", "properties": {"offset": {"type": "integer"}}})
+    assert derive_arguments(invoices, "Show the invoices from 2024")[0] == {}  # a year, not where to start
+    assert derive_arguments(invoices, "Show the invoices after the first 20")[0] == {"offset": 20}
     # Two parameters counted in the same unit: the unit says neither.
     both = tool("page", {"type": "object", "properties": {
         "limit": {"type": "integer", "description": "Most number of characters"},

@@ -106,6 +106,11 @@ def test_an_identifier_beside_its_kind_fills_the_parameter_for_that_kind_s_id() 
     assert derive_arguments(page, "Show page 2024-0042")[0] == {"page_id": "2024-0042"}  # no date
     assert kind_identified_by("request_id") is None and kind_identified_by("id") is None
     assert kind_identified_by("dataSourceId") == "data source"
+    replies = Capability(backend="slack", name="slack_get_thread_replies", input_schema={
+        "type": "object", "required": ["channel_id", "thread_ts"],
+        "properties": {"channel_id": {"type": "string"}, "thread_ts": {"type": "string"}}})
+    assert derive_arguments(replies, "Get the replies to thread 1712345678.000100 in channel C123")[0] == {
+        "channel_id": "C123", "thread_ts": "1712345678.000100"}
 
 
 @pytest.mark.parametrize(("parameter", "question", "text"), [
@@ -133,6 +138,8 @@ def test_what_a_tool_writes_is_taken_after_the_word_for_it(parameter: str, quest
     ("Show commit 1234567", None),  # digits alone are a number, not a hash
     ("Is deadbeef a word?", None),
     ("Show the last commits", None),  # several: how many is a log's to say
+    ("What changed since the last commit?", None),  # a bound: the changes after it, not the commit itself
+    ("Which files changed in the last commit?", "HEAD"),
 ])
 def test_a_commit_is_named_as_git_names_it(question: str, revision: str | None) -> None:
     from router.stages.names import revision_in
