@@ -195,3 +195,20 @@ def type_of(spec: dict[str, Any]) -> str | None:
     if isinstance(t, list):
         t = next((x for x in t if x != "null"), None)
     return t if isinstance(t, str) else None
+
+
+# Choices a string parameter's description names in quotes instead of an `enum` ("Whether to list local branches
+# ('local'), remote branches ('remote') or all branches ('all')"); quoted examples ("e.g. 'main'") are none.
+_QUOTED_CHOICE = re.compile(r"""['"`]([A-Za-z][\w-]{0,24})['"`]""")
+_EXAMPLES = re.compile(r"\be\.g\.|\b(?:for example|for instance|such as|example|like)\b", re.I)
+
+
+def choices_of(spec: dict[str, Any]) -> list[Any] | None:
+    """The values a parameter takes one of: its `enum`, or two or more its description quotes as the choices."""
+    if isinstance(spec.get("enum"), list):
+        return spec["enum"]
+    described = spec.get("description")
+    if type_of(spec) != "string" or not isinstance(described, str) or _EXAMPLES.search(described):
+        return None
+    quoted = list(dict.fromkeys(_QUOTED_CHOICE.findall(described)))
+    return quoted if len(quoted) >= 2 else None

@@ -24,7 +24,7 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.retrieval.text import URL
-from router.schemas import properties_of, required_of, schema_violation, type_of, with_defaults
+from router.schemas import choices_of, properties_of, required_of, schema_violation, type_of, with_defaults
 from router.stages.argument_order import (
     counted_in,
     named_before,
@@ -79,7 +79,7 @@ def _free(span: tuple[int, int], used: list[tuple[int, int]]) -> bool:
 
 
 def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    values = spec.get("enum")
+    values = choices_of(spec)
     if not isinstance(values, list):
         return None
     found = []
@@ -186,7 +186,7 @@ def _currency(question: str, name: str, spec: dict[str, Any], used: list[tuple[i
     one left ("the rates of USD against EUR and GBP": `symbols` "EUR,GBP"), as an array or joined by commas."""
     described, kind = str(spec.get("description", "")), type_of(spec)
     several = kind in (None, "string", "array") and takes_currencies(name, described)
-    if "enum" in spec or not (several or (kind in (None, "string") and takes_currency(name, described))):
+    if choices_of(spec) is not None or not (several or (kind in (None, "string") and takes_currency(name, described))):
         return None
     taken = {code for a, b in used if (code := currency_code(question[a:b]))}
     found = currencies_in(question, lambda span: _free(span, used), taken)

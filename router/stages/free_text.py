@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from router.schemas import properties_of, required_of, type_of
+from router.schemas import choices_of, properties_of, required_of, type_of
 from router.stages.written import EXPRESSION_DESCRIBED, takes_path
 from router.values import Capability
 
@@ -26,7 +26,7 @@ _NATURAL = re.compile(r"natural[- ]language", re.I)
 
 
 def is_free_text(name: str, spec: dict[str, Any]) -> bool:
-    if type_of(spec) not in (None, "string") or "enum" in spec:
+    if type_of(spec) not in (None, "string") or choices_of(spec) is not None:
         return False
     described = str(spec.get("description", ""))
     if _FORMAL.search(f"{name.replace('_', ' ')} {described}") and not _NATURAL.search(described):

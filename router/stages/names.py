@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from router.schemas import choices_of
 from router.stages.written import words_of
 from router.values import Capability
 
@@ -211,7 +212,7 @@ def reads_by_its_action(cap: Capability, arguments: dict[str, Any]) -> bool:
     props = cap.input_schema.get("properties") if isinstance(cap.input_schema, dict) else None
     return isinstance(props, dict) and any(
         name.lower() in _DOES and isinstance(value, str) and value.lower() in _READS
-        and isinstance(props.get(name), dict) and value in (props[name].get("enum") or ())
+        and isinstance(props.get(name), dict) and value in (choices_of(props[name]) or ())
         for name, value in arguments.items())
 
 

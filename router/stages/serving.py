@@ -15,7 +15,7 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.request import Request
 from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
-from router.schemas import properties_of, type_of
+from router.schemas import choices_of, properties_of, type_of
 from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing
 from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
 from router.stages.currencies import CURRENCY
@@ -144,7 +144,8 @@ def toggles(cap: Capability) -> bool:
     being told which way (no boolean or enumerated parameter)."""
     if not (_TOGGLE_NAME.search(cap.name) or _TOGGLES.search(cap.description)):
         return False
-    return not any("enum" in p or type_of(p) == "boolean" for p in properties_of(cap.input_schema).values())
+    return not any(choices_of(p) is not None or type_of(p) == "boolean"
+                   for p in properties_of(cap.input_schema).values())
 
 
 # Two letters in a row (of any script), a digit, or one CJK character: something a question can be routed by.

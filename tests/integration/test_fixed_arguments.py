@@ -125,3 +125,11 @@ async def test_the_last_commit_is_shown_as_git_names_it(router: Router, repos: t
     by_hash = await query(router, QueryRequest(question=f"Show commit {first}"))
     assert by_hash.capability == "git_show" and by_hash.routing is not None
     assert by_hash.routing.arguments == {"revision": first} and "first commit" in by_hash.answer
+
+
+async def test_a_choice_a_description_quotes_is_taken_as_named(router: Router) -> None:
+    # A 422 asking `git_branch` for `branch_type`, whose choices its description quotes instead of listing them in
+    # an enum ("local branches ('local'), remote branches ('remote') or all branches ('all')").
+    listed = await query(router, QueryRequest(question="List all branches"))
+    assert listed.capability == "git_branch" and listed.routing is not None
+    assert listed.routing.arguments == {"branch_type": "all"} and "main" in listed.answer

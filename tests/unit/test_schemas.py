@@ -1,5 +1,5 @@
 """The schema checks of `router/schemas.py` on patterns a backend sends: matched within a budget, refused
-when they cannot be matched in it, never passed unchecked."""
+when they cannot be matched in it, never passed unchecked; and the choices a parameter takes."""
 
 from __future__ import annotations
 
@@ -80,3 +80,19 @@ def test_a_derived_value_is_held_to_the_formats_the_library_checks() -> None:
     assert schema_errors({"a": "x"}, {"properties": {"a": {"format": "email"}}}) == ["$.a: 'x' is not a 'email'"]
     # A format the library cannot check without more packages stays an annotation.
     assert schema_errors({"a": "not a uri"}, {"properties": {"a": {"format": "uri"}}}) == []
+
+
+@pytest.mark.parametrize(("spec", "choices"), [
+    ({"type": "string", "enum": ["a", "b"]}, ["a", "b"]),
+    ({"type": "string", "description": "Whether to list local branches ('local'), remote branches ('remote') or all "
+                                       "branches('all')."}, ["local", "remote", "all"]),  # the official git server's
+    ({"type": "string", "description": 'Sort order: "asc" or "desc"'}, ["asc", "desc"]),
+    ({"type": "string", "description": "The branch, e.g. 'main' or 'dev'"}, None),  # examples, not the choices
+    ({"type": "string", "description": "The 'name' of the thing"}, None),  # one quoted word chooses nothing
+    ({"type": "integer", "description": "'1' or '2'"}, None),
+])
+def test_the_choices_of_a_parameter_are_its_enum_or_those_its_description_quotes(spec: dict, choices: list | None
+                                                                                  ) -> None:
+    from router.schemas import choices_of
+
+    assert choices_of(spec) == choices
