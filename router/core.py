@@ -38,10 +38,11 @@ from router.stages import assist
 from router.stages.analyse import Analyser
 from router.stages.decide import Decider, Live, View
 from router.stages.execute import Execution
-from router.stages.plan import plan, settle_by_arguments
+from router.stages.plan import plan
 from router.stages.respond import ResponseCache, cached_response, respond
 from router.stages.scoring import PerfSnapshot
 from router.stages.serving import Arguments
+from router.stages.settle import settle_by_arguments
 from router.strategies import Executor
 from router.telemetry import TRACER
 from router.values import BackendStatus, CallOutcome, CapabilityId, Catalog, Decision

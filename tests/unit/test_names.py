@@ -10,7 +10,7 @@ import pytest
 from router.errors import ArgumentsRequired
 from router.stages.arguments import derive_arguments
 from router.stages.names import kind_identified_by, kind_named_by
-from router.stages.plan import values_taken
+from router.stages.settle import values_taken
 from router.values import Capability
 
 

@@ -16,7 +16,7 @@ from router.models import QueryRequest, RouteRequest
 from router.request import Request
 from router.settings import RoutingSettings
 from router.stages.confidence import SHIPPED_TOOL, TOOL_FEATURES, ConfidenceModel, tool_features
-from router.stages.plan import FOR_READING
+from router.stages.settle import FOR_READING
 from router.values import Capability
 from tests.unit.fake_executor import ok
 from tests.unit.helpers import TIMEZONE_SCHEMA, catalog, small_catalogs
