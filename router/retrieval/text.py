@@ -122,15 +122,26 @@ URL = re.compile(rf"\b(?:https?://|www\.){_ADDRESS_REST}+|(?<![\w@./:-])(?:[a-z0
 _SCHEME_OR_WWW = re.compile(r"^(?:[a-z][\w+.-]*://)?(?:www\.)?", re.I)
 
 
+# An arithmetic operator between numbers, as the words it stands for: "17 * 23" and "17 times 23" gave the model
+# nothing of a product, and "times" drew the time server's tools ("17 x 23" needs its spaces: "1920x1080" is a size).
+_OPERATOR = re.compile(r"(?<=[\d)])\s*(\*\*|\^|[*\u00d7\u00f7+]|(?<=\s)(?:x|/|times)(?=\s))\s*(?=[\d(.])", re.I)
+_OPERATOR_WORDS = {"**": "to the power of", "^": "to the power of", "*": "multiplied by", "\u00d7": "multiplied by",
+                   "x": "multiplied by", "times": "multiplied by", "\u00f7": "divided by", "/": "divided by",
+                   "+": "plus"}
+_DIGIT = re.compile(r"\d")
+
+
 def spelled(question: str) -> str:
     """The question as both retrievers read it. A symbol that stands for a word is spelled out: "7% of 300" gave
     BM25 only "300" (and an FAQ entry on a 300-second cache) and the model no sense of a percentage. A web address
     reads as the site it is on: the model put "Navigate to https://news.ycombinator.com" closer to a browser's
     going back a page (cosine 0.18) than to its navigating to a URL (0.15; "Navigate to a URL" 0.69), the address's
     pieces outweighing the request's words. As "a URL on news ycombinator" (0.52 and 0.44) it keeps the site,
-    which can name the backend meant."""
+    which can name the backend meant. An operator between numbers reads as its words ("17 multiplied by 23")."""
     if "%" in question:
         question = _PERCENT.sub(" percent", question)
+    if _DIGIT.search(question):
+        question = _OPERATOR.sub(lambda m: f" {_OPERATOR_WORDS[m.group(1).lower()]} ", question)
     return URL.sub(_site, question) if "." in question else question
 
 

@@ -41,6 +41,8 @@ async def router(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rout
     # went to the unit converter, which answered with an error.
     ("What is 100 divided by 7?", "calculator", "14.2857"),
     ("How much is 250 divided by 5?", "calculator", "50"),
+    # "times" drew the time server, and "17 * 23" gave the model nothing of a product: both were declined.
+    ("What is 17 times 23?", "calculator", "391"), ("What is 17 * 23?", "calculator", "391"),
     ("Convert 5 km to miles", "calculator", "3.10686"),
     ("Echo back the message hello router", "everything", "hello router"),
 ])

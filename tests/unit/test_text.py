@@ -105,6 +105,20 @@ def test_a_percent_sign_after_a_number_is_read_as_a_word() -> None:
     assert spelled("7 % of 300, 50%") == "7 percent of 300, 50 percent" and spelled("100% sure") == "100 percent sure"
 
 
+@pytest.mark.parametrize(("question", "read"), [
+    ("What is 17 times 23?", "What is 17 multiplied by 23?"), ("17 * 23", "17 multiplied by 23"),
+    ("17 x 23", "17 multiplied by 23"), ("2^10 / 4", "2 to the power of 10 divided by 4"),
+    ("(3 + 4) * 12", "(3 plus 4) multiplied by 12"), ("2**8", "2 to the power of 8"),
+    # Not operators: a size, a date, a phone number, a count of times.
+    ("a 1920x1080 screen", "a 1920x1080 screen"), ("due 12/25/2024", "due 12/25/2024"),
+    ("call +1 555 0100", "call +1 555 0100"), ("3 times a day", "3 times a day"),
+])
+def test_an_operator_between_numbers_is_read_as_its_words(question: str, read: str) -> None:
+    from router.retrieval.text import spelled
+
+    assert spelled(question) == read
+
+
 def test_a_web_address_is_read_as_the_site_it_is_on() -> None:
     from router.retrieval.text import spelled
 
