@@ -13,6 +13,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import Any
 
 from router.errors import ArgumentsRequired
@@ -184,7 +185,9 @@ def _for_the_named_backend(d: Decision, first: Candidate, arguments: Arguments) 
     named backend's best candidate that fits answers when it is likely enough (the scorer's `relevant`), else which
     of its tools was meant is asked. Another backend's reader is no answer to a question put to this one."""
     question = arguments.request.question
-    named = {c.capability.backend for c in d.candidates if _names_as_a_name(question, c.capability.backend)}
+    lowered = question.lower()
+    named = {b for b in {c.capability.backend for c in d.candidates}
+             if _first_word(b) in lowered and _names_as_a_name(question, b)}  # a substring first: most name none
     if first.capability.backend in named:
         return d
     theirs = [c for c in d.candidates if c.capability.backend in named]
@@ -215,8 +218,19 @@ def _names_as_a_name(question: str, backend: str) -> bool:
 
 
 def _mentions(question: str, backend: str) -> Iterator[re.Match[str]]:
+    pattern = _mention(backend)
+    return pattern.finditer(question) if pattern is not None else iter(())
+
+
+@lru_cache(maxsize=4096)
+def _mention(backend: str) -> re.Pattern[str] | None:
     words = r"[\s_-]+".join(map(re.escape, re.split(r"[\s_-]+", backend.strip())))
-    return re.finditer(rf"(?<!\w){words}(?!\w)", question, re.I) if words else iter(())
+    return re.compile(rf"(?<!\w){words}(?!\w)", re.I) if words else None
+
+
+@lru_cache(maxsize=4096)
+def _first_word(backend: str) -> str:
+    return re.split(r"[\s_-]+", backend.strip().lower())[0]
 
 
 def _ask_which(d: Decision, closest: Candidate, fitting: list[Candidate], why: str, asks: str, does: str,
