@@ -81,10 +81,13 @@ def takes_glob(name: str, description: str) -> bool:
 
 # A SQL statement that is the request itself, opening it after "please", "run" and the like ("Run SELECT * FROM users",
 # "DELETE FROM users WHERE id = 1", "Please execute 'SELECT 1 FROM t';"), its first keyword in capitals (in lower case
-# only as "select * from": "Select the users from Paris" is English); one the question only talks about ("What
+# only as "select * from", or with a clause after its table: "select name from users where id = 2"; "Select the users
+# from Paris" is English); one the question only talks about ("What
 # happens if I run DELETE FROM users?", "How do I do SELECT name FROM users in pandas?") is none. `SQL_VERBS` tells
 # each kind by its opening words.
-SQL_VERBS = {"SELECT": r"(?:SELECT|WITH)\s[^;]{0,400}?\bFROM\b|(?i:select\s+\*\s+from)\b", "INSERT": r"INSERT\s+INTO\b",
+SQL_VERBS = {"SELECT": r"(?:SELECT|WITH)\s[^;]{0,400}?\bFROM\b|(?i:select\s+\*\s+from)\b|"
+                       r"(?i:select\s[^;]{1,200}?\sfrom\s+\w+\s+(?:where\s+\w+\s*(?:[=<>!]|like\b)|"
+                       r"(?:order|group)\s+by\s+\w+|limit\s+\d+))", "INSERT": r"INSERT\s+INTO\b",
              "UPDATE": r"UPDATE\s+\S+\s+SET\b", "DELETE": r"DELETE\s+FROM\b",
              "CREATE": r"CREATE\s+(?:TABLE|INDEX|VIEW|TRIGGER)\b", "DROP": r"DROP\s+(?:TABLE|INDEX|VIEW|TRIGGER)\b",
              "ALTER": r"ALTER\s+TABLE\b"}

@@ -48,9 +48,14 @@ def test_a_sql_statement_goes_to_a_tool_of_sql_that_runs_its_kind() -> None:
     assert unserved(forget, delete) == "SQL DELETE"
     assert derive_arguments(read, "Please run 'SELECT name FROM users WHERE id = 3';")[0] == {
         "query": "SELECT name FROM users WHERE id = 3"}
+    for statement in ("select name from users where id = 2", "select name, email from users order by name",
+                      "select count(id) from users limit 5"):  # in lower case, with a clause after its table
+        assert derive_arguments(read, statement)[0] == {"query": statement}
     # English, not SQL: "Select the users from Paris", "delete from my list"; and a statement the question only talks
     # about is not the request: it neither refuses the tools that know no SQL nor is sent.
-    for question in ("Select the users from Paris", "Please delete from my list", "FLIGHTS WITH LAYOVERS FROM PARIS",
+    for question in ("Select the users from Paris", "Select a seat from row 12 where it is quiet",
+                     "select a seat from the row where it is quiet",
+                     "Please delete from my list", "FLIGHTS WITH LAYOVERS FROM PARIS",
                      "How do I do SELECT name FROM users in pandas?", "What happens if I run DELETE FROM users?"):
         assert value_kinds(question) == {}
         assert isinstance(derive_arguments(write, question), ArgumentsRequired)
