@@ -23,6 +23,7 @@ import copy
 import re
 import time
 from contextvars import ContextVar
+from functools import lru_cache
 from typing import Any
 
 import regex
@@ -208,7 +209,16 @@ def choices_of(spec: dict[str, Any]) -> list[Any] | None:
     if isinstance(spec.get("enum"), list):
         return spec["enum"]
     described = spec.get("description")
-    if type_of(spec) != "string" or not isinstance(described, str) or _EXAMPLES.search(described):
+    if type_of(spec) != "string" or not isinstance(described, str):
         return None
-    quoted = list(dict.fromkeys(_QUOTED_CHOICE.findall(described)))
-    return quoted if len(quoted) >= 2 else None
+    quoted = _quoted_choices(described)
+    return list(quoted) if quoted else None
+
+
+@lru_cache(maxsize=4096)
+def _quoted_choices(described: str) -> tuple[str, ...]:
+    """Read once per description: every candidate's derivation asks for each of its parameters."""
+    if _EXAMPLES.search(described):
+        return ()
+    quoted = tuple(dict.fromkeys(_QUOTED_CHOICE.findall(described)))
+    return quoted if len(quoted) >= 2 else ()

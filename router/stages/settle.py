@@ -44,7 +44,9 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     whose best match only reads asks which of that backend's other tools was meant, and a question that only
     asks whose best match may change something goes to a reader (or asks which). Settling says which tool,
     not whether to act: a tool that may change something is still called only when it is likely enough to be
-    the one meant (its backend's confidence times its tool confidence), as the scorer asks of it."""
+    the one meant (its backend's confidence times its tool confidence), as the scorer asks of it. Before all
+    this, a backend the question names is answered by its own tools or asked about (`_for_the_named_backend`);
+    after it, a reader that takes more of the question answers before one that leaves it (`_wider_reader`)."""
     if arguments.request.arguments is not None or d.kind == "override" or d.verdict == "no_match":
         return d
     first = next((c for c in d.candidates if c.contending), None)

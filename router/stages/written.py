@@ -82,9 +82,8 @@ def takes_glob(name: str, description: str) -> bool:
 # A SQL statement that is the request itself, opening it after "please", "run" and the like ("Run SELECT * FROM users",
 # "DELETE FROM users WHERE id = 1", "Please execute 'SELECT 1 FROM t';"), its first keyword in capitals (in lower case
 # only as "select * from", or with a clause after its table: "select name from users where id = 2"; "Select the users
-# from Paris" is English); one the question only talks about ("What
-# happens if I run DELETE FROM users?", "How do I do SELECT name FROM users in pandas?") is none. `SQL_VERBS` tells
-# each kind by its opening words.
+# from Paris" is English); one the question only talks about ("What happens if I run DELETE FROM users?", "How do I do
+# SELECT name FROM users in pandas?") is none. `SQL_VERBS` tells each kind by its opening words.
 SQL_VERBS = {"SELECT": r"(?:SELECT|WITH)\s[^;]{0,400}?\bFROM\b|(?i:select\s+\*\s+from)\b|"
                        r"(?i:select\s[^;]{1,200}?\sfrom\s+\w+\s+(?:where\s+\w+\s*(?:[=<>!]|like\b)|"
                        r"(?:order|group)\s+by\s+\w+|limit\s+\d+))", "INSERT": r"INSERT\s+INTO\b",
