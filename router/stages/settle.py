@@ -226,13 +226,18 @@ def _mentions(question: str, backend: str) -> Iterator[re.Match[str]]:
 
 @lru_cache(maxsize=4096)
 def _mention(backend: str) -> re.Pattern[str] | None:
-    words = r"[\s_-]+".join(map(re.escape, re.split(r"[\s_-]+", backend.strip())))
+    words = r"[\s_-]+".join(map(re.escape, _words(backend)))
     return re.compile(rf"(?<!\w){words}(?!\w)", re.I) if words else None
 
 
-@lru_cache(maxsize=4096)
 def _first_word(backend: str) -> str:
-    return re.split(r"[\s_-]+", backend.strip().lower())[0]
+    return _words(backend)[0].lower()
+
+
+@lru_cache(maxsize=4096)
+def _words(backend: str) -> tuple[str, ...]:
+    """A backend's name as the words a question writes it in ("google_maps": google, maps)."""
+    return tuple(re.split(r"[\s_-]+", backend.strip()))
 
 
 def _ask_which(d: Decision, closest: Candidate, fitting: list[Candidate], why: str, asks: str, does: str,
