@@ -81,6 +81,8 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
     ("What was the time in Tokyo yesterday at noon?", ()), ("What time will it be in Tokyo in 3 hours?", ()),
     ("What time does the sun set in Paris?", ()), ("What time is it in Paris?", ("get_current_time",)),
     ("Change the time zone to Europe/Paris", ()), ("Set my time zone to Tokyo", ()),
+    ("What time is it?", ("get_current_time",)), ("What time is it in Springfield?", ()),
+    ("When it's noon in Sydney, what time is it in London?", ("convert_time",)), ("Stage {root}/a.txt", ("git_add",)),
     ("Schedule a meeting at 3pm tomorrow", ()), ("Cancel my 3pm meeting", ()),
 ]
 

@@ -222,3 +222,24 @@ def _quoted_choices(described: str) -> tuple[str, ...]:
         return ()
     quoted = tuple(dict.fromkeys(_QUOTED_CHOICE.findall(described)))
     return quoted if len(quoted) >= 2 else ()
+
+
+# A value a required parameter's description says to use when the user gives none, as servers written for an LLM
+# say it: "Use 'Europe/Paris' as local timezone if no timezone provided by the user", "Defaults to 'main' if not
+# given". A schema `default` is the server's; this one is the description's instruction to whoever fills the call.
+_STATED_DEFAULT = re.compile(r"""\b(?:use|defaults?\s+to)\s+['"`]([^'"`\n]{1,60})['"`]\s+(?:as\s+(?:the\s+)?"""
+                             r"""[\w ]{1,40}?\s+)?(?:if|when|where)\s+(?:no|not|none)\b""", re.I)
+
+
+def stated_default(spec: dict[str, Any]) -> str | None:
+    """The value a string parameter's description says to use when none is given, else None."""
+    described = spec.get("description")
+    if type_of(spec) != "string" or not isinstance(described, str):
+        return None
+    return _stated_default(described)
+
+
+@lru_cache(maxsize=4096)
+def _stated_default(described: str) -> str | None:
+    found = _STATED_DEFAULT.search(described)
+    return found.group(1) if found else None

@@ -24,7 +24,15 @@ from typing import Any
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.retrieval.catalog import is_server_level
 from router.retrieval.text import URL
-from router.schemas import choices_of, properties_of, required_of, schema_violation, type_of, with_defaults
+from router.schemas import (
+    choices_of,
+    properties_of,
+    required_of,
+    schema_violation,
+    stated_default,
+    type_of,
+    with_defaults,
+)
 from router.stages.argument_order import (
     counted_in,
     named_before,
@@ -44,7 +52,7 @@ from router.stages.names import (
     what_an_update_changes,
 )
 from router.stages.numbers import NUMBER, number_in
-from router.stages.search_terms import own_words, search_terms, takes_search_terms
+from router.stages.search_terms import content_words, own_words, search_terms, takes_search_terms
 from router.stages.timezones import time_of_day_in, zone_in
 from router.stages.written import (
     EXPRESSION,
@@ -296,6 +304,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     by: dict[str, Extractor] = {}
     dropped: dict[tuple[int, int], Any] = {}  # numbers another optional number could take as well
     beside: list[set[str]] = []  # the parameters the question names beside a number, found once when first asked
+    described: list[str] = []  # required, left unfilled, with a value their description says to use then
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
     # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
     # answered with the default resource 1 when they were left to their defaults.
@@ -313,12 +322,15 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         if value is None:
             if name not in required:
                 continue
-            return ArgumentsRequired(
-                f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
-                f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
-                backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema,
-            ), []
+            if stated_default(spec) is not None:
+                described.append(name)
+                continue
+            return _not_derived(cap, name), []
         out[name], spans[name], by[name] = value, used[-1], extract
+    if described:  # "What time is it?" is asked of the local clock; "What time is it in Springfield?" is not
+        if out or asks_more(cap, question):
+            return _not_derived(cap, described[0]), []
+        return ({n: stated_default(props[n]) for n in described}, NONE_NEEDED), []
     if (unset := what_an_update_changes(cap, props, required, out)) is not None:
         return ArgumentsRequired(
             f"tool {cap.name!r} of backend {cap.backend!r} updates what the question names, and the question gives "
@@ -338,6 +350,20 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
                  choices={n for n, e in by.items() if e in (_enum, _currency)})
     taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier, _repository) else n for n in out)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
+
+
+def _not_derived(cap: Capability, name: str) -> ArgumentsRequired:
+    return ArgumentsRequired(
+        f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
+        f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
+        backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema)
+
+
+def asks_more(cap: Capability, question: str) -> bool:
+    """Whether the question says anything the tool's name and description do not (stop words and words that only
+    ask, "show", "get", aside): a value the router could not read, which a default would silently replace."""
+    own = own_words(cap.name, cap.description, cap.backend)
+    return any(w not in own and w.rstrip("s") not in own for w in content_words(question))
 
 
 def _optional_number(question: str, name: str, span: tuple[int, int], value: Any, props: dict[str, dict[str, Any]],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from router.retrieval.text import STOP_WORDS, stem, words
 from router.stages.written import words_of
 
 # Parameters that take a search's terms, not a question to answer (`question`, `prompt` and `text` keep it whole).
@@ -70,3 +71,14 @@ def own_words(*texts: str) -> set[str]:
     """The words of a tool's name, description and backend, each also without a plural's s."""
     words = {w for text in texts for w in [*words_of(text), *re.findall(r"[a-z0-9]+", text.lower())]}
     return words | {w.rstrip("s") for w in words}
+
+
+# Words that ask for an answer rather than say what it is about, or say only how much of it ("everything in
+# memory" asks for the whole of what the reader returns): they need no echo in a capability's texts.
+ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know "
+                             "everything anything whole entire every".split()))
+
+
+def content_words(question: str) -> list[str]:
+    """The question's words (lower-cased) that say what it is about: not stop words, nor words that only ask."""
+    return [w for w in words(question) if w not in STOP_WORDS and len(w) > 1 and stem(w) not in ASKING]

@@ -14,12 +14,13 @@ from typing import Any
 
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.request import Request
-from router.retrieval.text import CJK, STOP_WORDS, stem, tokenize, words
+from router.retrieval.text import CJK, stem, tokenize
 from router.schemas import choices_of, properties_of, type_of
 from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing
 from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
 from router.stages.currencies import CURRENCY
 from router.stages.names import reads_by_its_action
+from router.stages.search_terms import content_words
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.stages.written import PATH, SQL_LEAD, SQL_VERBS, names_a_path
 from router.values import Candidate, Capability, Catalog, fixed_digest
@@ -57,11 +58,12 @@ _NOUNS_TOO = ("back", "backup", "drop", "purge", "archive", "push", "commit", "s
 _CHANGE_VERBS = frozenset({"remember", "save", "store", "forget", "delete", "remove", "erase", "send", "post",
                            "publish", "upload", "update", "rename", "move", "insert", "book", "schedule", "cancel",
                            "set", "reset", "clear", "enable", "disable", "turn", "change", "checkout", "revert", "undo",
-                           "restore", "unstage", "overwrite", "make", *_NOUNS_TOO})
+                           "restore", "stage", "unstage", "overwrite", "make", *_NOUNS_TOO})
 # "Change 100 USD to EUR" asks for a conversion, not a change; "Change log of ...", "Change in GDP" name a thing.
 # "Make" asks for a change only when it makes something so, the state ending the request ("Make a.txt read-only",
 # "Make the repo private, please"); "make a chart", "make a list of the public holidays" ask for output.
-# "Back" only as "back up"; "close to" and "close by" say where.
+# "Back" only as "back up"; "close to" and "close by" say where. "Stage" only of files and changes ("Stage a.txt",
+# "Stage all changes"): "Stage 2 results", "Stage names of actors" ask about a stage.
 # "Checkout" a file, branch or the like: "Checkout conversion rate for March" asks about a checkout.
 # The newer verbs are nouns as often, heading a thing asked about: "Commit history of ...", "Close price of Tesla",
 # "Install instructions for numpy", "Drop rate of legendary items", "Close-up photos".
@@ -73,6 +75,8 @@ _NOT_A_CHANGE = re.compile(_NOUN_HEADS + r"|set\s+up\b|turn\b(?!\s+(?:on|off)\b)
                            r"requests?|management|notes?|sets?|in|of|over|between|since|from)\b)|"
                            r"make\b(?![\s\S]{0,80}?\b(?:read[- ]?only|executable|writ[e]?able|public|private|hidden|"
                            r"visible|(?:the\s+)?default|(?:in)?active)\s*(?:[.!?,;]|$|(?:please|now|again)\b))|"
+                           r"stage\b(?!\s+(?:(?:the|all|my|these|those|this|every)\s+)?(?:changes?|files?|everything|"
+                           r"edits|[\w./~-]*\.\w+)(?!\w))|"
                            r"checkout\b(?!\s+(?:(?:the|a|this|that|my)\s+)?(?:files?|branch(?:es)?|commits?|tags?|"
                            r"revisions?|versions?|repo(?:sitory)?|[\w./-]+\.\w+)\b)")
 _REQUEST_LEAD = re.compile(r"(?:\s*(?:please|kindly|(?:can|could|would|will)\s+you)\b[\s,]*)*", re.I)
@@ -102,9 +106,10 @@ def asks_for_change(question: str) -> str | None:
 # "post", "book" and the like are nouns as often).
 _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
                          "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
+# "How to uninstall Steam" still asks.
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
-                                       "turn", "move", "change", "checkout", "revert", "undo", "restore", "unstage",
-                                       "overwrite", "make", *_NOUNS_TOO})  # "how to uninstall Steam" still asks
+                                       "turn", "move", "change", "checkout", "revert", "undo", "restore", "stage",
+                                       "unstage", "overwrite", "make", *_NOUNS_TOO})
 _ONLY_CHANGES = re.compile(rf"\b(?:{'|'.join(_ONLY_CHANGE)})\b", re.I)
 _TELL_ME = re.compile(r"\s+(?:me|us)\b")  # after the lower-cased leading word
 
@@ -171,21 +176,14 @@ def _kinds_named(text: str) -> frozenset[str]:
     return frozenset(kind for kind, (_, names) in VALUE_KINDS.items() if names.search(text))
 
 
-# Words that ask for an answer rather than say what it is about, or say only how much of it ("everything in
-# memory" asks for the whole of what the reader returns): they need no echo in a capability's texts.
-_ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know "
-                              "everything anything whole entire every".split()))
-
-
 def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
     """The question's content words (lower-cased) that nothing in the capability's texts, or its server's
     description, names."""
     own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
                        f"{_schema_words(cap.input_schema)} {server_description}"))
     out: dict[str, str] = {}
-    for word in words(question):
-        s = stem(word)
-        if word not in STOP_WORDS and len(word) > 1 and s not in own and s not in _ASKING:
+    for word in content_words(question):
+        if (s := stem(word)) not in own:
             out.setdefault(s, word)
     return list(out.values())
 

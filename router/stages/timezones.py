@@ -269,13 +269,17 @@ def gap_changes(zones: list[str], clock: str, day: date, now: datetime) -> tuple
     return None
 
 
-# A time of day: "9am", "11 p.m.", "14:30"; a bare number is none.
-_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)", re.I)
+# A time of day: "9am", "11 p.m.", "14:30", "noon", "midnight"; a bare number is none.
+_TIME = re.compile(r"\b(?:(\d{1,2})(?::(\d{2}))?\s*([ap])?(?(3)\.?\s?m\b\.?)|(noon|midday|midnight)\b)", re.I)
 
 
 def time_of_day_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
     """The span and the time (HH:MM, 24 hours) of the first time of day the question gives where `free`."""
     for m in _TIME.finditer(question):
+        if m.group(4):
+            if free(m.span()):
+                return m.span(), "00:00" if m.group(4).lower() == "midnight" else "12:00"
+            continue
         hour, minute, meridiem = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
         if not m.group(2) and not meridiem:
             continue  # a bare number is not a time

@@ -105,9 +105,15 @@ async def test_one_feedback_on_that_409_teaches_the_tool_for_the_request_and_its
         router.learning = None
 
 
-async def test_a_time_question_without_a_time_zone_is_a_422_naming_the_tool(router: Router) -> None:
+async def test_a_time_question_without_a_place_is_the_time_where_the_server_runs(router: Router) -> None:
+    # The server's `timezone` description says which zone to use when the user names none: its own. It was a 422.
+    local = next(c for c in router.catalogs["time"].capabilities if c.name == "get_current_time")
+    zone = re.search(r"Use '([^']+)' as local", local.input_schema["properties"]["timezone"]["description"])
+    answered = await query(router, QueryRequest(question="What time is it?"))
+    assert answered.capability == "get_current_time" and answered.routing.arguments == {"timezone": zone[1]}
+    # A place no zone names is not replaced by the server's own: the 422 names the tool and what it needs.
     with pytest.raises(ArgumentsRequired) as info:
-        await query(router, QueryRequest(question="What time is it?"))
+        await query(router, QueryRequest(question="What time is it in Springfield?"))
     assert (info.value.details["backend"], info.value.details["tool"]) == ("time", "get_current_time")
     assert "timezone" in info.value.details["input_schema"]["properties"]
 
@@ -348,7 +354,8 @@ async def test_a_section_that_shares_none_of_the_question_s_words_is_not_read_fo
     "Remember that Bob likes tea",  # a 409: the reader fits best, the tools that may store it are asked about
     "How do I enable tracing?",  # a 409: a tool that may act, on a weak match
     "List all entities in memory",  # a 409: the closest may act, the question only asks: the readers are asked about
-    "What time is it?",  # a 422
+    "What time is it?",  # the server's own zone, as its description says when the user names none
+    "What time is it in Springfield?",  # a 422
 ])
 async def test_the_dry_run_shows_what_the_query_does(router: Router, question: str) -> None:
     # Before, the dry run was the decision alone: it showed get_current_time for the 9am question, and a route to an

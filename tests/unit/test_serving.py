@@ -88,6 +88,10 @@ def test_a_sql_statement_goes_to_a_tool_of_sql_that_runs_its_kind() -> None:
     ("Commit history of octocat/hello-world", None), ("Close price of Tesla yesterday", None),
     ("Install instructions for numpy", None), ("Drop rate of legendary items", None), ("Close-up photos", None),
     ("Backup status of the database", None), ("Push notification history", None), ("Purge history", None),
+    # Staging files and changes; a stage asked about.
+    ("Stage /srv/repo/a.txt", "stage"), ("Stage all changes", "stage"), ("Stage everything", "stage"),
+    ("Stage 2 results of the tour", None), ("Stage names of famous actors", None),
+    ("Stage directions for Hamlet", None),
 ])
 def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str, verb: str | None) -> None:
     from router.stages.serving import asks_for_change
