@@ -42,6 +42,7 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
     ("Create a table orders with id and total", ("create_table",)),
     ("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)", ("create_table",)),
     ("Drop the users table", ("write_query",)), ("Add an insight: most users are named bob", ("append_insight",)),
+    ("Show the insights memo", ("Business Insights Memo",)),
     ("Back up the database", ()), ("Export the users table to CSV", ()),
     (f"Fetch {PAGE}", ("fetch",)), (f"Get the first 500 characters of {PAGE}", ("fetch",)),
     (f"What does {PAGE}/docs say?", ("fetch",)), ("Download the page at example.com", ("fetch",)),

@@ -294,13 +294,17 @@ class Arguments:
         if self._leaves_values(capability):
             return LEFT
         if confidence < self.min_untaken_confidence and self._takes_nothing(capability):
-            key = capability.key
-            if key not in self.unmatched:
-                catalog = self.catalogs.get(capability.backend)
-                self.unmatched[key] = unmatched_words(capability, self.request.question,
-                                                      catalog.description if catalog is not None else "")
-            return UNTAKEN if self.unmatched[key] else None
+            return UNTAKEN if self.words_unmatched(capability) else None
         return None
+
+    def words_unmatched(self, capability: Capability) -> list[str]:
+        """`unmatched_words` of the question for the capability (and its backend's description), found once."""
+        key = capability.key
+        if key not in self.unmatched:
+            catalog = self.catalogs.get(capability.backend)
+            self.unmatched[key] = unmatched_words(capability, self.request.question,
+                                                  catalog.description if catalog is not None else "")
+        return self.unmatched[key]
 
     def _clocks_differ(self, capability: Capability) -> bool:
         """Whether a call converting a time of day between zones, which takes no date and so converts as of today,

@@ -126,7 +126,10 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
     # writer's backend ("Which files changed in the last commit?": the commit's reader, not the staged diff).
     clear = sure[0] if sure and not too_close(sure, routing.ambiguity_margin) else None
     closest = clear or (own[0] if own else None)
-    reader = (_wider_reader(closest, readers, arguments, routing) if closest else None) or clear
+    # The backend's one reader that fits, when its texts say every word of the question ("Show the insights memo":
+    # the SQLite server's memo, beside tools that write): there is nothing else to read there, and nothing to guess.
+    only = own[0] if len(own) == 1 and not arguments.words_unmatched(own[0].capability) else None
+    reader = (_wider_reader(closest, readers, arguments, routing) if closest else None) or clear or only
     if reader is not None and closest is not None:  # reading is no guess
         rest = [c for c in d.candidates if c is not reader]
         wider = f"; of its readers, {reader.capability.name} takes more of the question's values than " \

@@ -153,6 +153,37 @@ def test_a_reader_that_takes_more_of_the_question_answers_before_a_likelier_one_
     assert first_of("Which files changed in the last commit?", show_composite=0.6) == "git_diff_staged"  # too far
 
 
+def test_the_one_reader_of_a_backend_answers_a_question_its_texts_say_whole() -> None:
+    # The SQLite server: "Show the insights memo" was a 409 offering its one reader, the memo, beside its tools that
+    # write (the closest, `append_insight`, may act; the memo's tool confidence was 0.20).
+    from router.models import ScoreBreakdown
+    from router.settings import RouterSettings
+    from router.stages.serving import Arguments
+    from router.stages.settle import settle_by_arguments
+    from router.values import Analysis, Candidate, Decision
+
+    append = Capability(backend="sqlite", name="append_insight", description="Add a business insight to the memo",
+                        input_schema={"type": "object", "required": ["insight"],
+                                      "properties": {"insight": {"type": "string"}}})
+    memo = Capability(backend="sqlite", name="Business Insights Memo", kind="resource", read_only=True,
+                      description="A living document of discovered business insights", target="memo://insights")
+
+    def settle(question: str) -> Decision:
+        analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
+        decision = Decision(analysis=analysis, method="hybrid", verdict="ambiguous", message="", candidates=(
+            Candidate(append, ScoreBreakdown(composite=0.86, confidence=0.84, tool_confidence=0.7), False,
+                      unsure_action=True),
+            Candidate(memo, ScoreBreakdown(composite=0.84, confidence=0.84, tool_confidence=0.2), False,
+                      unclear_tool=True)))
+        return settle_by_arguments(decision, Arguments(Request(question=question)), RouterSettings())
+
+    shown = settle("Show the insights memo")
+    assert shown.verdict == "route" and shown.candidates[0].capability is memo and shown.candidates[0].relevant
+    # A question its texts do not say whole is not the memo's to answer: which tool is asked.
+    asked = settle("Show the sales numbers")
+    assert asked.verdict == "ambiguous" and not asked.candidates[0].relevant
+
+
 def test_a_question_that_names_a_backend_is_not_answered_by_another_backend_s_reader() -> None:
     # "Search Notion for the roadmap page": Notion's search (a POST, so it may act) was replaced by the maps server's
     # place search, a reader.
