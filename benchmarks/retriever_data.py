@@ -25,6 +25,7 @@ import argparse
 import ast
 import json
 import random
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -190,6 +191,24 @@ def _literal(value):
     return ast.literal_eval(value) if isinstance(value, str) else value
 
 
+# ToolAlpaca writes each parameter as "Required. string. Two-character country code." or "integer. ": what a schema
+# generated from the API's OpenAPI document says as `required` and `type`, as an MCP server in front of it would.
+_DESCRIBED = re.compile(r"\s*(Required\.\s*)?(?i:(string|integer|number|boolean|object)|array\[(\w+)|(array))\b")
+
+
+def _described_schema(params: dict) -> dict:
+    schema = _schema({k: {"description": str(v)} for k, v in params.items()})
+    required = []
+    for name, spec in schema["properties"].items():
+        if described := _DESCRIBED.match(spec["description"]):
+            item = (described[3] or "").lower()
+            spec["type"] = (described[2] or "array").lower()
+            if item in ("string", "integer", "number", "boolean", "object"):
+                spec["items"] = {"type": item}
+            required += [name] if described[1] else []
+    return {**schema, "required": required} if required else schema
+
+
 def load_toolalpaca(src: Source) -> tuple[list[dict], list[dict]]:
     """ToolAlpaca's evaluation APIs (real and simulated) as a catalog of servers with functions."""
     catalog, queries = [], []
@@ -197,13 +216,13 @@ def load_toolalpaca(src: Source) -> tuple[list[dict], list[dict]]:
         for api in json.loads(src.read(name)):
             tools = []
             for fname, doc in _literal(api["Function_Description"]).items():
-                desc, _, rest = str(doc).partition("\nParameters:")
+                # "Parameters:" opens some descriptions: the function has parameters, and no sentence of its own.
+                desc, _, rest = [*re.split(r"(?:^|\n)(Parameters:)", str(doc), maxsplit=1), "", ""][:3]
                 try:
                     params = json.loads(rest.split("\nOutput:")[0].strip() or "{}")
                 except json.JSONDecodeError:
                     params = {}
-                tools.append({"name": fname, "description": desc.strip(), "input_schema": _schema(
-                    {k: {"description": str(v)} for k, v in params.items()})})
+                tools.append({"name": fname, "description": desc.strip(), "input_schema": _described_schema(params)})
             catalog.append({"name": api["Name"], "description": api.get("Description") or "", "tools": tools})
             names = {t["name"] for t in tools}
             for text, answer in zip(_literal(api["Instructions"]), _literal(api["Golden_Answers"]), strict=False):

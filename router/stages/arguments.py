@@ -43,17 +43,21 @@ from router.stages.argument_order import (
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
 from router.stages.free_text import free_text_parameter
 from router.stages.names import (
+    counts_another_thing,
     identifier_in,
+    ip_in,
+    kind_identified_by,
     loosely_named,
     name_in,
+    quoted_beside,
     revision_in,
     switch_in,
     text_given,
     what_an_update_changes,
 )
 from router.stages.numbers import NUMBER, number_in
-from router.stages.search_terms import content_words, own_words, search_terms, takes_search_terms
-from router.stages.timezones import time_of_day_in, zone_in
+from router.stages.search_terms import own_words, says_more, search_terms, takes_search_terms
+from router.stages.timezones import country_in, takes_country_code, time_of_day_in, zone_in
 from router.stages.written import (
     EXPRESSION,
     GLOB,
@@ -151,8 +155,13 @@ def _time_of_day(question: str, name: str, spec: dict[str, Any], used: list[tupl
 
 def _number(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     kind = type_of(spec)
-    return _taken(number_in(question, name, spec, kind, lambda span: _free(span, used)), used) \
-        if kind in ("number", "integer") else None
+    if kind not in ("number", "integer"):
+        return None
+    of = kind_identified_by(name)
+
+    def free(span: tuple[int, int]) -> bool:
+        return _free(span, used) and (of is None or not counts_another_thing(question, span[0], of))
+    return _taken(number_in(question, name, spec, kind, free), used)
 
 
 def _path(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -225,13 +234,29 @@ def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple
     return _taken(identifier_in(question, name, free) or revision_in(question, name, free), used)
 
 
+def _country(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A country's ISO 3166 code from its name ("in China": CN), for a parameter for the code of one."""
+    return _taken(country_in(question, lambda span: _free(span, used)), used) \
+        if _text(spec) and takes_country_code(name, str(spec.get("description", ""))) else None
+
+
+def _ip(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    return _taken(ip_in(question, name, str(spec.get("description", "")), lambda span: _free(span, used)), used) \
+        if _text(spec) else None
+
+
+def _quoted(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    return _taken(quoted_beside(question, name, lambda span: _free(span, used)), used) \
+        if _text(spec) and not takes_path(name, spec) else None
+
+
 def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     return _taken(switch_in(question, name, lambda span: _free(span, used)), used) if type_of(spec) == "boolean" \
         else None
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _repository, _name,
-                                     _identifier, _number, _switch)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _country, _ip,
+                                     _repository, _name, _identifier, _quoted, _number, _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 
@@ -328,7 +353,7 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             return _not_derived(cap, name), []
         out[name], spans[name], by[name] = value, used[-1], extract
     if described:  # "What time is it?" is asked of the local clock; "What time is it in Springfield?" is not
-        if out or asks_more(cap, question):
+        if out or says_more(question, cap.name, cap.description, cap.backend):
             return _not_derived(cap, described[0]), []
         return ({n: stated_default(props[n]) for n in described}, NONE_NEEDED), []
     if (unset := what_an_update_changes(cap, props, required, out)) is not None:
@@ -357,13 +382,6 @@ def _not_derived(cap: Capability, name: str) -> ArgumentsRequired:
         f"tool {cap.name!r} of backend {cap.backend!r} needs the argument {name!r}, which could not be "
         f"derived from the question; pass `arguments` (or configure an LLM to fill them)",
         backend=cap.backend, tool=cap.name, missing=name, input_schema=cap.input_schema)
-
-
-def asks_more(cap: Capability, question: str) -> bool:
-    """Whether the question says anything the tool's name and description do not (stop words and words that only
-    ask, "show", "get", aside): a value the router could not read, which a default would silently replace."""
-    own = own_words(cap.name, cap.description, cap.backend)
-    return any(w not in own and w.rstrip("s") not in own for w in content_words(question))
 
 
 def _optional_number(question: str, name: str, span: tuple[int, int], value: Any, props: dict[str, dict[str, Any]],

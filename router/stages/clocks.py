@@ -58,3 +58,36 @@ def tells_the_time_now(cap: Capability) -> bool:
 def asks_another_time(question: str) -> bool:
     """Whether the question speaks of another time than now (a written date aside: `timezones.dates_in`)."""
     return bool(_ANOTHER_TIME.search(question)) and not _SAYS_NOW.search(question)
+
+
+# A tool that answers as of now ("Get real-time exchange rates", `latest_get`), taking no date, range or period: it
+# cannot answer about another day, and asked for one it would answer about today. One that also speaks of other times
+# ("current weather and forecasts", "historical and live rates") may.
+_AS_OF_NOW = re.compile(r"\b(?:real[- ]?time|current(?:ly)?|latest|live|right now|now)\b", re.I)
+_OTHER_TIMES = re.compile(r"histor|forecast|past|future|previous|archiv|timeline|series|range|period|\bdates?\b", re.I)
+_PERIOD_WORDS = frozenset({"start", "end", "since", "until", "from", "to", "period", "range", "year", "month", "week",
+                           "days", "history", "before", "after"})
+
+
+def answers_as_of_now(cap: Capability) -> bool:
+    """Whether the tool only answers as of now: its name or description says so (real-time, current, latest), and
+    nothing of it speaks of other times or takes a date or a period."""
+    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", cap.name)}
+    if not (_AS_OF_NOW.search(cap.description) or words & {"current", "latest", "now", "live", "realtime"}):
+        return False
+    if _OTHER_TIMES.search(f"{cap.name} {cap.description}"):
+        return False
+    return not any(takes_date(n, spec) or _PERIOD_WORDS & {w.lower() for w in re.findall(r"[A-Z]?[a-z]+", n)}
+                   for n, spec in properties_of(cap.input_schema).items())
+
+
+# Another day than today, as a question says it beside a written date (`timezones.dates_in`): a day relative to
+# today, or a year by itself ("the rate in 2019"; not "the 2019 models").
+_ANOTHER_DAY = re.compile(
+    rf"\b(?:yesterday|tomorrow|{_COUNT} {_SPAN} ago|(?:last|next|previous|coming) (?:week|month|year|weekend)|"
+    r"(?:in|for|during|from|of|since|until) (?:19|20)\d\d(?=\s*(?:[.,;:!?)]|$)|\s+(?:and|or|to|until)\b))", re.I)
+
+
+def asks_another_day(question: str) -> bool:
+    """Whether the question speaks of another day than today in words (a written date aside)."""
+    return bool(_ANOTHER_DAY.search(question))

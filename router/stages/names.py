@@ -6,6 +6,7 @@ updates it (`what_an_update_changes`) is none."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from typing import Any
@@ -107,7 +108,7 @@ def identifier_in(question: str, parameter: str,
     if kind is None:
         return None
     k = r"\s+".join(map(re.escape, kind.split()))
-    patterns = (rf"\b{k}(s?)\s+(?:with\s+(?:the\s+)?)?({_ID_MARK})?{_ID}(?![\w:\-]|\.\w)",
+    patterns = (rf"\b{k}(s?)\s+(?:with\s+(?:the\s+)?)?({_ID_MARK})?[\"'`\u201c]?{_ID}(?![\w:\-]|\.\w)",
                 rf"\b{re.escape(parameter)}()\s*[:=]?\s*()`?{_ID}(?![\w:\-]|\.\w)")
     mentions = sorted((m.start(), m) for p in patterns for m in re.finditer(p, question, re.I))
     for _, m in mentions:
@@ -239,4 +240,66 @@ def text_given(question: str, parameter: str, free: Callable[[tuple[int, int]], 
             if pattern is patterns[1] and (re.search(r"\band\b", value, re.I) or value.lower() in _NOT_NAMES):
                 return None
             return m.span(group), value
+    return None
+
+
+# Words a number of a thing's identifier may follow: its own kind's, a mark, or words that only join ("the anime with
+# ID 5012", "anime 5012", "resource 5 and 6").
+_JOINING = frozenset("id ids no number num with is of and or to the a an for".split())
+_WORD_BEFORE = re.compile(r"([A-Za-z]+)\W{0,3}$")
+
+
+def counts_another_thing(question: str, start: int, kind: str) -> bool:
+    """Whether the number at `start` follows a word for another thing than `kind` ("I am on episode 100" counts
+    episodes, not the anime whose id is asked), so it is no identifier of `kind`."""
+    before = _WORD_BEFORE.search(question, max(0, start - 40), start)
+    if before is None:
+        return False
+    word = before.group(1).lower()
+    return word not in _JOINING and word not in kind.split() and word.rstrip("s") not in kind.split()
+
+
+def quoted_beside(question: str, parameter: str, free: Callable[[tuple[int, int]], bool]
+                  ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of what the question quotes right beside the parameter's own words, where `free`: 'the tag
+    "cute"', 'my user ID is "g-user123"', 'the "Rosaceae" family' (`tag`, `userId`, `family`). A full stop or comma
+    inside the closing quote ends the sentence, not the value."""
+    words = words_of(parameter)
+    if not words:
+        return None
+    k = r"[\s_-]*".join(map(re.escape, words))
+    patterns = (rf"\b{k}s?\s*(?:(?:is|was|of|=)\s+|[:=]\s*)?(?:{_QUOTED})", rf"(?:{_QUOTED})\s+{k}s?\b")
+    mentions = sorted((m.start(), m) for p in patterns for m in re.finditer(p, question, re.I))
+    for _, m in mentions:
+        group = next(g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None)
+        (start, end), value = m.span(group), m.group(group).rstrip(".,;")
+        if _LISTED_BEFORE.search(question, 0, start - 1) or _LISTED_AFTER.match(question, end + 1):
+            return None  # 'the "A", "B" and "C" charts': several, for a parameter that takes one
+        if value.strip() and free((start, end)):
+            return (start, end), value
+    return None
+
+
+_LISTED_BEFORE = re.compile(r"[\"'`\u201d]\s*(?:,|\band\b|\bor\b)\s*(?:(?:and|or)\s+)?$", re.I)
+_LISTED_AFTER = re.compile(r"\s*(?:,|\band\b|\bor\b)\s*(?:(?:and|or)\s+)?[\"'`\u201c]", re.I)
+
+
+# An IP address, for a parameter named or described as one (`ip`, `ipAddress`; "The IP address to check").
+_IP = re.compile(r"(?<![\w.:])(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7})(?![\w:]|\.\d)")
+_IP_DESCRIBED = re.compile(r"\bIP(?:v[46])?\s+address", re.I)
+
+
+def ip_in(question: str, parameter: str, description: str, free: Callable[[tuple[int, int]], bool]
+          ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the first IP address the question writes, where `free`, for a parameter for one."""
+    words = words_of(parameter)
+    if not ({"ip", "ipv4", "ipv6"} & set(words) or _IP_DESCRIBED.search(description)):
+        return None
+    for m in _IP.finditer(question):
+        try:
+            ipaddress.ip_address(m.group(0))
+        except ValueError:
+            continue
+        if free(m.span()):
+            return m.span(), m.group(0)
     return None

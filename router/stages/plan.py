@@ -33,6 +33,7 @@ from router.stages.serving import (
     LEFT,
     NOT_NOW,
     READS_ONLY,
+    TODAY,
     UNTAKEN,
     Arguments,
     readable,
@@ -187,6 +188,9 @@ def _unserved(d: Decision, arguments: Arguments) -> RouterError:
     elif closest is not None and why == NOT_NOW:
         message = (f"the question asks about another time than now, and the closest, {closest.capability.key}, tells "
                    "the time now: it is not called")
+    elif closest is not None and why == TODAY:
+        message = (f"the question asks about another day, and the closest, {closest.capability.key}, answers as of "
+                   "now: it is not called")
     elif closest is not None and why == LEFT:
         left = ", ".join(repr(v) if isinstance(v, str) else f"{v:g}" for v in arguments.left[closest.capability.key])
         message = (f"the question also gives {left}, which the closest, {closest.capability.key}, would leave unused: "

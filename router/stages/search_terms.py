@@ -82,3 +82,10 @@ ASKING = frozenset(map(stem, "show list get print display see find fetch return 
 def content_words(question: str) -> list[str]:
     """The question's words (lower-cased) that say what it is about: not stop words, nor words that only ask."""
     return [w for w in words(question) if w not in STOP_WORDS and len(w) > 1 and stem(w) not in ASKING]
+
+
+def says_more(question: str, *texts: str) -> bool:
+    """Whether the question says anything `texts` (a tool's name, description, backend) do not, stop words and words
+    that only ask ("show", "get") aside: a value the router could not read, which a default would silently replace."""
+    own = own_words(*texts)
+    return any(w not in own and w.rstrip("s") not in own for w in content_words(question))

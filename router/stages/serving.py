@@ -17,7 +17,13 @@ from router.request import Request
 from router.retrieval.text import CJK, stem, tokenize
 from router.schemas import choices_of, properties_of, type_of
 from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing
-from router.stages.clocks import asks_another_time, takes_date, tells_the_time_now
+from router.stages.clocks import (
+    answers_as_of_now,
+    asks_another_day,
+    asks_another_time,
+    takes_date,
+    tells_the_time_now,
+)
 from router.stages.currencies import CURRENCY
 from router.stages.names import reads_by_its_action
 from router.stages.search_terms import content_words
@@ -207,6 +213,7 @@ LEFT = "the question's other values"  # what a call taking some of the question'
 EITHER_WAY = "one way"  # what a tool that toggles cannot serve: a request to switch something one way
 DATED = "another day"  # what a time converted as of today cannot serve: a date whose clocks are set otherwise
 NOT_NOW = "another time"  # what a tool that tells the time now cannot serve: a question about another time
+TODAY = "another day"  # what a tool that answers as of now cannot serve: a question about another day
 
 
 class Arguments:
@@ -231,6 +238,8 @@ class Arguments:
         now = datetime.now(UTC)
         self.now, self.dates = now, dates_in(request.question, now.date()) if not self.named else []
         self.another_time = not self.named and (bool(self.dates) or asks_another_time(request.question))
+        self.another_day = not self.named and (any(d != now.date() for d in self.dates) or
+                                               asks_another_day(request.question))
         # What `DATED` found, by capability key (None: nothing), asked once per capability: settling, planning
         # and the dry run's reasons each ask again.
         self.clock_change: dict[str, tuple[date, str, str, float] | None] = {}
@@ -267,6 +276,7 @@ class Arguments:
                 LEFT: "it would leave some of the question's values unused",
                 EITHER_WAY: f"it switches whichever way things are now, and the question asks to {self.one_way}",
                 NOT_NOW: "it tells the time now, and the question asks about another time",
+                TODAY: "it answers as of now, and the question asks about another day",
                 DATED: "it converts a time as of today, and on the question's date "
                        f"{self.off_by(candidate.capability)}",
                 UNTAKEN: f"it {self.takes_little(candidate.capability, so=False)}, and on a match this weak it "
@@ -289,6 +299,8 @@ class Arguments:
             return DATED
         if self.another_time and tells_the_time_now(capability):
             return NOT_NOW
+        if self.another_day and answers_as_of_now(capability):
+            return TODAY
         if self.kinds and (kind := unserved(capability, self.kinds)) is not None:
             return kind
         if self._leaves_values(capability):

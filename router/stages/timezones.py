@@ -214,6 +214,43 @@ def _country_zones() -> dict[str, tuple[str, ...]]:
 
 
 @lru_cache(maxsize=1)
+def _country_codes() -> tuple[dict[str, str], re.Pattern[str] | None]:
+    """Each country's name (lower case) and its ISO 3166 code, and a pattern of the names, longest first."""
+    countries = _table("iso3166.tab")
+    if countries is None:
+        return {}, None
+    codes: dict[str, str] = {}
+    for code, listed in _rows(countries):  # in the code's order: "UK" is Britain's before the Virgin Islands' (UK)
+        for name in _names(listed):
+            codes.setdefault(name.lower(), code)
+    codes.update({name.lower(): code for name, code in (*_ALSO.items(), ("USA", "US"), ("US", "US"))})
+    names = sorted((n for n in codes if n not in AMBIGUOUS), key=len, reverse=True)
+    return codes, re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\b", re.I)
+
+
+_CODE = re.compile(r"\bcode\b|\biso\b|alpha-?2|(?:two|2)[- ](?:letter|character)", re.I)
+
+
+def takes_country_code(name: str, description: str) -> bool:
+    """Whether a parameter is for a country's code: `countryCode`, `country_code`, or `country` described as a code
+    ("ISO 3166", "two-letter")."""
+    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
+    return words[-2:] == ["country", "code"] or (words[-1:] == ["country"] and bool(_CODE.search(description)))
+
+
+def country_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The span and ISO 3166 code of the first country the question names as a proper noun ("China", "the United
+    States"; "a turkey" is none, nor "New Jersey"), where `free`."""
+    codes, pattern = _country_codes()
+    for m in pattern.finditer(question) if pattern is not None else ():
+        name = m.group(0)
+        if name.split()[-1][0].isupper() and not _INSIDE_NAME.search(question, max(0, m.start() - 8), m.start()) \
+                and free(m.span()):
+            return m.span(), codes[name.lower()]
+    return None
+
+
+@lru_cache(maxsize=1)
 def _countries() -> dict[str, str]:
     """The countries whose zones all keep one clock, and the first of their zones."""
     year = datetime.now().year

@@ -117,8 +117,10 @@ def test_an_integer_is_taken_exactly_and_a_number_too_large_for_a_float_is_not_t
     schema = {"type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "integer"}}}
     assert derive_arguments(tool("show_order", schema), "Show order 12345678901234567891")[0] == {
         "order_id": 12345678901234567891}
-    assert derive_arguments(tool("show_order", schema), "Show order 42.0")[0] == {"order_id": 42}
+    assert derive_arguments(tool("show_order", schema), "Show order 42")[0] == {"order_id": 42}
     assert isinstance(derive_arguments(tool("show_order", schema), "Show order 4.5"), ArgumentsRequired)
+    count = {"type": "object", "required": ["count"], "properties": {"count": {"type": "integer"}}}
+    assert derive_arguments(tool("roll", count), "Roll 42.0 dice")[0] == {"count": 42}
     assert isinstance(derive_arguments(tool("add", NUMBERS_SCHEMA), "Add " + "9" * 400 + " and 1"),
                       ArgumentsRequired)  # not a call with infinity
     assert isinstance(derive_arguments(tool("show_order", schema), "Show order " + "7" * 5000),
@@ -430,3 +432,24 @@ def test_noon_and_midnight_are_times_of_day(question: str, clock: str) -> None:
     alarm = tool("alarm", {"type": "object", "required": ["time"], "properties": {"time": {"type": "string"}}})
     assert derive_arguments(alarm, question)[0] == {"time": clock}
     assert isinstance(derive_arguments(alarm, "the noonday sun"), ArgumentsRequired)
+
+
+@pytest.mark.parametrize(("question", "code"), [
+    ("Can you check if today is a public holiday in China?", "CN"), ("Any long weekends in the United States?", "US"),
+    ("Holidays in the UK", "GB"), ("Holidays in South Korea", "KR"),
+    ("How do I roast a turkey?", None), ("Holidays in New Jersey", None), ("Tell us the holidays", None),
+])
+def test_a_country_named_fills_a_parameter_for_its_code(question: str, code: str | None) -> None:
+    # ToolAlpaca's Nager.Date: "Required. string. Two-character represented country code": a 422 before.
+    from tests.unit.helpers import derives
+
+    described = {"type": "string", "description": "Two-character represented country code, e.g. CN"}
+    holidays = tool("holidays", {"type": "object", "required": ["countryCode"], "properties": {
+        "countryCode": {"type": "string"}}})
+    derives(holidays, question, code and {"countryCode": code})
+    derives(tool("h", {"type": "object", "required": ["country"], "properties": {"country": described}}), question,
+            code and {"country": code})
+    # A country by its name is no code: the parameter that takes a name is not given one.
+    named = tool("h", {"type": "object", "required": ["country"], "properties": {"country": {
+        "type": "string", "description": "The country's name"}}})
+    assert isinstance(derive_arguments(named, "Holidays in China"), ArgumentsRequired)

@@ -147,3 +147,46 @@ def test_a_commit_is_named_as_git_names_it(question: str, revision: str | None) 
     found = revision_in(question, "revision", lambda span: True)
     assert (found[1] if found else None) == revision
     assert revision_in(question, "branch_name", lambda span: True) is None  # only a parameter that takes a commit
+
+
+@pytest.mark.parametrize(("parameter", "question", "value"), [
+    # ToolAlpaca's APIs: each was a 422 asking for the value the question quotes beside the parameter's word.
+    ("family", 'I am curious about fruits of the "Rosaceae" family.', "Rosaceae"),
+    ("genus", "fruits that belong to the 'Citrus' genus", "Citrus"),
+    ("tag", "a cat picture with the tag 'cute'. Could you", "cute"),
+    ("userId", 'my access token is "abcd1234" and my user ID is "g-user123".', "g-user123"),
+    ("accessToken", 'My access token is "abcd1234." Can you list the roles?', "abcd1234"),  # the full stop ends it
+    # Several quoted for one parameter, a value not quoted, a quote away from the word: none.
+    ("chart", 'Then add "Segmentation", "Churn Rate", and "Lifetime Value" charts.', None),
+    ("tag", "a cat picture with the tag cute", None), ("family", 'Is "Rosaceae" a big plant family?', None),
+])
+def test_a_value_quoted_beside_the_parameter_s_own_words_fills_it(parameter: str, question: str,
+                                                                   value: str | None) -> None:
+    from tests.unit.helpers import derives
+
+    derives(tool("find", parameter), question, value and {parameter: value})
+
+
+@pytest.mark.parametrize(("question", "value"), [
+    ("Report this address, 192.168.1.100, for spam", "192.168.1.100"), ("Is '123.45.67.89' abusive?", "123.45.67.89"),
+    ("Check fe80::1 please", "fe80::1"), ("Check 999.1.1.1", None), ("Version 1.2.3.4.5 is out", None),
+    ("The log at 12:30:45 shows it", None),
+])
+def test_an_ip_address_fills_a_parameter_for_one(question: str, value: str | None) -> None:
+    from tests.unit.helpers import derives
+
+    derives(tool("check_ip", "ip"), question, value and {"ip": value})
+    described = tool("check", "target", description="The IP address to check")
+    derives(described, question, value and {"target": value})
+
+
+def test_an_integer_identifier_is_named_beside_its_kind_not_counted() -> None:
+    # ToolAlpaca's AniAPI: "I am on episode 100" was sent as the anime's id.
+    sync = Capability(backend="anime", name="synchronizeTracking", input_schema={
+        "type": "object", "required": ["animeId"], "properties": {"animeId": {"type": "integer"}}})
+    assert isinstance(derive_arguments(sync, 'Synchronize my progress on "Naruto": I am on episode 100.'),
+                      ArgumentsRequired)
+    assert isinstance(derive_arguments(sync, "Synchronize Attack on Titan: I watched up to episode 25"),
+                      ArgumentsRequired)
+    assert derive_arguments(sync, "Synchronize the anime with ID 5012")[0] == {"animeId": 5012}
+    assert derive_arguments(sync, "Synchronize anime 5012")[0] == {"animeId": 5012}

@@ -202,3 +202,41 @@ def test_a_question_about_another_time_than_now_is_not_answered_by_the_time_now(
     now = Capability(backend="time", name="get_current_time", description="Get current time in a specific timezone",
                      read_only=True, input_schema={"type": "object", "properties": {"timezone": {"type": "string"}}})
     assert (Arguments(Request(question=question)).unserved(now) == NOT_NOW) is other
+
+
+def test_a_tool_that_answers_as_of_now_takes_no_date_and_speaks_of_no_other_time() -> None:
+    from router.stages.clocks import answers_as_of_now
+    from router.values import Capability
+
+    def tool(name: str, description: str, *params: str) -> Capability:
+        return Capability(backend="t", name=name, description=description, input_schema={
+            "type": "object", "properties": {p: {"type": "string"} for p in params}})
+
+    assert answers_as_of_now(tool("getExchangeRates", "Retrieve real-time currency exchange rates", "base", "symbols"))
+    assert answers_as_of_now(tool("latest_get", "Get rates for all supported currencies", "base"))
+    assert answers_as_of_now(tool("current_weather", "The weather in a city", "city"))
+    assert not answers_as_of_now(tool("historical_get", "Get historical exchange rate data", "base", "date"))
+    assert not answers_as_of_now(tool("rates", "Get the current rates, or those of a given date", "base"))
+    assert not answers_as_of_now(tool("weather", "Current weather and forecasts", "city"))
+    assert not answers_as_of_now(tool("rates", "Get the latest rates", "base", "start_date"))
+    assert not answers_as_of_now(tool("holidays", "Get the current holidays", "countryCode", "year"))
+    assert not answers_as_of_now(tool("convert", "Convert an amount from one currency to another", "from", "to"))
+
+
+@pytest.mark.parametrize(("question", "other"), [
+    # ToolAlpaca's 1Forge: "the exchange rate data for USD to JPY from October 1, 2021, to November 30, 2021" was
+    # answered with today's rates.
+    ("Get the USD to JPY rate from October 1, 2021, to November 30, 2021", True),
+    ("What was the USD to EUR rate yesterday?", True), ("What was the rate 3 days ago?", True),
+    ("What was the USD to EUR rate in 2019?", True), ("USD to EUR rate for last week", True),
+    ("What is the USD to EUR rate?", False), ("What is the USD to EUR rate now?", False),
+    ("Get the rates for 2019 models of cars", False),
+])
+def test_a_question_about_another_day_is_not_answered_as_of_now(question: str, other: bool) -> None:
+    from router.request import Request
+    from router.stages.serving import TODAY, Arguments
+    from router.values import Capability
+
+    live = Capability(backend="fx", name="getExchangeRates", description="Retrieve real-time currency exchange rates",
+                      read_only=True, input_schema={"type": "object", "properties": {"base": {"type": "string"}}})
+    assert (Arguments(Request(question=question)).unserved(live) == TODAY) is other
