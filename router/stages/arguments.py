@@ -55,7 +55,7 @@ from router.stages.names import (
     text_given,
     what_an_update_changes,
 )
-from router.stages.numbers import NUMBER, number_in
+from router.stages.numbers import number_in, numbers_in
 from router.stages.search_terms import own_words, says_more, search_terms, takes_search_terms
 from router.stages.timezones import country_in, takes_country_code, time_of_day_in, zone_in
 from router.stages.written import (
@@ -394,7 +394,7 @@ def _optional_number(question: str, name: str, span: tuple[int, int], value: Any
     if unit and unit_after(question, span, unit) and all(counted_in(props[n]) != unit for n in numbers):
         return True
     if numbers and not beside:
-        spans = [m.span() for m in NUMBER.finditer(question)]
+        spans = [m.span() for m in numbers_in(question)]
         beside.append({n for n in props if any(names_next_to(question, n, s) for s in spans)})
     rivals = [n for n in numbers if n not in beside[0]]
     if named_before(question, name, span, others, rivals):

@@ -22,20 +22,32 @@ NUMBER = re.compile(rf"(?:(?<![\w.])|(?<=\d[x\u00d7]))(?:(?=-)|(?<!\d,))(?<!\d,-
                     rf"(?!(?![x\u00d7]\d+(?:\.\d+)?(?![\dA-WYZa-wyz_]|[.,]\d))\w|[.,]\d)")
 
 
+# Small numbers as words count too: "the last three commits", "the first two lines" ("one" is a pronoun as often).
+_WORDS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+          if n >= 2} | {"fifteen": 15, "twenty": 20, "thirty": 30, "fifty": 50, "hundred": 100}
+NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_WORDS)})\b(?!-)", re.I)
+
+
+def numbers_in(question: str) -> list[re.Match[str]]:
+    """Every number the question writes, in digits or as a word, in order."""
+    return sorted([*NUMBER.finditer(question), *NUMBER_WORD.finditer(question)], key=lambda m: m.start())
+
+
 def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
               free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], Any] | None:
     """The span and value of the number the question gives the parameter `name` (JSON type `kind`: number or
     integer), where `free`: the one it names the parameter beside ("longitude -74 and latitude 40.7") first, then
     the first free one that is a value of its own."""
     words = [w for w in words_for(name) if len(w) >= 3]
-    named = [m for m in NUMBER.finditer(question) if words and re.search(
+    found = numbers_in(question)
+    named = [m for m in found if words and re.search(
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
     share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
-    for m in [*named, *NUMBER.finditer(question)]:
+    for m in [*named, *found]:
         if not free(m.span()) or _part_of_other_value(question, m.start(), m.end(), share):
             continue
-        raw = m.group(0)
+        raw = str(_WORDS.get(m.group(0).lower(), m.group(0)))
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
         if len(raw) > _MAX_DIGITS:  # no tool takes such a number, and Python reads no more than 4,300 digits
             continue

@@ -453,3 +453,16 @@ def test_a_country_named_fills_a_parameter_for_its_code(question: str, code: str
     named = tool("h", {"type": "object", "required": ["country"], "properties": {"country": {
         "type": "string", "description": "The country's name"}}})
     assert isinstance(derive_arguments(named, "Holidays in China"), ArgumentsRequired)
+
+
+def test_small_numbers_written_as_words_are_numbers() -> None:
+    # The official git server: "Show the last three commits" was a 409 (nothing settled git_log), "Show the last 3
+    # commits" its call with `max_count` 3; LiveMCPBench's "over the past three days" left the index's `days` out.
+    log = tool("git_log", {"type": "object", "properties": {"max_count": {
+        "type": "integer", "description": "Maximum number of commits to show"}}})
+    assert derive_arguments(log, "Show the last three commits")[0] == {"max_count": 3}
+    assert derive_arguments(tool("add", NUMBERS_SCHEMA), "Add twelve and five")[0] == {"a": 12, "b": 5}
+    # "One" is a pronoun as often; a word that holds a number's letters is none; "twenty-one" is not read as twenty.
+    assert derive_arguments(log, "Show me one of the commits")[0] == {}
+    assert derive_arguments(log, "Show the commits I often make")[0] == {}
+    assert isinstance(derive_arguments(tool("add", NUMBERS_SCHEMA), "Add twenty-one and five"), ArgumentsRequired)
