@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from router.schemas import properties_of
+from router.stages.written import words_of
 from router.values import Capability
 
 _DATE_WORD = re.compile(r"(?:^|_)(?:date|day|datetime|when)(?:$|_|[A-Z])|(?:Date|Day)(?:[A-Z]|$)")  # snake or camel
@@ -46,7 +47,7 @@ def tells_the_time_now(cap: Capability) -> bool:
     """Whether the tool tells the time now: its name speaks of the current time or a clock (`get_current_time`,
     `getCurrentDatetime`, `now`), and it takes nothing but where (a zone, a place) or how to show it, so it
     cannot tell another time."""
-    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", cap.name)}
+    words = set(words_of(cap.name))
     if cap.kind != "tool" or not words & _CLOCK_WORDS:
         return False
     if not ({"current", "now"} & words or _NOW.search(cap.description)):
@@ -72,12 +73,12 @@ _PERIOD_WORDS = frozenset({"start", "end", "since", "until", "from", "to", "peri
 def answers_as_of_now(cap: Capability) -> bool:
     """Whether the tool only answers as of now: its name or description says so (real-time, current, latest), and
     nothing of it speaks of other times or takes a date or a period."""
-    words = {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", cap.name)}
+    words = set(words_of(cap.name))
     if not (_AS_OF_NOW.search(cap.description) or words & {"current", "latest", "now", "live", "realtime"}):
         return False
     if _OTHER_TIMES.search(f"{cap.name} {cap.description}"):
         return False
-    return not any(takes_date(n, spec) or _PERIOD_WORDS & {w.lower() for w in re.findall(r"[A-Z]?[a-z]+", n)}
+    return not any(takes_date(n, spec) or _PERIOD_WORDS & set(words_of(n))
                    for n, spec in properties_of(cap.input_schema).items())
 
 

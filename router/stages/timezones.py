@@ -19,6 +19,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from router.stages.written import words_of
+
 # Names the database's country table does not use, for countries it lists under another.
 _ALSO = {"United Kingdom": "GB", "England": "GB", "Scotland": "GB", "Wales": "GB", "Great Britain": "GB",
          "Czechia": "CZ", "Holland": "NL", "UAE": "AE"}
@@ -234,7 +236,7 @@ _CODE = re.compile(r"\bcode\b|\biso\b|alpha-?2|(?:two|2)[- ](?:letter|character)
 def takes_country_code(name: str, description: str) -> bool:
     """Whether a parameter is for a country's code: `countryCode`, `country_code`, or `country` described as a code
     ("ISO 3166", "two-letter")."""
-    words = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)]
+    words = words_of(name)
     return words[-2:] == ["country", "code"] or (words[-1:] == ["country"] and bool(_CODE.search(description)))
 
 
