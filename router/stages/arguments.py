@@ -17,7 +17,6 @@ backend as given. The source of every argument set is reported in the routing me
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +32,7 @@ from router.schemas import (
     type_of,
     with_defaults,
 )
+from router.stages.addresses import address_part, route_end
 from router.stages.argument_order import (
     counted_in,
     named_before,
@@ -40,9 +40,11 @@ from router.stages.argument_order import (
     put_in_order,
     unit_after,
 )
+from router.stages.choices import choice_in
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
 from router.stages.free_text import free_text_parameter
 from router.stages.names import (
+    code_labelled,
     counts_another_thing,
     identifier_in,
     ip_in,
@@ -92,43 +94,8 @@ def _free(span: tuple[int, int], used: list[tuple[int, int]]) -> bool:
 
 def _enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     values = choices_of(spec)
-    if not isinstance(values, list):
-        return None
-    found = []
-    for value in values:
-        if not isinstance(value, str) or not value:
-            continue
-        pattern = re.escape(value).replace("_", "[ _]").replace(r"\-", "[ -]")
-        # A code that is also a common word ("IN", "US", "IT") counts in capitals only: "in Germany" does not name
-        # India; "usd" and "csv" are codes however written.
-        code = value.isupper() and value.lower() in _WORDS
-        for m in re.finditer(rf"(?<!\w){pattern}{'' if code else '(?:e?s)?'}(?!\w)", question, 0 if code else re.I):
-            if _free(m.span(), used):
-                found.append((m.start(), m.span(), value))
-                break
-    if not found:
-        found = [(by.start(), by.span(), value) for value in values if isinstance(value, str)
-                 and (words := _BY.get(value.lower())) is not None
-                 and (by := re.search(rf"\b(?:{words})\b", question, re.I)) is not None and _free(by.span(), used)]
-    if not found:
-        return None
-    found.sort()
-    _, span, value = found[0]
-    used.append(span)
-    return value
-
-
-# An order named by what it puts first ("the biggest file" in a listing sorted by size; "the latest posts" by date).
-_LARGEST = "biggest|largest|smallest|heaviest|lightest|bigger|larger|smaller"
-_NEWEST = "newest|oldest|latest|earliest|most\\s+recent(?:ly)?|least\\s+recent(?:ly)?"
-_BY = {"size": _LARGEST, "bytes": _LARGEST, "date": _NEWEST, "time": _NEWEST, "modified": _NEWEST,
-       "mtime": _NEWEST, "updated": _NEWEST, "created": _NEWEST, "newest": _NEWEST, "recent": _NEWEST,
-       "price": "cheapest|priciest|most\\s+expensive|least\\s+expensive|cheaper|dearer"}
-
-
-_WORDS = frozenset("a an and are as at be by do go he hi if in is it me my no of ok on or so to up us we all any "
-                   "can for get has her him his how its may new not now one our out per see she the too two was who "
-                   "why yes you".split())
+    return _taken(choice_in(question, values, lambda span: _free(span, used)), used) if isinstance(values, list) \
+        else None
 
 
 def _taken(found: tuple[tuple[int, int], Any] | None, used: list[tuple[int, int]]) -> Any:
@@ -225,13 +192,27 @@ def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
 
 
 def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    """A thing's identifier written after its kind ("user U12345"), or a commit for a revision ("the last commit")."""
+    """A thing's identifier written after its kind ("user U12345"), a commit for a revision ("the last commit"), or a
+    code labelled with the standard the parameter names ("ICAO: KLAX")."""
     if not _text(spec):
         return None
 
     def free(span: tuple[int, int]) -> bool:
         return _free(span, used)
-    return _taken(identifier_in(question, name, free) or revision_in(question, name, free), used)
+    return _taken(identifier_in(question, name, free) or revision_in(question, name, free)
+                  or code_labelled(question, name, str(spec.get("description", "")), free), used)
+
+
+def _address(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A street address or the part of it a parameter is named for, or an end of a route ("from Boston to New
+    York"; for a list of places, as the one place of a list)."""
+    def free(span: tuple[int, int]) -> bool:
+        return _free(span, used)
+    if type_of(spec) == "array":
+        end = route_end(question, name, free)
+        return [_taken(end, used)] if end else None
+    return _taken(address_part(question, name, str(spec.get("description", "")), free)
+                  or route_end(question, name, free), used) if _text(spec) else None
 
 
 def _country(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
@@ -255,8 +236,8 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         else None
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _country, _ip,
-                                     _repository, _name, _identifier, _quoted, _number, _switch)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _address, _country,
+                                     _ip, _repository, _name, _identifier, _quoted, _number, _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 

@@ -303,3 +303,27 @@ def ip_in(question: str, parameter: str, description: str, free: Callable[[tuple
         if free(m.span()):
             return m.span(), m.group(0)
     return None
+
+
+# A code a question labels with the standard it belongs to ("(ICAO: KLAX)", "its FAA identifier, AVL"), for a
+# parameter whose name or description names that standard (`icao_code`; `apt`, "FAA or ICAO airport identifier").
+_LABEL = re.compile(r"\b[A-Z]{2,6}\b")
+_NOT_LABELS = frozenset({"ID", "IDS", "URL", "URI", "API", "HTTP", "JSON", "XML", "CSV", "UTC", "GMT", "OR", "AND"})
+_CODE = (r"(?:\s+(?:code|identifier|id|designator))?\s*[:,=]?\s*[\"'`\u201c]?([A-Z0-9]{2,8})\b"
+         r"(?![\"'`\u201d]?\s*(?:,|and|or)\s+[\"'`\u201c]?[A-Z0-9]{2,8}\b)")  # one code, not the first of a list
+
+
+def code_labelled(question: str, parameter: str, description: str, free: Callable[[tuple[int, int]], bool]
+                  ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the code the question labels with a standard the parameter names ("ICAO: KLAX" for
+    `icao_code`), where `free`. Codes of several things ("(ICAO: KJFK) and ... (ICAO: KLGA)", 'codes "EDDH" and
+    "EDDF"') give none: the parameter takes one."""
+    labels = {w.upper() for w in words_of(parameter)} | set(_LABEL.findall(description))
+    labels = {w for w in labels - _NOT_LABELS if len(w) >= 2 and _LABEL.fullmatch(w)}
+    if not labels:
+        return None
+    pattern = rf"\b(?:{'|'.join(map(re.escape, sorted(labels)))}){_CODE}"
+    found = [m for m in re.finditer(pattern, question) if re.search(r"[A-Z]", m.group(1))]
+    if len({m.group(1) for m in found}) != 1 or not free(found[0].span(1)):
+        return None
+    return found[0].span(1), found[0].group(1)
