@@ -204,8 +204,15 @@ _QUOTED_CHOICE = re.compile(r"""['"`]([A-Za-z][\w-]{0,24})['"`]""")
 _EXAMPLES = re.compile(r"\be\.g\.|\b(?:for example|for instance|such as|example|like)\b", re.I)
 
 
+# Choices a description lists after saying it lists them ("One of: [google, facebook, twitter]", "Possible values:
+# sms, email"), as documentation generated from an API's reference writes an enum.
+_LISTED_CHOICES = re.compile(r"\b(?:one of|(?:possible|allowed|valid|accepted|supported) values)\s*:?\s*"
+                             r"(?:\[([^\]\n]{1,200})\]|((?:[\w-]+\s*(?:,|\||\bor\b)\s*)+[\w-]+))", re.I)
+
+
 def choices_of(spec: dict[str, Any]) -> list[Any] | None:
-    """The values a parameter takes one of: its `enum`, or two or more its description quotes as the choices."""
+    """The values a parameter takes one of: its `enum`, or two or more its description lists or quotes as the
+    choices."""
     if isinstance(spec.get("enum"), list):
         return spec["enum"]
     described = spec.get("description")
@@ -218,6 +225,11 @@ def choices_of(spec: dict[str, Any]) -> list[Any] | None:
 @lru_cache(maxsize=4096)
 def _quoted_choices(described: str) -> tuple[str, ...]:
     """Read once per description: every candidate's derivation asks for each of its parameters."""
+    if (listed := _LISTED_CHOICES.search(described)) is not None:
+        words = (w.strip(" '\"`") for w in re.split(r"\s*(?:,|\||\bor\b)\s*", listed.group(1) or listed.group(2)))
+        choices = tuple(dict.fromkeys(w for w in words if re.fullmatch(r"[A-Za-z][\w-]{0,24}", w)))
+        if len(choices) >= 2:
+            return choices
     if _EXAMPLES.search(described):
         return ()
     quoted = tuple(dict.fromkeys(_QUOTED_CHOICE.findall(described)))

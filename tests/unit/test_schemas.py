@@ -90,6 +90,12 @@ def test_a_derived_value_is_held_to_the_formats_the_library_checks() -> None:
     ({"type": "string", "description": "The branch, e.g. 'main' or 'dev'"}, None),  # examples, not the choices
     ({"type": "string", "description": "The 'name' of the thing"}, None),  # one quoted word chooses nothing
     ({"type": "integer", "description": "'1' or '2'"}, None),
+    # Listed as an API reference lists an enum (ToolAlpaca's Auth0), quoted or not.
+    ({"type": "string", "description": "The identity provider to use. One of: [google, facebook, twitter]."},
+     ["google", "facebook", "twitter"]),
+    ({"type": "string", "description": "Possible values: asc, desc"}, ["asc", "desc"]),
+    ({"type": "string", "description": "Allowed values: json | xml"}, ["json", "xml"]),
+    ({"type": "string", "description": "The user, one of the members of the team"}, None),
 ])
 def test_the_choices_of_a_parameter_are_its_enum_or_those_its_description_quotes(spec: dict, choices: list | None
                                                                                   ) -> None:
