@@ -34,6 +34,7 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
     ("Show me the schema of the orders table", ("describe_table",)),
     ("Run SELECT * FROM users", ("read_query",)), ("SELECT count(*) FROM users", ("read_query",)),
     ("How many users are there?", ("read_query",)), ("Show me all users", ("read_query",)),
+    ("List users whose email ends with example.com", ("read_query",)),
     ("DELETE FROM users WHERE id = 1", ("write_query",)), ("Delete the user bob", ("write_query",)),
     ("INSERT INTO users(name) VALUES ('carol')", ("write_query",)),
     ("Insert a user named alice with email alice@example.com", ("write_query",)),

@@ -162,11 +162,21 @@ def takes_expression(name: str, description: str) -> bool:
     return (bool(words) and words[-1] in _EXPRESSION_WORDS) or bool(EXPRESSION_DESCRIBED.search(description))
 
 
+_MAIL_BEFORE = re.compile(r"\be-?mails?\b(?:\W+\w+){0,4}?\W+$", re.I)
+_MAIL_AFTER = re.compile(r"\s+(?:e-?mail\s+)?(?:address(?:es)?|e-?mails?|mailbox(?:es)?|inbox(?:es)?|accounts?)\b",
+                         re.I)
+
+
 def web_address(question: str, span: tuple[int, int]) -> str | None:
     """The address without a sentence's closing punctuation, nor a closing bracket it did not open ("(see
     https://a.example/x)"); one of its own stays ("https://en.wikipedia.org/wiki/Mercury_(planet)"). One written
-    without its scheme gets https's, as a browser's address bar gives it ("example.com": "https://example.com")."""
+    without its scheme gets https's, as a browser's address bar gives it ("example.com": "https://example.com"), but
+    not where the question speaks of mail there ("users whose email ends with example.com", "an example.com
+    address"): that is a domain of addresses, not a page to read."""
     text = question[span[0]:span[1]]
+    if not re.match(r"(?:https?://|www\.)", text, re.I) and (
+            _MAIL_BEFORE.search(question, max(0, span[0] - 60), span[0]) or _MAIL_AFTER.match(question, span[1])):
+        return None
     while text and (text[-1] in ".,;:!?" or (text[-1] == ")" and text.count(")") > text.count("("))):
         text = text[:-1]
     host = re.sub(r"^(?:https?://)?(?:www\.)?", "", text, flags=re.I)

@@ -35,6 +35,9 @@ def derived(parameter: str, question: str) -> object:
                                                    "https://docs.python.org/3/library/re.html"),
     ("Mail bob@example.com", None), ("Read notes.txt", None), ("See example.community", None),
     ("Node.js is great", None), ("Read /srv/notes.txt", None), ("What is new?", None),
+    # A domain of mail addresses is no page to read ("List users whose email ends with example.com" fetched it).
+    ("List users whose email ends with example.com", None), ("Which users have an example.com address?", None),
+    ("Send an email to bob about https://example.com", "https://example.com"),
 ])
 def test_a_web_address_the_question_writes_goes_to_a_parameter_for_one(question: str, url: str | None) -> None:
     assert derived("url", question) == url
