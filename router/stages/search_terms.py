@@ -74,14 +74,21 @@ def own_words(*texts: str) -> set[str]:
 
 
 # Words that ask for an answer rather than say what it is about, or say only how much of it ("everything in
-# memory" asks for the whole of what the reader returns): they need no echo in a capability's texts.
+# memory" asks for the whole of what the reader returns), or say which backend is to answer ("use the memory
+# server"): they need no echo in a capability's texts.
 ASKING = frozenset(map(stem, "show list get print display see find fetch return provide want need like know "
-                             "everything anything whole entire every".split()))
+                             "everything anything whole entire every use using server servers backend backends"
+                             .split()))
+
+
+# "How does X work?" asks about X: its "work" is how the question is put, as "show" is.
+_HOW_IT_WORKS = re.compile(r"^\W*how\s+(?:do|does|did|will|would|can|could|should)\b.*\bwork(?:s|ed)?\W*$", re.I)
 
 
 def content_words(question: str) -> list[str]:
     """The question's words (lower-cased) that say what it is about: not stop words, nor words that only ask."""
-    return [w for w in words(question) if w not in STOP_WORDS and len(w) > 1 and stem(w) not in ASKING]
+    found = [w for w in words(question) if w not in STOP_WORDS and len(w) > 1 and stem(w) not in ASKING]
+    return found[:-1] if found and _HOW_IT_WORKS.match(question) else found
 
 
 def says_more(question: str, *texts: str) -> bool:

@@ -217,9 +217,14 @@ def _names(question: str, backend: str) -> bool:
 
 def _names_as_a_name(question: str, backend: str) -> bool:
     """Whether the question names the backend as a name: capitalised, within a sentence ("Search Notion for ...",
-    "on Slack"). A backend called by a common word ("search", "local", "now") is not named by the word's use."""
-    return any(m.group(0)[0].isupper() and question[:m.start()].strip() and not re.search(r"[.!?:]\s*$", question[
-        :m.start()]) for m in _mentions(question, backend))
+    "on Slack"), or called the server or backend ("using the everything server"; not "my local server"). A backend
+    called by a common word ("search", "local", "now") is not named by the word's use."""
+    return any((m.group(0)[0].isupper() and question[:m.start()].strip() and not re.search(r"[.!?:]\s*$", question[
+        :m.start()])) or (_THE.search(question, 0, m.start()) and _SERVER.match(question, m.end()))
+        for m in _mentions(question, backend))
+
+
+_THE, _SERVER = re.compile(r"\bthe\s+$", re.I), re.compile(r"\s+(?:mcp\s+)?(?:server|backend)\b", re.I)
 
 
 def _mentions(question: str, backend: str) -> Iterator[re.Match[str]]:

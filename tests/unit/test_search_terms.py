@@ -62,3 +62,17 @@ def test_where_a_search_looks_is_left_out_only_when_the_tool_names_it() -> None:
     assert search_terms("Search for flights to Rome", words, places) == "flights to Rome"
     assert search_terms("Search for Rome flights in travel", words, places) == "Rome flights"
     assert search_terms("Search for Rome in search", words, places) == "Rome in search"  # the tool's word, no place
+
+
+@pytest.mark.parametrize(("question", "words"), [
+    # "How does fallback work?" was refused: nothing the documentation's section on fallback says is about "work".
+    ("How does fallback work?", ["fallback"]), ("How do health checks work?", ["health", "checks"]),
+    ("How do retries work with hedging?", ["retries", "work", "hedging"]),  # a "work" within the question stays
+    ("Why does fallback work?", ["fallback", "work"]),
+    # Which backend is to answer says nothing of what about ("Use the memory server to show everything").
+    ("Use the memory server to show everything", ["memory"]),
+])
+def test_the_words_that_say_what_a_question_is_about(question: str, words: list[str]) -> None:
+    from router.stages.search_terms import content_words
+
+    assert content_words(question) == words

@@ -241,6 +241,11 @@ def test_a_question_that_names_a_backend_is_not_answered_by_another_backend_at_a
     # A backend called by a common word is not named by its use, nor by a sentence's first word.
     for question in ("Search for meeting notes", "search notion for meeting notes", "Notion: meeting notes"):
         assert settled(question).candidates[0].capability.backend == "search", question
+    # Called a server, it is named however it is written ("Add 3 and 4 using the everything server" was the
+    # calculator's).
+    for question in ("search the notion server for meeting notes", "Use the notion backend to find meeting notes"):
+        assert settled(question, likely=True).candidates[0].capability.backend == "notion", question
+    assert settled("search my notion server for meeting notes").candidates[0].capability.backend == "search"
 
 
 # As @playwright/mcp 0.0.83 lists it: one tool lists, opens, closes and selects tabs, and its server marks it as one
