@@ -134,6 +134,8 @@ def _refusal(d: Decision, arguments: Arguments, statuses: Mapping[str, BackendSt
     if d.verdict == "ambiguous":
         first = next((c for c in d.candidates if c.contending), None)
         if first is not None and first.unsure_action:  # whether to act at all
+            if arguments.doubt(first) in (ACTS, EITHER_WAY):  # however likely, it would not be called: say why
+                return _unserved(d, arguments, first)
             return AmbiguousRoute(d.message, candidates=closest(), request_id=request.request_id)
         if first is not None and first.unclear_tool:  # which of one backend's tools
             # Those that could serve the question: the memory's readers are no choice for "Remember that ...".
@@ -166,11 +168,11 @@ def _too_close_pair(d: Decision) -> list[dict]:
     return [c.info(i).model_dump() for i, c in (relevant[0], *([other] if other else []))]
 
 
-def _unserved(d: Decision, arguments: Arguments) -> RouterError:
+def _unserved(d: Decision, arguments: Arguments, closest: Candidate | None = None) -> RouterError:
     """Nothing that fits can serve the question: the router declines rather than call a tool that cannot do
     it (a unit converter asked for currencies, a reader asked to remember whose backend has nothing else that
     fits; when it has, settling asked which of those tools)."""
-    closest = next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
+    closest = closest or next((c for c in d.candidates if c.relevant), d.candidates[0] if d.candidates else None)
     why = arguments.doubt(closest) if closest is not None else None
     if closest is not None and why == READS_ONLY:
         message = (f"the question asks to {arguments.change} something, and no capability that fits it may change "

@@ -81,14 +81,9 @@ ASKING = frozenset(map(stem, "show list get print display see find fetch return 
                              .split()))
 
 
-# "How does X work?" asks about X: its "work" is how the question is put, as "show" is.
-_HOW_IT_WORKS = re.compile(r"^\W*how\s+(?:do|does|did|will|would|can|could|should)\b.*\bwork(?:s|ed)?\W*$", re.I)
-
-
 def content_words(question: str) -> list[str]:
     """The question's words (lower-cased) that say what it is about: not stop words, nor words that only ask."""
-    found = [w for w in words(question) if w not in STOP_WORDS and len(w) > 1 and stem(w) not in ASKING]
-    return found[:-1] if found and _HOW_IT_WORKS.match(question) else found
+    return [w for w in words(question) if w not in STOP_WORDS and len(w) > 1 and stem(w) not in ASKING]
 
 
 def says_more(question: str, *texts: str) -> bool:

@@ -133,7 +133,7 @@ def test_an_operator_sees_the_backends_explains_a_question_and_corrects_a_409(
 
     # A 409: the router asks rather than acting. The operator says what it should have been, and the same
     # question is then answered by that tool.
-    question = "How do I enable tracing?"
+    question = "How can I get more logs?"
     page.get_by_label("Question").fill(question)
     page.get_by_role("button", name="Explain").click()  # the dry run says what running it will answer
     expect(page.locator("#explorer-result")).to_contain_text("answer 409 ambiguous_route")

@@ -300,11 +300,11 @@ async def test_a_tool_that_may_act_is_not_called_on_a_weak_match(router: Router)
     # The reference server's toggle-simulated-logging starts something, and nothing in the question makes it
     # likely enough to be meant: the router asks rather than acting.
     with pytest.raises(AmbiguousRoute) as info:
-        await query(router, QueryRequest(question="How do I enable tracing?"))
+        await query(router, QueryRequest(question="How can I get more logs?"))
     assert "may change something" in info.value.message and "routing.min_action_confidence" in info.value.message
     assert info.value.details["candidates"][0]["capability"] == "toggle-simulated-logging"
     assert info.value.details["candidates"][0]["read_only"] is False
-    named = await query(router, QueryRequest(question="How do I enable tracing?", backend="everything",
+    named = await query(router, QueryRequest(question="How can I get more logs?", backend="everything",
                                              tool="toggle-simulated-logging"))
     assert named.capability == "toggle-simulated-logging"  # named by the caller, it is called
 
@@ -329,6 +329,10 @@ async def test_the_question_s_values_choose_the_conversion_and_the_breakdown_say
     ("Do I need an API key?", "faq.md: Do I need an API key to run the demo?"),
     ("What is the default request deadline?", "resilience.md: Deadlines and timeouts"),
     ("Can I use remote embeddings?", "embeddings.md: Remote embeddings"),
+    # The example's documents said nothing of metrics or traces: "How do I see metrics?" called the calculator's unit
+    # converter, "How do I enable tracing?" came closest to the reference server's logging switch.
+    ("How do I see metrics?", "operations.md: Metrics and traces"),
+    ("How do I enable tracing?", "operations.md: Metrics and traces"),
 ])
 async def test_a_question_the_documentation_answers_reads_its_section(router: Router, question: str,
                                                                      section: str) -> None:
@@ -352,7 +356,7 @@ async def test_a_section_that_shares_none_of_the_question_s_words_is_not_read_fo
     "What time is it in New York when it is 9am in London?",  # a call the question's values settle
     "How does hedging work?", "Write a poem about the sea",  # 404s the plan adds to a route on a weak match
     "Remember that Bob likes tea",  # a 409: the reader fits best, the tools that may store it are asked about
-    "How do I enable tracing?",  # a 409: a tool that may act, on a weak match
+    "How can I get more logs?",  # a 409: a tool that may act, on a weak match
     "List all entities in memory",  # a 409: the closest may act, the question only asks: the readers are asked about
     "What time is it?",  # the server's own zone, as its description says when the user names none
     "What time is it in Springfield?",  # a 422

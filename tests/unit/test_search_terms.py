@@ -65,10 +65,9 @@ def test_where_a_search_looks_is_left_out_only_when_the_tool_names_it() -> None:
 
 
 @pytest.mark.parametrize(("question", "words"), [
-    # "How does fallback work?" was refused: nothing the documentation's section on fallback says is about "work".
-    ("How does fallback work?", ["fallback"]), ("How do health checks work?", ["health", "checks"]),
-    ("How do retries work with hedging?", ["retries", "work", "hedging"]),  # a "work" within the question stays
-    ("Why does fallback work?", ["fallback", "work"]),
+    # "How does hedging work?": the caller's "work" stays a word the answer must be about (on the project's own
+    # documentation, taken as one that only asks, it read the section on load testing, which mentions hedging).
+    ("How does hedging work?", ["hedging", "work"]),
     # Which backend is to answer says nothing of what about ("Use the memory server to show everything").
     ("Use the memory server to show everything", ["memory"]),
 ])
