@@ -6,7 +6,8 @@
 2. the same tool through POST /v1/query (sequential requests) with a new question each time (the
    headline: embedding, intent and retrieval run for every request), broken down per stage from the
    router's own timings (`routing.stages_ms`; "ingress" is the client's latency less the router's
-   total), and with one repeated question (the router reuses its analysis);
+   total; the execute stage also split into the MCP call as the backend's host timed it and the rest),
+   and with one repeated question (the router reuses its analysis);
 3. the embedding model alone on the same new questions;
 4. a bare Serve echo app in the same ingress mode (the floor Ray Serve itself sets);
 5. /v1/query throughput at concurrency 1, 8, 32 and 64 with the repeated question and with new
@@ -100,7 +101,11 @@ def sequential(url: str, n: int, body: str | Callable[[int], str] = BODY, path: 
             r.raise_for_status()
             if stages is not None:
                 meta = r.json()["routing"]
-                stages.append({"ingress": out[-1] - meta["total_ms"], **meta["stages_ms"]})
+                # The execute stage split: the MCP call as the backend's host timed it, and the rest (the Ray hop
+                # to the host and back, admission and the call slot).
+                call = meta["attempts"][0]["latency_ms"] if meta["attempts"] else 0.0
+                stages.append({"ingress": out[-1] - meta["total_ms"], **meta["stages_ms"], "backend_call": call,
+                               "execute_outside_call": meta["stages_ms"].get("execute", 0.0) - call})
     return out
 
 
@@ -295,7 +300,8 @@ def main() -> None:
         "rps_echo": {str(k): round(v, 1) for k, v in rps_echo.items()}, "direct_rps_32": round(direct_rps, 1),
         "new_question_p50_ms": statistics.median(routed_new),
         "new_question_stages_ms": {name: round(statistics.median(s.get(name, 0.0) for s in stages), 3)
-                                   for name in ("ingress", "analyse", "decide", "plan", "execute", "respond")},
+                                   for name in ("ingress", "analyse", "decide", "plan", "execute", "respond",
+                                                "backend_call", "execute_outside_call")},
         "model_p50_ms": statistics.median(model), "model_p99_ms": pct(model, 99),
         "rps_new": {str(k): round(v, 1) for k, v in rps_new.items()},
         "router_auth_p50_ms": statistics.median(routed_auth), "router_auth_p99_ms": pct(routed_auth, 99),
