@@ -44,7 +44,7 @@ async def test_rag_server_answers_over_mcp_through_serve(rag_url: str) -> None:
                                         {"question": "How is the composite score computed?", "k": 3})
         sections = {r.name: str(r.uri) for r in (await client.list_resources()).resources}
         read = await client.read_resource(sections["routing.md: The composite score"])
-    assert len(sections) == 38 and read.contents[0].text.startswith("# The composite score\n\nEach candidate")
+    assert len(sections) == 39 and read.contents[0].text.startswith("# The composite score\n\nEach candidate")
     body = result.structured_content
     assert not result.is_error and len(body["chunks"]) == 3
     assert "composite" in body["data"]["answer"].lower()
