@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from router.schemas import choices_of
@@ -318,12 +319,18 @@ def code_labelled(question: str, parameter: str, description: str, free: Callabl
     """The span and value of the code the question labels with a standard the parameter names ("ICAO: KLAX" for
     `icao_code`), where `free`. Codes of several things ("(ICAO: KJFK) and ... (ICAO: KLGA)", 'codes "EDDH" and
     "EDDF"') give none: the parameter takes one."""
-    labels = {w.upper() for w in words_of(parameter)} | set(_LABEL.findall(description))
-    labels = {w for w in labels - _NOT_LABELS if len(w) >= 2 and _LABEL.fullmatch(w)}
-    if not labels:
+    pattern = _labelled(parameter, description)
+    if pattern is None:
         return None
-    pattern = rf"\b(?:{'|'.join(map(re.escape, sorted(labels)))}){_CODE}"
-    found = [m for m in re.finditer(pattern, question) if re.search(r"[A-Z]", m.group(1))]
+    found = [m for m in pattern.finditer(question) if re.search(r"[A-Z]", m.group(1))]
     if len({m.group(1) for m in found}) != 1 or not free(found[0].span(1)):
         return None
     return found[0].span(1), found[0].group(1)
+
+
+@lru_cache(maxsize=4096)
+def _labelled(parameter: str, description: str) -> re.Pattern[str] | None:
+    """A code after any standard the parameter names, found once per parameter: every candidate's derivation asks."""
+    labels = {w.upper() for w in words_of(parameter)} | set(_LABEL.findall(description))
+    labels = {w for w in labels - _NOT_LABELS if len(w) >= 2 and _LABEL.fullmatch(w)}
+    return re.compile(rf"\b(?:{'|'.join(map(re.escape, sorted(labels)))}){_CODE}") if labels else None
