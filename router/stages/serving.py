@@ -189,9 +189,15 @@ def unmatched_words(cap: Capability, question: str, server_description: str = ""
                        f"{_schema_words(cap.input_schema)} {server_description}"))
     out: dict[str, str] = {}
     for word in content_words(question):
-        if (s := stem(word)) not in own:
+        if (s := stem(word)) not in own and not _adverb_of(word, own):
             out.setdefault(s, word)
     return list(out.values())
+
+
+def _adverb_of(word: str, own: set[str]) -> bool:
+    """Whether `word` is an adverb of one of `own` ("recently" of "recent", "weekly" of "week"). Only here: as a
+    retrieval token "-ly" would join words it does not (ital-y, app-ly)."""
+    return len(word) > 5 and word.endswith("ly") and stem(word[:-2]) in own
 
 
 def _schema_words(schema: Any) -> str:

@@ -156,6 +156,10 @@ def test_the_words_of_a_question_a_capability_is_not_about() -> None:
     assert unmatched_words(image, "Give me a sample image") == ["sample"]
     # What its server says it is for counts as its own words.
     assert unmatched_words(image, "Give me a sample image", "The MCP reference test server (sample prompts)") == []
+    # An adverb of its words is about them; a word that only ends as one is not.
+    calls = Capability(backend="desktop", name="get_recent_tool_calls", description="Get recent tool call history.")
+    assert unmatched_words(calls, "What tools did I call recently?") == []
+    assert unmatched_words(calls, "Which calls came from Italy?") == ["came", "italy"]
 
 
 def test_a_tool_tells_the_time_now_when_its_texts_say_so_and_it_takes_no_time_or_date() -> None:
