@@ -216,7 +216,7 @@ class Decider:
         if first is not None and first.unsure_action and not session:
             # The most likely capability may change something, and it is not likely enough to be meant:
             # nothing is done on a guess, and a weaker capability is not called instead.
-            return "ambiguous", _unsure_action_message(first, self.settings.routing.min_action_confidence,
+            return "ambiguous", unsure_action_message(first, self.settings.routing.min_action_confidence,
                                                        backend is not None)
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
@@ -284,7 +284,7 @@ def named_tools(contenders: Sequence[Candidate], places: int = 2) -> str:
     return ", ".join(f"{c.capability.name} ({c.scores.tool_confidence:.{places}f})" for c in contenders)
 
 
-def _unsure_action_message(first: Candidate, threshold: float, backend_named: bool) -> str:
+def unsure_action_message(first: Candidate, threshold: float, backend_named: bool = False) -> str:
     s = first.scores
     likely = s.tool_confidence if backend_named else s.confidence * s.tool_confidence
     return (f"{first.capability.key} may change something, and it is not likely enough to be the one meant to act "

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from router.retrieval.text import split_identifier
 from router.stages.argument_order import words_for
 
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
@@ -44,9 +45,12 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
     share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
+    identifier = split_identifier(name).lower().rsplit(" ", 1)[-1] in _IDENTIFIERS
     for m in [*named, *found]:
         if not free(m.span()) or _part_of_other_value(question, m.start(), m.end(), share):
             continue
+        if identifier and m not in named and _COUNTED.match(question, m.end()):
+            continue  # "the last 20 lines" counts lines: no process is numbered 20
         raw = str(_WORDS.get(m.group(0).lower(), m.group(0)))
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
         if len(raw) > _MAX_DIGITS:  # no tool takes such a number, and Python reads no more than 4,300 digits
@@ -64,6 +68,9 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
 
 
 _MAX_DIGITS = 64
+# A parameter that names one thing by its number, and a number that counts things ("20 lines", "3 commits").
+_IDENTIFIERS = frozenset({"id", "pid", "uid", "gid", "port"})
+_COUNTED = re.compile(r"\s+(?!(?:times|does|goes|always|perhaps)\b)[a-z]{3,}(?<![siu])s\b")  # not "status", "plus"
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
 _OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)

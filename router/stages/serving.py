@@ -111,7 +111,10 @@ def asks_for_change(question: str) -> str | None:
 # to delete any), unless a verb that can only mean a change follows ("Find the duplicates and delete them"; "set",
 # "post", "book" and the like are nouns as often).
 _READ_LEADS = frozenset({"list", "show", "display", "view", "read", "find", "search", "look", "fetch", "print",
-                         "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does"})
+                         "count", "tell", "what", "which", "who", "whose", "where", "when", "is", "are", "does",
+                         "did", "was", "were", "has"})
+# "How long has session 7 been running?" asks how much of something; "How do I stop it?" may be meant either way.
+_HOW_MUCH = re.compile(r"\s+(long|many|much|old|big|large|far|often)\b")
 # "How to uninstall Steam" still asks.
 _ONLY_CHANGE = sorted(_CHANGE_VERBS - {"post", "book", "schedule", "set", "reset", "clear", "enable", "disable",
                                        "turn", "move", "change", "checkout", "revert", "undo", "restore", "stage",
@@ -124,7 +127,11 @@ def asks_to_read(question: str) -> str | None:
     """The word a question that only asks to be told something starts with ("What ...", "Please list ..."),
     else None."""
     word, rest = _leading_word(question)
-    if word not in _READ_LEADS or _ONLY_CHANGES.search(question):
+    if word == "how" and (much := _HOW_MUCH.match(rest)):
+        word = f"how {much[1]}"
+    elif word not in _READ_LEADS:
+        return None
+    if _ONLY_CHANGES.search(question):
         return None
     if word == "tell" and not _TELL_ME.match(rest):
         return None  # "tell me ..." asks; "tell Bob ..." sends

@@ -21,7 +21,7 @@ from router.schemas import properties_of
 from router.settings import RouterSettings, RoutingSettings
 from router.stages.argument_order import words_for
 from router.stages.arguments import AS_NAMED, NONE_NEEDED, Derived
-from router.stages.decide import named_tools, too_close, tool_contenders
+from router.stages.decide import named_tools, too_close, tool_contenders, unsure_action_message
 from router.stages.serving import ACTS, DATED, READS_ONLY, Arguments
 from router.stages.written import takes_paths, words_of
 from router.values import Candidate, Capability, Decision
@@ -83,8 +83,11 @@ def settle_by_arguments(d: Decision, arguments: Arguments, settings: RouterSetti
     placed = "the question's values: of the backend's close tools, it takes the most of them"
     settled = dataclasses.replace(chosen, relevant=not guess, unclear_tool=False, unsure_action=guess, placed=placed)
     rest = [c for c in d.candidates if c is not chosen]
+    # Settled on a tool too unlikely to act on, the answer says that, not where it would have been routed.
+    message = f"{unsure_action_message(settled, settings.routing.min_action_confidence)} ({placed})" if guess \
+        else f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}"
     return dataclasses.replace(d, candidates=(settled, *rest), verdict="ambiguous" if guess else "route",
-                               message=f"routed to {chosen.capability.backend}/{chosen.capability.name}: {placed}")
+                               message=message)
 
 
 def _a_reading_call(d: Decision, first: Candidate, routing: RoutingSettings) -> Decision:

@@ -396,3 +396,19 @@ def test_an_array_of_what_is_no_path_takes_none() -> None:
     tags = Capability(backend="b", name="tag", read_only=True, input_schema={"type": "object", "required": ["tags"],
                       "properties": {"tags": {"type": "array", "items": {"type": "string"}}}})
     assert isinstance(derive_arguments(tags, "Tag /srv/a.txt"), ArgumentsRequired)
+
+
+# As Desktop Commander lists it: a process named by its number.
+READ_OUTPUT = Capability(backend="desktop", name="read_process_output", read_only=True, input_schema={
+    "type": "object", "required": ["pid"], "properties": {"pid": {"type": "number"}, "length": {"type": "number"}}})
+
+
+@pytest.mark.parametrize(("question", "pid"), [
+    ("Show the last 20 lines of /srv/notes.txt", None),  # it counts lines: no process is numbered 20
+    ("Show the output of the 3 processes", None),
+    ("Show the output of process 4242", 4242), ("Read 20 lines of output from process 4242", 4242),
+    ("Show the output of 4242", 4242),
+])
+def test_a_number_that_counts_things_names_no_one_thing(question: str, pid: int | None) -> None:
+    derived = derive_arguments(READ_OUTPUT, question)
+    assert (derived[0]["pid"] if isinstance(derived, tuple) else None) == pid

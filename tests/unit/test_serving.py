@@ -107,6 +107,9 @@ def test_a_request_to_change_something_is_told_by_its_leading_verb(question: str
     ("What is the change in price?", "what"),  # a noun here
     ("Show the last commit", "show"), ("List the tags", "list"), ("What is in the backup?", "what"),  # nouns too
     ("Show me how to uninstall Steam", "show"), ("Tell me how to purge the cache", "tell"),
+    ("How long has session 7 been running?", "how long"), ("How many files are in /srv?", "how many"),
+    ("How do I stop it?", None), ("Did the tests pass?", "did"), ("Has the build finished?", "has"),
+    ("Was the file deleted?", "was"), ("How many files can I delete?", None),
 ])
 def test_a_question_that_only_asks_is_told_by_its_leading_word(question: str, lead: str | None) -> None:
     from router.stages.serving import asks_to_read

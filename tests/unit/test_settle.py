@@ -35,6 +35,8 @@ def test_values_that_settle_which_tool_do_not_make_an_unlikely_tool_that_acts_ca
     first = settled.candidates[0]
     assert first.capability.name == "set_alarm" and not first.relevant and first.unsure_action
     assert settled.verdict == "ambiguous"
+    # The answer says why it is not called, not where it would have been routed.
+    assert settled.message.startswith("clock/tool/set_alarm may change something, and it is not likely enough")
 
 
 def test_a_file_the_question_names_settles_no_tool_of_a_server_whose_tools_all_take_one() -> None:
