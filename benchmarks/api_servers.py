@@ -56,6 +56,7 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
     (f"Show the README of {REPO}", ("get_file_contents",)),
     (f"Create a branch release-1.0 in {REPO}", ("create_branch",)),
     (f"Show the recent commits of {REPO}", ("list_commits",)),
+    (f"Show the last 5 commits of {REPO}", ("list_commits",)),
     ("Push my changes to GitHub", ()), (f"Delete the repository {REPO}", ()),
     ("What is the address of the Eiffel Tower?", ("maps_geocode", "maps_search_places")),
     ("Geocode 1600 Amphitheatre Parkway, Mountain View", ("maps_geocode",)),

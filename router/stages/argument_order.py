@@ -84,11 +84,12 @@ def named_before(question: str, name: str, span: tuple[int, int], others: list[s
 
 
 # A parameter that says where output starts (`start_index`, `offset`, `skip`), and the words that give a number that
-# role: "from character 1000", "starting at line 20", "skip the first 50 results", "after the first 10".
+# role: "from character 1000", "starting at line 20", "skip the first 50 results", "after the first 10", "excluding the
+# first 10".
 _START_WORDS = frozenset({"start", "offset", "skip", "begin", "from"})
 # "From" only before a unit it counts: "the invoices from 2024" start nowhere.
-_STARTS = re.compile(r"\b(?:(?:starting|beginning)\s+(?:at|from|with)|skip(?:ping)?)\s+(?:the\s+)?(?:first\s+)?"
-                     r"(?:[a-z]+\s+)?$|\b(?:from|past|after)\s+(?:the\s+first\s+|(?:the\s+)?(?:character|char|line|"
+_STARTS = re.compile(r"\b(?:(?:starting|beginning)\s+(?:at|from|with)|skip(?:ping)?|excluding|omitting|ignoring)\s+"
+                     r"(?:the\s+)?(?:first\s+)?(?:[a-z]+\s+)?$|\b(?:from|past|after)\s+(?:the\s+first\s+|(?:the\s+)?(?:character|char|line|"
                      r"byte|row|item|result|record|entry|position)s?\s+)$", re.I)
 
 

@@ -38,6 +38,7 @@ from router.stages.argument_order import (
     named_before,
     names_next_to,
     put_in_order,
+    starts_at,
     unit_after,
 )
 from router.stages.choices import choice_in
@@ -57,7 +58,7 @@ from router.stages.names import (
     text_given,
     what_an_update_changes,
 )
-from router.stages.numbers import number_in, numbers_in
+from router.stages.numbers import counts_things, number_in, numbers_in, position
 from router.stages.search_terms import own_words, says_more, search_terms, takes_search_terms
 from router.stages.timezones import country_in, takes_country_code, time_of_day_in, zone_in
 from router.stages.written import (
@@ -350,6 +351,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         value = extract(question, name, props.get(name, {}), used)
         # A place or a choice named again is the same one; a number given again is another operand ("3 + 3 + 3").
         again = value in out.values() and extract is not _number
+        if value is not None and extract is _number and used[-1] in dropped:
+            continue  # already left, where another optional number could have taken it
         if value is not None and not again and (value not in left or extract is _number):
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
@@ -377,7 +380,14 @@ def _optional_number(question: str, name: str, span: tuple[int, int], value: Any
     if numbers and not beside:
         spans = [m.span() for m in numbers_in(question)]
         beside.append({n for n in props if any(names_next_to(question, n, s) for s in spans)})
-    rivals = [n for n in numbers if n not in beside[0]]
+    # "The last 5 commits" counts commits: a page number or an offset is no rival for it, nor takes it unnamed.
+    def counted_past(parameter: str) -> bool:  # "skip the first 50 results" does start there
+        return counts_things(question, span[1]) and position(parameter) and not starts_at(question, parameter, span)
+
+    if counted_past(name) and not names_next_to(question, name, span):
+        dropped[span] = value  # unused unless another parameter takes it
+        return False
+    rivals = [n for n in numbers if n not in beside[0] and not counted_past(n)]
     if named_before(question, name, span, others, rivals):
         return True
     if rivals and named_before(question, name, span, others, []):

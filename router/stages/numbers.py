@@ -49,7 +49,7 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
     for m in [*named, *found]:
         if not free(m.span()) or _part_of_other_value(question, m.start(), m.end(), share):
             continue
-        if identifier and m not in named and _COUNTED.match(question, m.end()):
+        if identifier and m not in named and counts_things(question, m.end()):
             continue  # "the last 20 lines" counts lines: no process is numbered 20
         raw = str(_WORDS.get(m.group(0).lower(), m.group(0)))
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
@@ -67,9 +67,23 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
     return None
 
 
+def position(parameter: str) -> bool:
+    """Whether the parameter says where output starts (`page`, `offset`, `start_index`), not how much of it
+    (`perPage`)."""
+    words = split_identifier(parameter).lower().split()
+    return bool(words) and words[-1] in _POSITIONS and "per" not in words
+
+
+def counts_things(question: str, end: int) -> bool:
+    """Whether the number ending at `end` counts things: a plural follows it ("20 lines", "the last 5 commits")."""
+    return _COUNTED.match(question, end) is not None
+
+
 _MAX_DIGITS = 64
-# A parameter that names one thing by its number, and a number that counts things ("20 lines", "3 commits").
+# A parameter that names one thing by its number, one that says where output starts, and a number that counts
+# things ("20 lines", "3 commits").
 _IDENTIFIERS = frozenset({"id", "pid", "uid", "gid", "port"})
+_POSITIONS = frozenset({"page", "offset", "skip", "start", "index", "cursor"})
 _COUNTED = re.compile(r"\s+(?!(?:times|does|goes|always|perhaps)\b)[a-z]{3,}(?<![siu])s\b")  # not "status", "plus"
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)

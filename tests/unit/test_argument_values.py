@@ -230,11 +230,13 @@ def test_a_number_written_in_the_unit_a_parameter_counts_fills_it_and_a_whole_nu
     invoices = tool("list_invoices", {"type": "object", "properties": {"offset": {"type": "integer"}}})
     assert derive_arguments(invoices, "Show the invoices from 2024")[0] == {}  # a year, not where to start
     assert derive_arguments(invoices, "Show the invoices after the first 20")[0] == {"offset": 20}
-    # Two parameters counted in the same unit: the unit says neither.
+    # Two parameters counted in the same unit: the unit says neither, but a count not said to be skipped is no place
+    # to start from.
     both = tool("page", {"type": "object", "properties": {
         "limit": {"type": "integer", "description": "Most number of characters"},
         "skip": {"type": "integer", "description": "Number of characters to skip"}}})
-    assert derive_arguments(both, "Show 500 characters")[0] == {}
+    assert derive_arguments(both, "Show 500 characters")[0] == {"limit": 500}
+    assert derive_arguments(both, "Skip 500 characters")[0] == {"skip": 500}
     pull = tool("get_pull_request", {"type": "object", "required": ["pull_number"], "properties": {
         "pull_number": {"type": "number"}}})
     number = derive_arguments(pull, "Show pull request 7")[0]["pull_number"]
@@ -412,3 +414,45 @@ READ_OUTPUT = Capability(backend="desktop", name="read_process_output", read_onl
 def test_a_number_that_counts_things_names_no_one_thing(question: str, pid: int | None) -> None:
     derived = derive_arguments(READ_OUTPUT, question)
     assert (derived[0]["pid"] if isinstance(derived, tuple) else None) == pid
+
+
+# As @modelcontextprotocol/server-github lists it: a page number and a page size, both optional.
+LIST_COMMITS = Capability(backend="github", name="list_commits", read_only=True, input_schema={
+    "type": "object", "required": ["owner", "repo"], "properties": {
+        "owner": {"type": "string"}, "repo": {"type": "string"}, "sha": {"type": "string"},
+        "page": {"type": "number"}, "perPage": {"type": "number"}}})
+
+
+@pytest.mark.parametrize(("question", "numbers", "left"), [
+    ("Show the last 5 commits of octocat/hello-world", {"perPage": 5}, []),  # a count, not page 5
+    ("Show page 2 of the commits of octocat/hello-world", {"page": 2}, []),
+    ("Show 5 commits per page of octocat/hello-world", {"perPage": 5}, []),
+])
+def test_a_number_that_counts_things_is_no_page_number(question: str, numbers: dict[str, int], left: list) -> None:
+    (args, _), unused = derive_with_leftovers(LIST_COMMITS, question)
+    assert {k: v for k, v in args.items() if k in ("page", "perPage")} == numbers and unused == left
+
+
+def test_a_count_no_parameter_takes_is_left_unused_not_taken_for_a_page() -> None:
+    paged = Capability(backend="github", name="list_commits", read_only=True, input_schema={
+        "type": "object", "required": ["owner", "repo"], "properties": {
+            "owner": {"type": "string"}, "repo": {"type": "string"}, "page": {"type": "number"}}})
+    (args, _), unused = derive_with_leftovers(paged, "Show the last 5 commits of octocat/hello-world")
+    assert "page" not in args and unused == [5]
+
+
+# As ToolAlpaca's Discord API lists it.
+MEMBERS = Capability(backend="discord", name="listServerMembers", read_only=True, input_schema={
+    "type": "object", "required": ["serverId"], "properties": {
+        "serverId": {"type": "string", "description": "Required. string. Discord server ID."},
+        "limit": {"type": "integer", "description": "integer. The maximum number of members to return."},
+        "offset": {"type": "integer", "description": "integer. The number of members to skip before starting."}}})
+
+
+def test_how_many_and_where_to_start_each_go_where_their_words_say() -> None:
+    question = 'List the first 50 members of server "135792468", excluding the first 10'
+    assert derive_with_leftovers(MEMBERS, question)[0][0] == {"serverId": "135792468", "limit": 50, "offset": 10}
+    # A number neither is said to take is left unused, once.
+    question = 'List the first 50 members of server "135792468", not the first 10'
+    (args, _), unused = derive_with_leftovers(MEMBERS, question)
+    assert args == {"serverId": "135792468", "limit": 50} and unused == [10]
