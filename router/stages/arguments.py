@@ -66,6 +66,7 @@ from router.stages.written import (
     GLOB,
     PATH,
     a_path,
+    email_in,
     expression,
     first_free,
     key_in,
@@ -73,6 +74,7 @@ from router.stages.written import (
     paths_in,
     repository_part,
     sql_statement,
+    takes_email,
     takes_expression,
     takes_glob,
     takes_key,
@@ -148,8 +150,8 @@ def _text(spec: dict[str, Any]) -> bool:
 
 
 def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
-    """A SQL statement, a web address, an arithmetic expression, a file-name pattern or a key, for a string parameter
-    that takes one."""
+    """A SQL statement, a web address, an arithmetic expression, a file-name pattern, a key or an e-mail address, for
+    a string parameter that takes one."""
     if not _text(spec):
         return None
     described = str(spec.get("description", ""))
@@ -163,6 +165,8 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
         return _taken(first_free(GLOB, question, lambda span: _free(span, used), matched), used)
     if takes_key(name, described):
         return _taken(key_in(question, lambda span: _free(span, used)), used)
+    if takes_email(name, spec):
+        return _taken(email_in(question, lambda span: _free(span, used)), used)
     return None
 
 

@@ -167,6 +167,26 @@ _MAIL_AFTER = re.compile(r"\s+(?:e-?mail\s+)?(?:address(?:es)?|e-?mails?|mailbox
                          re.I)
 
 
+# An e-mail address, for a parameter that takes one: named for it (`email`, `userEmail`), of its format, or described
+# as nothing but one ("The user's phone number or email address", not "The code sent to the user's email address").
+EMAIL = re.compile(r"(?<![\w.+%-])[\w.+%-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-]|\.\w)")
+_EMAIL_DESCRIBED = re.compile(r"^(?:required\.\s*)?(?:string\.\s*)?(?:an?\s+|the\s+)?(?:[\w']+\s+){0,4}?(?:or\s+)?"
+                              r"e-?mail(?:\s+address(?:es)?)?(?:\s*[,.;(]|$)", re.I)
+
+
+def takes_email(name: str, spec: dict[str, Any]) -> bool:
+    if type_of(spec) not in (None, "string"):
+        return False
+    return spec.get("format") == "email" or bool({"email", "mail"} & set(words_of(name))) or \
+        _EMAIL_DESCRIBED.match(str(spec.get("description", "")).strip()) is not None
+
+
+def email_in(question: str, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The one e-mail address the question writes, where `free`; of several, which is meant is the caller's to say."""
+    found = list(EMAIL.finditer(question))
+    return (found[0].span(), found[0].group(0)) if len(found) == 1 and free(found[0].span()) else None
+
+
 def web_address(question: str, span: tuple[int, int]) -> str | None:
     """The address without a sentence's closing punctuation, nor a closing bracket it did not open ("(see
     https://a.example/x)"); one of its own stays ("https://en.wikipedia.org/wiki/Mercury_(planet)"). One written

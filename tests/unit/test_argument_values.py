@@ -456,3 +456,25 @@ def test_how_many_and_where_to_start_each_go_where_their_words_say() -> None:
     question = 'List the first 50 members of server "135792468", not the first 10'
     (args, _), unused = derive_with_leftovers(MEMBERS, question)
     assert args == {"serverId": "135792468", "limit": 50} and unused == [10]
+
+
+# As ToolAlpaca's Auth0 API lists it.
+VERIFY = Capability(backend="auth0", name="verifyPasswordlessAuthentication", input_schema={
+    "type": "object", "required": ["provider", "identifier", "verificationCode"], "properties": {
+        "provider": {"type": "string", "description": "Required. string. The provider used. One of: [sms, email]."},
+        "identifier": {"type": "string", "description": "Required. string. The user's phone number or email address, "
+                                                        "depending on the chosen provider."},
+        "verificationCode": {"type": "string", "description": "Required. string. The verification code sent to the "
+                                                              "user's phone number or email address."}}})
+
+
+def test_an_email_address_goes_to_the_parameter_that_is_one() -> None:
+    question = 'My email is john.doe@gmail.com and I received the verification code "456789"; verify me by email'
+    assert derive_arguments(VERIFY, question)[0] == {
+        "provider": "email", "identifier": "john.doe@gmail.com", "verificationCode": "456789"}
+    # Of two addresses, which one is meant is the caller's to say; a code sent to an address is no address.
+    two = 'Verify a@example.com or b@example.com by email with the verification code "1"'
+    assert isinstance(derive_arguments(VERIFY, two), ArgumentsRequired)
+    profile = tool("get_profile", {"type": "object", "required": ["userEmail"],
+                                   "properties": {"userEmail": {"type": "string"}}})
+    assert derive_arguments(profile, "Show the profile of jane@example.org")[0] == {"userEmail": "jane@example.org"}
