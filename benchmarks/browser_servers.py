@@ -12,15 +12,12 @@ A request answered by one of its tools is right, by another wrong; a refusal (40
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import NODE, READ, _world, arguments, dry_runs, report, settings
+from benchmarks.official_servers import NODE, READ, arguments, dry_runs_beside, report
 from router.settings import RouterSettings
 
 PLAYWRIGHT = NODE.parent / "@playwright" / "mcp" / "cli.js"
@@ -72,15 +69,7 @@ def with_browser(base: RouterSettings) -> RouterSettings:
 
 def main() -> None:
     args = arguments(__doc__).parse_args()
-    tmp = Path(tempfile.gettempdir()) / "mcp-router-browser-servers"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        root, repo = _world(tmp)
-        config = with_browser(settings(root, repo, tmp / "memory.jsonl"))
-        rows = asyncio.run(dry_runs(config, REQUESTS, root=root, repo=repo))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    rows = dry_runs_beside("mcp-router-browser-servers", lambda base, _: with_browser(base), REQUESTS)
     report(rows, args.show, args.json)
 
 

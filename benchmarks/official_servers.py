@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,21 @@ async def run(fixed: bool = True) -> list[dict[str, Any]]:
     try:
         root, repo = _world(tmp)
         return await dry_runs(settings(root, repo, tmp / "memory.jsonl", fixed), REQUESTS, root=root, repo=repo)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def dry_runs_beside(folder: str, add: Callable[[RouterSettings, Path], RouterSettings],
+                    requests: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    """`dry_runs` of `requests` on the official servers and what `add` puts beside them (given their settings and the
+    scratch folder), in a fresh `folder` of the system's temporary directory, removed after."""
+    tmp = Path(tempfile.gettempdir()) / folder
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        root, repo = _world(tmp)
+        config = add(settings(root, repo, tmp / "memory.jsonl"), tmp)
+        return asyncio.run(dry_runs(config, requests, root=root, repo=repo))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -14,15 +14,12 @@ A request answered by one of its tools is right, by another wrong; a refusal (40
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, _world, arguments, dry_runs, report, settings
+from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
 from router.settings import RouterSettings
 
 RUN = ("start_process",)
@@ -73,6 +70,7 @@ def with_terminal(base: RouterSettings, servers: Path, home: Path) -> RouterSett
     if not script.is_file():
         raise SystemExit(f"{script} is missing: install it as this script's docstring says")
     # Its own configuration and history go to a home of its own, not the user's.
+    home.mkdir(exist_ok=True)
     terminal = {"name": "desktop", "kind": "mcp_stdio", "command": "node", "args": [str(script)],
                 "env": {"HOME": str(home)}}
     return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], terminal]})
@@ -80,15 +78,8 @@ def with_terminal(base: RouterSettings, servers: Path, home: Path) -> RouterSett
 
 def main() -> None:
     args = arguments(__doc__, servers=".state/terminal-servers").parse_args()
-    tmp = Path(tempfile.gettempdir()) / "mcp-router-fifth-catalog"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "home").mkdir(parents=True)
-    try:
-        root, repo = _world(tmp)
-        config = with_terminal(settings(root, repo, tmp / "memory.jsonl"), Path(args.servers), tmp / "home")
-        rows = asyncio.run(dry_runs(config, REQUESTS, root=root, repo=repo))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    rows = dry_runs_beside("mcp-router-fifth-catalog",
+                           lambda base, tmp: with_terminal(base, Path(args.servers), tmp / "home"), REQUESTS)
     report(rows, args.show, args.json)
 
 
