@@ -217,7 +217,7 @@ class Decider:
             # The most likely capability may change something, and it is not likely enough to be meant:
             # nothing is done on a guess, and a weaker capability is not called instead.
             return "ambiguous", unsure_action_message(first, self.settings.routing.min_action_confidence,
-                                                       backend is not None)
+                                                      backend is not None)
         if backend is not None and candidates:
             return "route", f"backend {backend!r} chosen by the caller"
         if first is not None and first.unclear_tool and not session:
