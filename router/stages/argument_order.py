@@ -89,8 +89,8 @@ def named_before(question: str, name: str, span: tuple[int, int], others: list[s
 _START_WORDS = frozenset({"start", "offset", "skip", "begin", "from"})
 # "From" only before a unit it counts: "the invoices from 2024" start nowhere.
 _STARTS = re.compile(r"\b(?:(?:starting|beginning)\s+(?:at|from|with)|skip(?:ping)?|excluding|omitting|ignoring)\s+"
-                     r"(?:the\s+)?(?:first\s+)?(?:[a-z]+\s+)?$|\b(?:from|past|after)\s+(?:the\s+first\s+|(?:the\s+)?(?:character|char|line|"
-                     r"byte|row|item|result|record|entry|position)s?\s+)$", re.I)
+                     r"(?:the\s+)?(?:first\s+)?(?:[a-z]+\s+)?$|\b(?:from|past|after)\s+(?:the\s+first\s+|(?:the\s+)?"
+                     r"(?:character|char|line|byte|row|item|result|record|entry|position)s?\s+)$", re.I)
 
 
 def starts_at(question: str, parameter: str, span: tuple[int, int]) -> bool:
