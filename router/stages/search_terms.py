@@ -9,14 +9,19 @@ graph's names, a code index) then finds nothing, an answer that says the thing i
 Where the search looks ("memory" of the memory server, "the web" of a web search) and what kind of thing it looks
 for ("repositories about ...") are left out only when the tool's own texts name them: "Find pizza places in Chicago"
 stays whole but for "Find". English reads "search X for Y" as looking in X for Y, and so does this.
+
+The words a question is about (`content_words`), and those of them a capability's texts never name (`unmatched_words`),
+are read here too.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from router.retrieval.text import STOP_WORDS, stem, words
+from router.retrieval.text import STOP_WORDS, stem, tokenize, words
 from router.stages.written import words_of
+from router.values import Capability
 
 # Parameters that take a search's terms, not a question to answer (`question`, `prompt` and `text` keep it whole).
 _SEARCH_PARAMETERS = frozenset({"query", "q", "search", "searchquery", "keywords", "keyword", "terms", "term",
@@ -91,3 +96,30 @@ def says_more(question: str, *texts: str) -> bool:
     that only ask ("show", "get") aside: a value the router could not read, which a default would silently replace."""
     own = own_words(*texts)
     return any(w not in own and w.rstrip("s") not in own for w in content_words(question))
+
+
+def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
+    """The question's content words (lower-cased) that nothing in the capability's texts, or its server's
+    description, names."""
+    own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
+                       f"{schema_words(cap.input_schema)} {server_description}"))
+    out: dict[str, str] = {}
+    for word in content_words(question):
+        if (s := stem(word)) not in own and not _adverb_of(word, own):
+            out.setdefault(s, word)
+    return list(out.values())
+
+
+def _adverb_of(word: str, own: set[str]) -> bool:
+    """Whether `word` is an adverb of one of `own` ("recently" of "recent", "weekly" of "week"). Only here: as a
+    retrieval token "-ly" would join words it does not (ital-y, app-ly)."""
+    return len(word) > 5 and word.endswith("ly") and stem(word[:-2]) in own
+
+
+def schema_words(schema: Any) -> str:
+    """Every key and string of a JSON schema, as one text."""
+    if isinstance(schema, dict):
+        return " ".join(f"{k} {schema_words(v)}" for k, v in schema.items())
+    if isinstance(schema, list):
+        return " ".join(schema_words(v) for v in schema)
+    return schema if isinstance(schema, str) else ""

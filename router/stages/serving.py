@@ -14,7 +14,7 @@ from typing import Any
 
 from router.errors import ArgumentsRequired, BackendNotCallable
 from router.request import Request
-from router.retrieval.text import CJK, stem, tokenize
+from router.retrieval.text import CJK
 from router.schemas import choices_of, properties_of, type_of
 from router.stages.arguments import OPTIONAL_ONLY, Derived, derive_with_leftovers, needs_nothing
 from router.stages.clocks import (
@@ -26,7 +26,7 @@ from router.stages.clocks import (
 )
 from router.stages.currencies import CURRENCY
 from router.stages.names import reads_by_its_action
-from router.stages.search_terms import content_words
+from router.stages.search_terms import schema_words, unmatched_words
 from router.stages.timezones import dates_in, gap_changes, zone_named
 from router.stages.written import PATH, SQL_LEAD, SQL_VERBS, names_a_path
 from router.values import Candidate, Capability, Catalog, fixed_digest
@@ -178,7 +178,7 @@ def readable(question: str) -> bool:
 
 def unserved(cap: Capability, kinds: dict[str, list[str]]) -> str | None:
     """The first kind of the question's values the capability's texts never name (None: it may serve them)."""
-    named = _kinds_named(f"{cap.name} {cap.title or ''} {cap.description} {_schema_words(cap.input_schema)}")
+    named = _kinds_named(f"{cap.name} {cap.title or ''} {cap.description} {schema_words(cap.input_schema)}")
     return next((kind for kind in kinds if kind not in named), None)
 
 
@@ -187,32 +187,6 @@ def _kinds_named(text: str) -> frozenset[str]:
     """The kinds a capability's texts name, once per text: each pattern is an alternation without a literal
     prefix, some 40 µs a search, which every candidate of every question carrying a value paid."""
     return frozenset(kind for kind, (_, names) in VALUE_KINDS.items() if names.search(text))
-
-
-def unmatched_words(cap: Capability, question: str, server_description: str = "") -> list[str]:
-    """The question's content words (lower-cased) that nothing in the capability's texts, or its server's
-    description, names."""
-    own = set(tokenize(f"{cap.backend} {cap.name} {cap.title or ''} {cap.description} "
-                       f"{_schema_words(cap.input_schema)} {server_description}"))
-    out: dict[str, str] = {}
-    for word in content_words(question):
-        if (s := stem(word)) not in own and not _adverb_of(word, own):
-            out.setdefault(s, word)
-    return list(out.values())
-
-
-def _adverb_of(word: str, own: set[str]) -> bool:
-    """Whether `word` is an adverb of one of `own` ("recently" of "recent", "weekly" of "week"). Only here: as a
-    retrieval token "-ly" would join words it does not (ital-y, app-ly)."""
-    return len(word) > 5 and word.endswith("ly") and stem(word[:-2]) in own
-
-
-def _schema_words(schema: Any) -> str:
-    if isinstance(schema, dict):
-        return " ".join(f"{k} {_schema_words(v)}" for k, v in schema.items())
-    if isinstance(schema, list):
-        return " ".join(_schema_words(v) for v in schema)
-    return schema if isinstance(schema, str) else ""
 
 
 MODEL_CHOICE = "the model's choice"  # `placed` of a candidate an LLM chose, having read the question

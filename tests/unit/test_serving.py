@@ -8,7 +8,7 @@ import pytest
 
 from router.errors import ArgumentsRequired
 from router.stages.arguments import derive_arguments
-from router.stages.serving import unmatched_words
+from router.stages.search_terms import unmatched_words
 from router.values import Capability
 
 
