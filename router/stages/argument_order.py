@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from router.retrieval.text import split_identifier
+
 
 def put_in_order(out: dict[str, Any], spans: dict[str, tuple[int, int]], question: str, *, numbers: list[str],
                  choices: set[str]) -> None:
@@ -91,6 +93,23 @@ _START_WORDS = frozenset({"start", "offset", "skip", "begin", "from"})
 _STARTS = re.compile(r"\b(?:(?:starting|beginning)\s+(?:at|from|with)|skip(?:ping)?|excluding|omitting|ignoring)\s+"
                      r"(?:the\s+)?(?:first\s+)?(?:[a-z]+\s+)?$|\b(?:from|past|after)\s+(?:the\s+first\s+|(?:the\s+)?"
                      r"(?:character|char|line|byte|row|item|result|record|entry|position)s?\s+)$", re.I)
+
+
+def position(parameter: str) -> bool:
+    """Whether the parameter says where output starts (`offset`, `start_index`, a `page`), not how much of it
+    (`perPage`)."""
+    words = _words(parameter)
+    return bool(words) and words[-1] in _START_WORDS | {"page", "index", "cursor"} and "per" not in words
+
+
+def last_word(parameter: str) -> str:
+    """The last word of a parameter's name, lower-cased (`start_index`: index; `perPage`: page)."""
+    words = _words(parameter)
+    return words[-1] if words else ""
+
+
+def _words(parameter: str) -> list[str]:
+    return split_identifier(parameter).lower().split()
 
 
 def starts_at(question: str, parameter: str, span: tuple[int, int]) -> bool:

@@ -37,6 +37,7 @@ from router.stages.argument_order import (
     counted_in,
     named_before,
     names_next_to,
+    position,
     put_in_order,
     starts_at,
     unit_after,
@@ -58,7 +59,7 @@ from router.stages.names import (
     text_given,
     what_an_update_changes,
 )
-from router.stages.numbers import counts_things, number_in, numbers_in, position
+from router.stages.numbers import counts_things, number_in, numbers_in
 from router.stages.search_terms import own_words, says_more, search_terms, takes_search_terms
 from router.stages.timezones import country_in, takes_country_code, time_of_day_in, zone_in
 from router.stages.written import (

@@ -12,8 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from router.retrieval.text import split_identifier
-from router.stages.argument_order import words_for
+from router.stages.argument_order import last_word, words_for
 
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
@@ -45,7 +44,7 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
     share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
-    identifier = split_identifier(name).lower().rsplit(" ", 1)[-1] in _IDENTIFIERS
+    identifier = last_word(name) in _IDENTIFIERS
     for m in [*named, *found]:
         if not free(m.span()) or _part_of_other_value(question, m.start(), m.end(), share):
             continue
@@ -67,23 +66,14 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
     return None
 
 
-def position(parameter: str) -> bool:
-    """Whether the parameter says where output starts (`page`, `offset`, `start_index`), not how much of it
-    (`perPage`)."""
-    words = split_identifier(parameter).lower().split()
-    return bool(words) and words[-1] in _POSITIONS and "per" not in words
-
-
 def counts_things(question: str, end: int) -> bool:
     """Whether the number ending at `end` counts things: a plural follows it ("20 lines", "the last 5 commits")."""
     return _COUNTED.match(question, end) is not None
 
 
 _MAX_DIGITS = 64
-# A parameter that names one thing by its number, one that says where output starts, and a number that counts
-# things ("20 lines", "3 commits").
+# A parameter that names one thing by its number, and a number that counts things ("20 lines", "3 commits").
 _IDENTIFIERS = frozenset({"id", "pid", "uid", "gid", "port"})
-_POSITIONS = frozenset({"page", "offset", "skip", "start", "index", "cursor"})
 _COUNTED = re.compile(r"\s+(?!(?:times|does|goes|always|perhaps)\b)[a-z]{3,}(?<![siu])s\b")  # not "status", "plus"
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
