@@ -155,7 +155,11 @@ class Router:
         """The decision as the question's values settle it, and the arguments they give: what a query and its dry
         run both go on from."""
         arguments = Arguments(request, self.settings.routing.min_action_confidence, self.catalogs)
-        return settle_by_arguments(await self.decide(request, stages), arguments, self.settings), arguments
+        d = await self.decide(request, stages)
+        arguments.tools_of = lambda backend: self.decider.tools_of(
+            d.analysis, self.view(request.access), Live(statuses=self.stats.statuses(), perf=self.stats.perf()),
+            backend)
+        return settle_by_arguments(d, arguments, self.settings), arguments
 
     async def route(self, request: Request) -> RouteResponse:
         """A dry run: what /v1/query would do with the question (the decision as the question's values settle

@@ -42,6 +42,7 @@ from router.stages.argument_order import (
     starts_at,
     unit_after,
 )
+from router.stages.cells import cells_in, sheet_in
 from router.stages.choices import choice_in
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
 from router.stages.free_text import free_text_parameter
@@ -53,6 +54,7 @@ from router.stages.names import (
     kind_identified_by,
     loosely_named,
     name_in,
+    new_name_in,
     quoted_beside,
     revision_in,
     switch_in,
@@ -190,10 +192,19 @@ def _repository(question: str, name: str, spec: dict[str, Any], used: list[tuple
     return _taken(repository_part(question, name, lambda span: _free(span, used)), used) if _text(spec) else None
 
 
+def _spreadsheet(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A sheet's name, or cells in A1 notation, for a parameter that takes one."""
+    def free(span: tuple[int, int]) -> bool:
+        return _free(span, used)
+    return _taken(sheet_in(question, name, free) or cells_in(question, name, spec, free), used) if _text(spec) else None
+
+
 def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not _text(spec) or takes_path(name, spec):
         return None  # "the config file" gives no `file_name` that takes a path
-    found = name_in(question, name, lambda s: _free(s, used)) or text_given(question, name, lambda s: _free(s, used))
+    def free(span: tuple[int, int]) -> bool:
+        return _free(span, used)
+    found = name_in(question, name, free) or text_given(question, name, free) or new_name_in(question, name, free)
     return _taken(found, used)
 
 
@@ -243,7 +254,7 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
 
 
 EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _address, _country,
-                                     _ip, _repository, _name, _identifier, _quoted, _number, _switch)
+                                     _ip, _repository, _spreadsheet, _name, _identifier, _quoted, _number, _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 

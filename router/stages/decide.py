@@ -159,6 +159,16 @@ class Decider:
             _annotate(span, decision)
             return decision
 
+    def tools_of(self, analysis: Analysis, view: View, live: Live, backend: str) -> tuple[Candidate, ...]:
+        """Every tool of `backend` within `view`, ranked for the question as if the caller had named the backend."""
+        sizes = self._server_sizes(view.index)
+        if view.index is None or not sizes.get(backend):
+            return ()
+        ranked = self._retrieve(analysis, view.index, view.catalogs, sizes[backend], backend, None)
+        return tuple(self.scorer.score(ranked, analysis.intent, live.statuses, live.perf, sizes,
+                                       dense=view.index.tools.dense, backend_chosen=True,
+                                       ceiling=self._as_for_anyone(analysis, view, live, sizes[backend], backend)))
+
     def _server_sizes(self, index: CatalogIndex | None) -> dict[str, int]:
         """Capabilities per backend of the index (the confidence features are scaled by them)."""
         if index is None:

@@ -52,13 +52,14 @@ def kind_named_by(parameter: str) -> str | None:
     return kind if kind not in _NOT_KINDS else None
 
 
-def name_in(question: str, parameter: str,
-            free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
-    """The span and value of the name the question first gives a thing of the parameter's kind, where `free`.
+def name_in(question: str, parameter: str, free: Callable[[tuple[int, int]], bool],
+            kind: str | None = None) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the name the question first gives a thing of the parameter's kind (or of `kind`), where
+    `free`.
     The first mention decides: one that names nothing ("the table called default, not the users table", "a branch
     named after the ticket") gives no name rather than the next; and several things of the kind ("the tables
     called users and orders", "the three branches") give none, for a parameter that takes one."""
-    kind = kind_named_by(parameter)
+    kind = kind or kind_named_by(parameter)
     if kind is None:
         return None
     k, several = re.escape(kind), rf"{re.escape(kind)}e?s\b"
@@ -242,6 +243,25 @@ def text_given(question: str, parameter: str, free: Callable[[tuple[int, int]], 
                 return None
             return m.span(group), value
     return None
+
+
+_RENAMED = re.compile(rf"\brenam(?:e|ing)\b[^;!?\n]*?\s(?:to|as|into)\s+(?:{_QUOTED}|{_WORD})"
+                      r"(?:\s+(?:in|of|on|at|within|inside|for)\s[^\n]*)?\s*[.!]?\s*$", re.I)  # "... to Data in a.xlsx"
+
+
+def new_name_in(question: str, parameter: str, free: Callable[[tuple[int, int]], bool]
+                ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the new name a rename gives ("Rename Sheet1 to Data", 'rename the channel to "ops"'), for
+    a parameter for one (`new_name`, `newTitle`): the last words of the question, after "to", "as" or "into", but for
+    where it is."""
+    words = words_of(parameter)
+    if len(words) < 2 or words[0] != "new" or words[-1] not in ("name", "title"):
+        return None
+    m = _RENAMED.search(question)
+    group = next((g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None), 0) if m else 0
+    if not (m and group and free(m.span(group))) or m.group(group).lower() in _NOT_NAMES:
+        return None
+    return m.span(group), m.group(group)
 
 
 # Words a number of a thing's identifier may follow: its own kind's, a mark, or words that only join ("the anime with

@@ -7,7 +7,7 @@ cannot serve the question rather than make it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
@@ -231,6 +231,8 @@ class Arguments:
         # and the dry run's reasons each ask again.
         self.clock_change: dict[str, tuple[date, str, str, float] | None] = {}
         self.min_untaken_confidence = min_untaken_confidence
+        # Every tool of a backend, ranked for the question as if the caller had named it (core.py gives it).
+        self.tools_of: Callable[[str], Sequence[Candidate]] = lambda backend: ()
         self.unmatched: dict[str, list[str]] = {}
         self.left: dict[str, list] = {}  # the question's values each derivation left unused
         self._annotated: dict[str, bool] = {}

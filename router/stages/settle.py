@@ -30,6 +30,7 @@ FOR_A_CHANGE = "the question asks for a change, and its backend's best match onl
 FOR_READING = "the question only asks, and its backend's best match may change something"  # `placed` of its readers
 A_READING_CALL = "it may change something, and the action its call is given only reads"
 NAMED = "the question names its backend"
+EVERY_READER = "of all its backend's readers, it alone takes every value of the question the others take, and more"
 WIDER = "it reads as the closest does, taking every value of the question the closest takes, and more of them"
 
 
@@ -132,7 +133,8 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
     # The backend's one reader that fits, when its texts say every word of the question ("Show the insights memo":
     # the SQLite server's memo, beside tools that write): there is nothing else to read there, and nothing to guess.
     only = own[0] if len(own) == 1 and not arguments.words_unmatched(own[0].capability) else None
-    reader = (_wider_reader(closest, readers, arguments, routing) if closest else None) or clear or only
+    reader = (_wider_reader(closest, readers, arguments, routing) if closest else None) or clear or only \
+        or _widest(own, arguments)
     if reader is not None and closest is not None:  # reading is no guess
         rest = [c for c in d.candidates if c is not reader]
         wider = f"; of its readers, {reader.capability.name} takes more of the question's values than " \
@@ -142,8 +144,10 @@ def _readers_for_a_question(d: Decision, writer: Candidate, arguments: Arguments
                                    message=f"routed to {reader.capability.backend}/{reader.capability.name}: the "
                                    f"closest, {writer.capability.key}, may change something, and the question only "
                                    f"asks{wider}")
-    return _ask_which(d, writer, own, FOR_READING, f"only asks ({arguments.read!r})", "may change something",
-                      "that only read") if own else d
+    return _by_every_reader(d, writer, arguments, routing, f"the closest, {writer.capability.key}, may change "
+                            "something, and the question only asks") \
+        or (_ask_which(d, writer, own, FOR_READING, f"only asks ({arguments.read!r})", "may change something",
+                       "that only read") if own else d)
 
 
 def _to_a_wider_reader(d: Decision, first: Candidate, arguments: Arguments, routing: RoutingSettings) -> Decision:
@@ -176,6 +180,56 @@ def _wider_reader(first: Candidate, candidates: Sequence[Candidate], arguments: 
              and arguments.doubt(c) is None and (theirs := _given(c.capability, arguments, first.capability))
              is not None and theirs > mine]
     return wider[0] if len(wider) == 1 else None
+
+
+def _widest(own: Sequence[Candidate], arguments: Arguments) -> Candidate | None:
+    """The closest of a backend's readers when it takes every value of the question each other one takes, and more
+    ("How many rows does Sheet1 of a.xlsx have?": the sheet's description, which takes the sheet as well as the file,
+    not the workbook's). `_wider_reader` looks past the closest; this is the closest being the widest."""
+    if len(own) < 2 or (mine := _given(own[0].capability, arguments, own[0].capability)) is None:
+        return None
+    theirs = [_given(c.capability, arguments, own[0].capability) for c in own[1:]]
+    return own[0] if all(t is None or t < mine for t in theirs) else None
+
+
+def _by_every_reader(d: Decision, first: Candidate, arguments: Arguments, routing: RoutingSettings,
+                     why: str) -> Decision | None:
+    """The decision routed to the one reader of all `first`'s backend's tools that the question's values tell
+    (`_widest_of_all`), when that backend is likely enough; else None."""
+    reader = None if first.scores.confidence < routing.min_confidence else \
+        _widest_of_all(arguments.tools_of(first.capability.backend), arguments)
+    if reader is None:
+        return None
+    rest = [c for c in d.candidates if c.capability.key != reader.capability.key]
+    chosen = dataclasses.replace(reader, relevant=True, unclear_tool=False, unsure_action=False, placed=EVERY_READER)
+    return dataclasses.replace(d, candidates=(chosen, *rest), verdict="route",
+                               message=f"routed to {reader.capability.key}: {why}; {EVERY_READER}")
+
+
+def _widest_of_all(tools: Sequence[Candidate], arguments: Arguments) -> Candidate | None:
+    """Of a backend's every tool (`Arguments.tools_of`), the one reader that takes every value of the question each
+    other reader takes, and more, and at least two of them: "Show row 1 of Sheet1 in a.xlsx" reads the sheet's row
+    (file, sheet and row), where the workbook's description or its macros would take the file alone. Retrieval ranked
+    it below the decision's candidates; the values tell it. A reader that may take the whole question as free text
+    takes none of its values here."""
+    readers = [(c, given) for c in tools if c.capability.read_only and arguments.doubt(c) is None
+               and (given := _given(c.capability, arguments, c.capability))]
+    widest = max(readers, key=lambda r: len(r[1]), default=None)
+    if widest is None or len(widest[1]) < 2 or any(
+            len(given) >= len(widest[1]) or not all(_within(v, widest[1]) for v in given)
+            for c, given in readers if c is not widest[0]):
+        return None
+    # The values say where, the words what: a word another reader's texts say and its own do not ("the data
+    # validation rules of A1:A10", "the note on B3": the sheet's description lists both) was what was asked.
+    unsaid = set(arguments.words_unmatched(widest[0].capability))
+    return widest[0] if all(unsaid <= set(arguments.words_unmatched(c.capability)) for c in tools
+                            if c.capability.read_only and c is not widest[0]) else None
+
+
+def _within(value: str, values: frozenset[str]) -> bool:
+    """Whether a value (as JSON) is one of `values` or written within one: the 1 of "row 1" within its range "1:1"."""
+    text = str(json.loads(value))
+    return value in values or any(re.search(rf"(?<!\w){re.escape(text)}(?!\w)", str(json.loads(v))) for v in values)
 
 
 def _given(cap: Capability, arguments: Arguments, first: Capability) -> frozenset[str] | None:
