@@ -216,8 +216,9 @@ def _identifier(question: str, name: str, spec: dict[str, Any], used: list[tuple
 
     def free(span: tuple[int, int]) -> bool:
         return _free(span, used)
-    return _taken(identifier_in(question, name, free) or revision_in(question, name, free)
-                  or code_labelled(question, name, str(spec.get("description", "")), free), used)
+    described = str(spec.get("description", ""))
+    return _taken(identifier_in(question, name, free, described) or revision_in(question, name, free)
+                  or code_labelled(question, name, described, free), used)
 
 
 def _address(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:

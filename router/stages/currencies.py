@@ -75,3 +75,34 @@ def currency_code(text: str) -> str | None:
     if text in _CODES:
         return text
     return next((code for pattern, code in _NAMED if pattern.fullmatch(text)), None)
+
+
+# ISO 4217's minor units: none for these, three for these, two for the rest (and for any dollar, euro or pound).
+_NO_MINOR = frozenset("BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF".split())
+_THREE_MINOR = frozenset("BHD IQD JOD KWD LYD OMR TND".split())
+_IN_MINOR_UNITS = re.compile(r"\bcents\b|\bsmallest (?:currency )?unit|\bminor (?:currency )?units?\b|"
+                             r"\blowest denomination\b", re.I)
+_CENTS_AFTER = re.compile(r"\s*(?:cents?|\u00a2)(?!\w)", re.I)
+_SYMBOL_BEFORE = re.compile(r"(?:US\$|\$|\u20ac|\u00a3)\s*$")  # dollars, euros, pounds: two minor digits each
+_DOLLARS_AFTER = re.compile(r"\s*(?:dollars?|bucks)\b", re.I)
+
+
+def takes_minor_units(name: str, description: str) -> bool:
+    """Whether a parameter takes an amount of money in minor units: "The unit amount of the price in cents"."""
+    return "cents" in words_of(name) or bool(_IN_MINOR_UNITS.search(description))
+
+
+def in_minor_units(question: str, span: tuple[int, int], amount: float) -> int | None:
+    """The amount at `span` in its currency's minor units ("$20" or "20 USD" is 2000, "20 JPY" 20, "150 cents" 150),
+    or None where the question writes no currency beside it: a bare "20" may be dollars or cents."""
+    start, end = span
+    if _CENTS_AFTER.match(question, end):
+        return int(amount) if float(amount).is_integer() else None
+    after = CURRENCY.match(question, end + len(question[end:]) - len(question[end:].lstrip()))
+    before = re.search(rf"(?:{CURRENCY.pattern})\s*$", question[max(0, start - 40):start])
+    code = currency_code(after.group(0)) if after else currency_code(before.group(0).strip()) if before else None
+    if code is None and not (_SYMBOL_BEFORE.search(question, 0, start) or _DOLLARS_AFTER.match(question, end)):
+        return None
+    digits = 0 if code in _NO_MINOR else 3 if code in _THREE_MINOR else 2
+    minor = round(amount * 10 ** digits, 6)
+    return int(minor) if float(minor).is_integer() else None  # "$1.005" is no whole number of cents

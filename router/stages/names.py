@@ -92,28 +92,35 @@ _ID_WORDS = frozenset({"id", "ts"})
 _GENERIC_IDS = frozenset({"request", "session", "client", "trace", "correlation", "idempotency", "api", "external"})
 
 
-def kind_identified_by(parameter: str) -> str | None:
+_ID_OF = re.compile(r"\b(?:id|identifier)\s+of\s+(?:the\s+|a\s+|an\s+)?([A-Za-z][\w ]*)", re.I)
+_KIND_ID = re.compile(r"([A-Za-z][\w ]*?)\s+id\b", re.I)
+
+
+def kind_identified_by(parameter: str, description: str = "") -> str | None:
     """The kind of thing a parameter takes the identifier of ("channel" of `channel_id`, "data source" of
-    `dataSourceId`, "thread" of `thread_ts`), else None."""
+    `dataSourceId`, "thread" of `thread_ts`, and a parameter named for its kind whose description says it takes its
+    ID: Stripe's `payment_intent`, "The ID of the PaymentIntent to refund"), else None."""
     words = words_of(parameter)
     if len(words) < 2 or words[-1] not in _ID_WORDS or words[-2] in _GENERIC_IDS:
-        return None
+        said = [words_of(m.group(1))[:len(words)] for m in _ID_OF.finditer(description)] + \
+            [words_of(m.group(1))[-len(words):] for m in _KIND_ID.finditer(description)]  # "... by this charge ID"
+        return " ".join(words) if words and words in said else None
     return " ".join(words[:-1])
 
 
-def identifier_in(question: str, parameter: str,
-                  free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+def identifier_in(question: str, parameter: str, free: Callable[[tuple[int, int]], bool],
+                  description: str = "") -> tuple[tuple[int, int], str] | None:
     """The span and value of the identifier the question first gives a thing of the parameter's kind ("the profile of
     user U12345", "page id 42", "`channel_id`: C123"), where `free`; several of the kind ("users U1 and U2") give
     none."""
-    kind = kind_identified_by(parameter)
+    kind = kind_identified_by(parameter, description)
     if kind is None:
         return None
     k = r"\s+".join(map(re.escape, kind.split()))
     patterns = (rf"\b{k}(s?)\s+(?:with\s+(?:the\s+)?)?({_ID_MARK})?[\"'`\u201c]?{_ID}(?![\w:\-]|\.\w)",
                 rf"\b{re.escape(parameter)}()\s*[:=]?\s*()`?{_ID}(?![\w:\-]|\.\w)")
-    mentions = sorted((m.start(), m) for p in patterns for m in re.finditer(p, question, re.I))
-    for _, m in mentions:
+    mentions = sorted((m for p in patterns for m in re.finditer(p, question, re.I)), key=lambda m: m.start())
+    for m in mentions:
         value, span = m.group(3), m.span(3)
         if not free(span):
             continue
@@ -194,8 +201,9 @@ def what_an_update_changes(cap: Capability, props: dict[str, dict[str, Any]], re
     if cap.read_only or not _UPDATES & set(words_of(cap.name)[:2]):
         return None
 
-    def which(name: str) -> bool:
-        return (words_of(name) or [""])[-1] in _WHICH
+    def which(name: str) -> bool:  # `issue_number`, or Stripe's `dispute`: "The ID of the dispute to update"
+        return (words_of(name) or [""])[-1] in _WHICH or \
+            kind_identified_by(name, str(props.get(name, {}).get("description", ""))) is not None
 
     # A flag of how to do it is no change: `update_index(force)` refreshes the index, whatever `force` says.
     changes = [n for n in props if n not in required and not which(n) and not _HOW & set(words_of(n))]

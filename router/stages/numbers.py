@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from router.stages.argument_order import last_word, words_for
+from router.stages.currencies import in_minor_units, takes_minor_units
 
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
@@ -45,6 +46,7 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
         re.I)]
     share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
     identifier = last_word(name) in _IDENTIFIERS
+    cents = takes_minor_units(name, str(spec.get("description", "")))
     for m in [*named, *found]:
         if not free(m.span()) or _part_of_other_value(question, m.start(), m.end(), share):
             continue
@@ -54,6 +56,10 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
         raw = raw.replace(",", "") if re.fullmatch(_THOUSANDS, raw) else raw.replace(",", ".")
         if len(raw) > _MAX_DIGITS:  # no tool takes such a number, and Python reads no more than 4,300 digits
             continue
+        if cents:  # an amount in cents only where the question says which currency it counts
+            if (minor := in_minor_units(question, m.span(), float(raw))) is None:
+                continue
+            return m.span(), minor
         if kind == "integer":
             if "." in raw.rstrip("0").rstrip("."):  # 2.5 is no integer; 2.0 is 2
                 continue
