@@ -47,6 +47,7 @@ from router.stages.choices import choice_in
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
 from router.stages.free_text import free_text_parameter
 from router.stages.names import (
+    called_in,
     code_labelled,
     counts_another_thing,
     identifier_in,
@@ -204,7 +205,8 @@ def _name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, 
         return None  # "the config file" gives no `file_name` that takes a path
     def free(span: tuple[int, int]) -> bool:
         return _free(span, used)
-    found = name_in(question, name, free) or text_given(question, name, free) or new_name_in(question, name, free)
+    found = name_in(question, name, free) or text_given(question, name, free) or new_name_in(question, name, free) \
+        or called_in(question, name, free)
     return _taken(found, used)
 
 

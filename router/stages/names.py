@@ -272,6 +272,27 @@ def new_name_in(question: str, parameter: str, free: Callable[[tuple[int, int]],
     return m.span(group), m.group(group)
 
 
+_NAMES_A_THING = frozenset({("name",), ("display", "name"), ("full", "name"), ("new", "name")})
+# What a thing is called: quoted, a run of capitalised words ("Jane Doe", "SPRING"), or one word, up to the end of the
+# request or a word that goes on with something else ("... named Jane Doe with email ...").
+_CALLED = re.compile(rf"\b(?:called|named|titled)\s+(?:{_QUOTED}|([A-Z0-9][\w.\-]*(?:\s+[A-Z0-9][\w.\-]*)*)|"
+                     r"([\w][\w.\-]*))(?=\s*(?:[.,;:!?)]|$|(?:with|and|for|to|in|on|at|from|that|which|whose|as|"
+                     r"under|by|of|please)\b))")
+
+
+def called_in(question: str, parameter: str, free: Callable[[tuple[int, int]], bool]
+              ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of what the question says a thing is called ("Create a customer named Jane Doe", "a coupon
+    called SPRING"), for a parameter that takes a thing's name and no kind's (`name`, `display_name`)."""
+    if tuple(words_of(parameter)) not in _NAMES_A_THING:
+        return None
+    m = _CALLED.search(question)
+    group = next((g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None), 0) if m else 0
+    if not (m and group and free(m.span(group))) or m.group(group).lower() in _NOT_NAMES:
+        return None
+    return m.span(group), m.group(group)
+
+
 # Words a number of a thing's identifier may follow: its own kind's, a mark, or words that only join ("the anime with
 # ID 5012", "anime 5012", "resource 5 and 6").
 _JOINING = frozenset("id ids no number num with is of and or to the a an for".split())

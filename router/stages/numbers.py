@@ -14,6 +14,7 @@ from typing import Any
 
 from router.stages.argument_order import last_word, words_for
 from router.stages.currencies import in_minor_units, takes_minor_units
+from router.stages.written import words_of
 
 # "1,000" and "12,345.6" group thousands; otherwise a comma is a decimal mark ("1,5").
 _THOUSANDS = r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?"
@@ -44,7 +45,8 @@ def number_in(question: str, name: str, spec: dict[str, Any], kind: str,
     named = [m for m in found if words and re.search(
         rf"\b(?:{'|'.join(map(re.escape, words))})s?\s*(?:[:=]|of|is)?\s*$", question[max(0, m.start() - 30):m.start()],
         re.I)]
-    share = bool(_SHARE_NAME.search(f"{name} {spec.get('description', '')}"))  # "a tip of 18%" is its value
+    # "a tip of 18%" is its value; a description that names another parameter (`percent_off`) makes none a share.
+    share = bool(_SHARE_NAME.search(f"{' '.join(words_of(name))} {spec.get('description', '')}"))
     identifier = last_word(name) in _IDENTIFIERS
     cents = takes_minor_units(name, str(spec.get("description", "")))
     for m in [*named, *found]:
@@ -90,7 +92,8 @@ _OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\
 _QUALIFIED_AFTER = re.compile(r"\s*(?:(?:thousand|million|billion|trillion|bn|mn)\b|°(?!\s*[CFK]\b))|"
                               r"\s+[NSEW](?=\s*(?:[,;.?!)]|$|and\b))", re.I)
 _SHARE_AFTER = re.compile(r"\s*(?:%|per ?cent\b)", re.I)
-_SHARE_NAME = re.compile(r"percent|pct|rate|tip|discount|level|share|ratio|brightness|volume|opacity", re.I)
+_SHARE_NAME = re.compile(r"(?<![^\W_])(?:percent|pct|rate|tip|discount|level|share|ratio|brightness|volume|opacity)"
+                         r"(?!\w*_)", re.I)
 _NAME_AFTER = re.compile(r"\s+[A-Z][a-z]")
 
 

@@ -13,8 +13,8 @@ from router.stages.names import kind_identified_by
 from router.values import Capability
 
 
-def _tool(name: str, required: list[str], read_only: bool = False, **properties: dict) -> Capability:
-    return Capability(backend="stripe", name=name, read_only=read_only,
+def _tool(tool: str, required: list[str], read_only: bool = False, **properties: dict) -> Capability:
+    return Capability(backend="stripe", name=tool, read_only=read_only,
                       input_schema={"type": "object", "required": required, "properties": properties})
 
 
@@ -87,3 +87,28 @@ def test_an_update_given_only_which_object_by_its_id_is_refused() -> None:
                    evidence={"type": "object"}, submit={"type": "boolean"})
     refused = derive_arguments(update, "Submit evidence for dispute dp_123456")
     assert isinstance(refused, ArgumentsRequired) and "would change" in refused.message
+
+
+@pytest.mark.parametrize(("question", "name"), [
+    ("Create a customer named Jane Doe with email jane@example.com", "Jane Doe"),  # was a 422 asking for `name`
+    ("Add a product called Premium Plan", "Premium Plan"),
+    ('Add a product called "premium plan" please', "premium plan"),
+    ("Create a customer named jane", "jane"),
+    ("Add a product called premium plan", None),  # where the name ends is unsaid
+    ("Create a customer named Jane Doe Smith junior", None),
+])
+def test_what_a_thing_is_called_names_it(question: str, name: str | None) -> None:
+    create = _tool("create_customer", ["name"], name={"type": "string", "description": "The name of the customer"},
+                   email={"type": "string", "format": "email"})
+    derived = derive_arguments(create, question)
+    assert (derived[0]["name"] if isinstance(derived, tuple) else None) == name
+
+
+def test_a_share_is_no_amount_because_the_description_names_a_parameter_for_one() -> None:
+    # "Create a 25% off coupon called SPRING" took 25 for `amount_off`, whose description names `percent_off`.
+    coupon = _tool("create_coupon", ["name", "amount_off"], name={"type": "string"},
+                   percent_off={"type": "number", "description": "The discount the coupon will apply"},
+                   amount_off={"type": "number", "description": "The amount to subtract from an invoice total "
+                                                                "(required if percent_off is not passed)"})
+    refused = derive_arguments(coupon, "Create a 25% off coupon called SPRING")
+    assert isinstance(refused, ArgumentsRequired) and refused.details["missing"] == "amount_off"
