@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
 from router.settings import RouterSettings
 
+Request = tuple[str, tuple[str, ...], dict[str, Any]]  # the request, the tools that would do it, the values they take
 CUSTOMER = {"customer": "cus_123456"}
-REQUESTS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
+REQUESTS: list[Request] = [
     ("List my Stripe customers", ("list_customers",), {}), ("Show the last 5 customers", ("list_customers",), {}),
     ("Find the customer with email jane@example.com", ("list_customers",), {"email": "jane@example.com"}),
     ("What is my Stripe balance?", ("retrieve_balance",), {}),
@@ -73,9 +74,9 @@ def with_payments(base: RouterSettings, servers: Path) -> RouterSettings:
     return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], stripe]})
 
 
-def with_values(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_values(rows: list[dict[str, Any]], requests: list[Request]) -> list[dict[str, Any]]:
     """Each row as `dry_runs_beside` gives it, a call of the right tool without the values its request gives wrong."""
-    for row, (_, _, values) in zip(rows, REQUESTS, strict=True):
+    for row, (_, _, values) in zip(rows, requests, strict=True):
         given = row["arguments"] or {}
         if row["outcome"] == "right" and any(given.get(k) != v for k, v in values.items()):
             row["outcome"], row["called"] = "wrong", f"{row['called']} {json.dumps(given)}"
@@ -86,7 +87,7 @@ def main() -> None:
     args = arguments(__doc__, servers=".state/payment-servers").parse_args()
     rows = dry_runs_beside("mcp-router-seventh-catalog", lambda base, tmp: with_payments(base, Path(args.servers)),
                            [(request, tools) for request, tools, _ in REQUESTS])
-    report(with_values(rows), args.show, args.json)
+    report(with_values(rows, REQUESTS), args.show, args.json)
 
 
 if __name__ == "__main__":

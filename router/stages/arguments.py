@@ -35,6 +35,7 @@ from router.schemas import (
 from router.stages.addresses import address_part, route_end
 from router.stages.argument_order import (
     counted_in,
+    last_word,
     named_before,
     names_next_to,
     position,
@@ -45,7 +46,7 @@ from router.stages.argument_order import (
 from router.stages.cells import cells_in, sheet_in
 from router.stages.choices import choice_in
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
-from router.stages.free_text import free_text_parameter
+from router.stages.free_text import free_text_parameter, takes_names_only
 from router.stages.names import (
     called_in,
     code_labelled,
@@ -71,11 +72,14 @@ from router.stages.written import (
     PATH,
     a_path,
     email_in,
+    example_pattern,
     expression,
     first_free,
     key_in,
     matched,
+    named_beside,
     paths_in,
+    patterned_in,
     repository_part,
     sql_statement,
     takes_email,
@@ -174,6 +178,18 @@ def _written(question: str, name: str, spec: dict[str, Any], used: list[tuple[in
     return None
 
 
+def _patterned(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """A word in the shape the schema's `pattern` gives ("PROJ-123" for a Jira issue key), or its description's
+    examples do."""
+    pattern = _pattern_of(spec)
+    return _taken(patterned_in(question, name, pattern, lambda span: _free(span, used)), used) if pattern else None
+
+
+def _pattern_of(spec: dict[str, Any]) -> str | None:
+    pattern = spec.get("pattern") or example_pattern(str(spec.get("description", "")))
+    return pattern if _text(spec) and isinstance(pattern, str) else None
+
+
 def _currency(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     """A currency the question names, other than one already taken ("from EUR to USD"); for a list of them, every
     one left ("the rates of USD against EUR and GBP": `symbols` "EUR,GBP"), as an array or joined by commas."""
@@ -256,8 +272,9 @@ def _switch(question: str, name: str, spec: dict[str, Any], used: list[tuple[int
         else None
 
 
-EXTRACTORS: tuple[Extractor, ...] = (_enum, _timezone, _time_of_day, _path, _written, _currency, _address, _country,
-                                     _ip, _repository, _spreadsheet, _name, _identifier, _quoted, _number, _switch)
+EXTRACTORS: tuple[Extractor, ...] = (_enum, _patterned, _timezone, _time_of_day, _path, _written, _currency, _address,
+                                     _country, _ip, _repository, _spreadsheet, _name, _identifier, _quoted, _number,
+                                     _switch)
 _ACTING_EXTRACTORS = tuple(e for e in EXTRACTORS if e is not _switch)  # one that may act is told no switch on a guess
 
 
@@ -318,8 +335,11 @@ def derive_with_leftovers(cap: Capability, question: str, given: dict[str, Any] 
 def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     free = free_text_parameter(cap)
     if free is not None:
+        named = takes_names_only(properties_of(cap.input_schema).get(free, {}))
         terms = search_terms(question, own_words(cap.name, cap.description, cap.backend), own_words(cap.backend)) \
-            if takes_search_terms(free) else None
+            if takes_search_terms(free) or named else None
+        if named and not terms:  # "List all Jira projects" is no project's name to look for
+            return _not_derived(cap, free), []
         derived = ({free: terms}, f"search terms as {free!r}") if terms else ({free: question}, f"question as {free!r}")
         return derived, []
     props = properties_of(cap.input_schema)
@@ -334,8 +354,11 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
     # Schema order: for two parameters of one kind (source and target zone) the first mention goes first. The
     # optional ones come after, and take a value only where the question gives one: "the resource with id 5"
     # answered with the default resource 1 when they were left to their defaults.
-    for name in [n for n in props if n in required] + [n for n in required if n not in props] + \
-            [n for n in props if n not in required]:
+    order = [n for n in props if n in required] + [n for n in required if n not in props] + \
+        [n for n in props if n not in required]
+    # A key written beside its parameter's word ("epic PROJ-100") is that parameter's before others take keys in order.
+    order.sort(key=lambda n: not named_beside(question, n, _pattern_of(props.get(n, {}))))
+    for name in order:
         spec = props.get(name, {})
         for extract in EXTRACTORS if cap.read_only else _ACTING_EXTRACTORS:
             if (value := extract(question, name, spec, used)) is not None:
@@ -376,7 +399,9 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is _number],
                  choices={n for n, e in by.items() if e in (_enum, _currency)})
-    taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier, _repository) else n for n in out)
+    # A thing's name or identifier says which thing, not which tool: marked so, it settles no choice between tools.
+    taken = sorted(f"{n} {AS_NAMED}" if by[n] in (_name, _identifier, _repository) or (
+        by[n] is _patterned and last_word(n) in ("key", "id", "identifier")) else n for n in out)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
 
 

@@ -63,3 +63,13 @@ def free_text_parameter(cap: Capability) -> str | None:
             and not _ASKED_FOR.match(str(props.get(name, {}).get("description", ""))):
         return None
     return None if name is not None and takes_path(name, props.get(name, {})) else name  # a path is no question
+
+
+# A search for a thing by its name or key ("Name or key prefix to search for"): the question whole is no such name.
+_NAMES_ONLY = re.compile(r"^\s*(?:the\s+|a\s+)?(?:(?:full|partial|exact)\s+)?(?:name|key|title|slug|prefix)s?\b", re.I)
+
+
+def takes_names_only(spec: dict[str, Any]) -> bool:
+    """Whether a free-text parameter takes a thing's name, key or prefix rather than a question."""
+    return _NAMES_ONLY.match(str(spec.get("description", ""))) is not None
+

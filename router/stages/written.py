@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from router.schemas import type_of
@@ -291,3 +292,68 @@ def takes_paths(name: str, spec: dict[str, Any]) -> bool:
     items = spec.get("items")
     return takes_path(name, spec) or (type_of(spec) == "array" and isinstance(items, dict) and takes_path(
         re.sub(r"s$", "", name), {**items, "description": spec.get("description", "")}))
+
+
+# A value whose shape the schema gives as a `pattern` (a Jira issue key, "^[A-Z][A-Z0-9_]+-\d+$"): a word of the
+# question that matches it whole. A pattern that these words match too says nothing of a value's shape.
+_TOKEN = re.compile(r"[^\s,;!?()\[\]{}\"'`<>]+")
+_ANY_WORDS = ("the", "a", "show", "Show", "1", "123", "x", "hello world", "é")
+
+
+@lru_cache(maxsize=1024)
+def _shape(pattern: str) -> re.Pattern[str] | None:
+    try:
+        shape = re.compile(pattern)
+    except (re.error, RecursionError):  # a JSON-schema pattern Python does not read is no shape to go by
+        return None
+    return None if any(shape.search(w) for w in _ANY_WORDS) else shape
+
+
+# Values a description shows "e.g." in quotes ("Jira issue key (e.g., 'PROJ-123', 'ACV2-642')"), each read as its
+# shape: a run of capitals (and digits after them), of small letters, of digits, and every other mark as itself.
+_EXAMPLES = re.compile(r"\be\.g\.?,?\s*((?:[`'\"][^`'\"\n]{1,60}[`'\"]\s*,?\s*(?:or\s+)?)+)", re.I)
+_EXAMPLE = re.compile(r"[`'\"]([^`'\"\n]{1,60})[`'\"]")
+_RUN = re.compile(r"[A-Z][A-Z0-9_]*|[a-z][a-z0-9_]*|\d+|.", re.S)
+
+
+@lru_cache(maxsize=4096)
+def example_pattern(description: str) -> str | None:
+    """A pattern of the shapes of the examples a description gives that hold letters and digits and say something of
+    a value's shape (`_shape`): "PROJ-123" gives ^[A-Z][A-Z0-9_]*-\\d+$; "johndoe" none (any word fits it), nor
+    "1000"."""
+    found = _EXAMPLES.search(description)
+    shapes = {"".join(r"[A-Z][A-Z0-9_]*" if run[0].isupper() else r"[a-z][a-z0-9_]*" if run[0].islower()
+                      else r"\d+" if run[0].isdigit() else re.escape(run) for run in _RUN.findall(example))
+              for example in _EXAMPLE.findall(found.group(1))
+              if re.search(r"[A-Za-z]", example) and re.search(r"\d", example)} if found else set()
+    kept = sorted(shape for shape in shapes if _shape(f"^{shape}$") is not None)
+    return f"^(?:{'|'.join(kept)})$" if kept else None
+
+
+def patterned_in(question: str, parameter: str, pattern: str, free: Callable[[tuple[int, int]], bool]
+                 ) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the word the question writes in the parameter's pattern, where `free`: the first written
+    right after the parameter's own words ("project PROJ" for `project_key`), else the first with a digit in it ("Link
+    PROJ-1 to PROJ-2")."""
+    beside, found = _in_pattern(question, parameter, pattern, free)
+    # A word of letters alone ("PROJ" for a project key) only beside the parameter's words: "USD", "PDF" fit too.
+    start, end, word = (beside or [f for f in found if re.search(r"\d", f[2])] or [(0, 0, "")])[0]
+    return ((start, end), word) if word else None
+
+
+def named_beside(question: str, parameter: str, pattern: str | None) -> bool:
+    """Whether the question writes a word of the parameter's pattern right after the parameter's own words ("epic
+    PROJ-100" for `epic_key`): such a parameter takes its word before another of the pattern takes it in order."""
+    return bool(pattern) and bool(_in_pattern(question, parameter, str(pattern), lambda span: True)[0])
+
+
+def _in_pattern(question: str, parameter: str, pattern: str, free: Callable[[tuple[int, int]], bool]
+                ) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+    """The words in the pattern written right after the parameter's own words, and all of them, where `free`."""
+    shape = _shape(pattern)
+    if shape is None:
+        return [], []
+    found = [(m.start(), m.start() + len(word), word) for m in _TOKEN.finditer(question)
+             if (word := m.group(0).rstrip(".:")) and shape.search(word) and free((m.start(), m.start() + len(word)))]
+    words = [w for w in words_of(parameter) if w not in ("key", "id", "ids", "keys")]
+    return [f for f in found if words and re.search(rf"\b{re.escape(words[-1])}\s+$", question[:f[0]], re.I)], found
