@@ -129,8 +129,9 @@ def names_next_to(question: str, parameter: str, span: tuple[int, int], between:
 
 
 def name_words(name: str, shortest: int) -> list[str]:
-    """The words of a parameter's name ("max_results" -> max, results), as a question would write them."""
-    return [w for w in re.split(r"[_\W]+", name.lower()) if len(w) >= shortest]
+    """The words of a parameter's name ("max_results", "maxResults" -> max, results), as a question would write
+    them."""
+    return [w for w in re.split(r"[_\W]+", split_identifier(name).lower()) if len(w) >= shortest]
 
 
 # How questions name parameters whose names are commands' words (`head` and `tail` take a file's first and last

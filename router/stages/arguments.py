@@ -17,6 +17,7 @@ backend as given. The source of every argument set is reported in the routing me
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from router.errors import ArgumentsRequired, BackendNotCallable
@@ -46,6 +47,7 @@ from router.stages.extractors import (
     currency,
     enum,
     identifier,
+    listed,
     number,
     pattern_of,
     patterned,
@@ -154,6 +156,8 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
                     used.pop()  # "the invoices from 2024" gives no page size, "the aeronautical charts" no chart
                     value = None
                 break
+        if value is None and name in required:  # an open set of choices, as a last resort: "(e.g., pods, ...)"
+            value, extract = listed(question, name, spec, used), listed
         if value is None:
             if name not in required:
                 continue
@@ -162,6 +166,9 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
                 continue
             return _not_derived(cap, name), []
         out[name], spans[name], by[name] = value, used[-1], extract
+    chosen = {v.lower() for v in out.values() if isinstance(v, str)}
+    if (needed := next((n for n in props if n not in out and chosen & required_for(props[n])), None)) is not None:
+        return _not_derived(cap, needed), []  # "Name of the node (required for cordon, drain, uncordon)"
     if described:  # "What time is it?" is asked of the local clock; "What time is it in Springfield?" is not
         if out or says_more(question, cap.name, cap.description, cap.backend):
             return _not_derived(cap, described[0]), []
@@ -184,11 +191,22 @@ def _derive(cap: Capability, question: str) -> tuple[Derived, list[Any]]:
         if value is not None and not again and (value not in left or extract is number):
             left.append(value)
     put_in_order(out, spans, question, numbers=[n for n, e in by.items() if e is number],
-                 choices={n for n, e in by.items() if e in (enum, currency)})
+                 choices={n for n, e in by.items() if e in (enum, currency, listed)})
     # A thing's name or identifier says which thing, not which tool: marked so, it settles no choice between tools.
     taken = sorted(f"{n} {AS_NAMED}" if by[n] in (thing_name, identifier, repository) or (
         by[n] is patterned and last_word(n) in ("key", "id", "identifier")) else n for n in out)
     return (out, ("extracted: " if required else OPTIONAL_ONLY) + ", ".join(taken)), left
+
+
+_REQUIRED_FOR = re.compile(r"\brequired\s+for\s+((?:the\s+)?[\w-]+(?:\s*(?:,|\bor\b|\band\b)\s*[\w-]+)*)", re.I)
+
+
+def required_for(spec: dict[str, Any]) -> set[str]:
+    """The choices an optional parameter's description says it is required for ("required for cordon, drain,
+    uncordon"): given one of them, the call needs it too. What it is required when or if is not read."""
+    found = _REQUIRED_FOR.search(str(spec.get("description", "")))
+    return {w.lower() for w in re.findall(r"[\w-]+", found.group(1)) if w.lower() not in ("or", "and", "the")} \
+        if found else set()
 
 
 def _not_derived(cap: Capability, name: str) -> ArgumentsRequired:

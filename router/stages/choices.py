@@ -47,3 +47,17 @@ def choice_in(question: str, values: list[Any], free: Callable[[tuple[int, int]]
         return None
     _, span, value = min(found)  # the first named; of two named there, the shorter
     return span, value
+
+
+# Choices a description lists as examples, bare ("Type of resource (e.g., pods, deployments, services, ...)").
+_LISTED = re.compile(r"\b(?:e\.g\.?|for example|such as)\s*,?\s*((?:[A-Za-z][\w-]*\s*,\s*)+(?:(?:or|and)\s+)?"
+                     r"[A-Za-z][\w-]*)", re.I)
+
+
+def listed_choices(description: str) -> list[str]:
+    """The words a description lists as examples of a parameter's values, each plural with its singular after it
+    ("pods", "pod"): an open set of choices, which a required parameter may take when no value of its own kind is
+    there."""
+    found = _LISTED.search(description)
+    words = [w for w in re.split(r"\s*,\s*|\s+(?:or|and)\s+", found.group(1)) if w.lower() != "etc"] if found else []
+    return [form for w in words for form in ((w, w[:-1]) if w.endswith("s") and len(w) > 3 else (w,))]

@@ -16,7 +16,7 @@ from router.schemas import (
 )
 from router.stages.addresses import address_part, route_end
 from router.stages.cells import cells_in, sheet_in
-from router.stages.choices import choice_in
+from router.stages.choices import choice_in, listed_choices
 from router.stages.currencies import currencies_in, currency_code, takes_currencies, takes_currency
 from router.stages.names import (
     called_in,
@@ -58,6 +58,7 @@ from router.stages.written import (
     takes_sql,
     takes_url,
     web_address,
+    words_of,
 )
 
 Extractor = Callable[[str, str, dict[str, Any], list[tuple[int, int]]], Any]
@@ -71,6 +72,12 @@ def enum(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, i
     values = choices_of(spec)
     return _taken(choice_in(question, values, lambda span: _free(span, used)), used) if isinstance(values, list) \
         else None
+
+
+def listed(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
+    """One of the values the description lists as examples ("e.g., pods, deployments"), named in the question."""
+    values = listed_choices(str(spec.get("description", ""))) if _text(spec) else []
+    return _taken(choice_in(question, values, lambda span: _free(span, used)), used) if values else None
 
 
 def _taken(found: tuple[tuple[int, int], Any] | None, used: list[tuple[int, int]]) -> Any:
@@ -180,13 +187,22 @@ def _spreadsheet(question: str, name: str, spec: dict[str, Any], used: list[tupl
     return _taken(sheet_in(question, name, free) or cells_in(question, name, spec, free), used) if _text(spec) else None
 
 
+def _named_kind(question: str, name: str, free: Callable[[tuple[int, int]], bool]
+                ) -> tuple[tuple[int, int], str] | None:
+    """For a parameter named by a kind alone (`namespace`, `node`), a name the question writes after that word that
+    holds a digit or joins words ("namespace kube-system", "node worker-1"), is quoted, or is called so."""
+    words = words_of(name)
+    return name_in(question, name, free, kind=words[0], loose=False) if len(words) == 1 and len(words[0]) > 3 \
+        else None
+
+
 def thing_name(question: str, name: str, spec: dict[str, Any], used: list[tuple[int, int]]) -> Any:
     if not _text(spec) or takes_path(name, spec):
         return None  # "the config file" gives no `file_name` that takes a path
     def free(span: tuple[int, int]) -> bool:
         return _free(span, used)
     found = name_in(question, name, free) or text_given(question, name, free) or new_name_in(question, name, free) \
-        or called_in(question, name, free)
+        or called_in(question, name, free) or _named_kind(question, name, free)
     return _taken(found, used)
 
 

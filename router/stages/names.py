@@ -53,9 +53,9 @@ def kind_named_by(parameter: str) -> str | None:
 
 
 def name_in(question: str, parameter: str, free: Callable[[tuple[int, int]], bool],
-            kind: str | None = None) -> tuple[tuple[int, int], str] | None:
+            kind: str | None = None, loose: bool = True) -> tuple[tuple[int, int], str] | None:
     """The span and value of the name the question first gives a thing of the parameter's kind (or of `kind`), where
-    `free`.
+    `free`; unless `loose`, not a bare word between "the" and the kind ("the users table").
     The first mention decides: one that names nothing ("the table called default, not the users table", "a branch
     named after the ticket") gives no name rather than the next; and several things of the kind ("the tables
     called users and orders", "the three branches") give none, for a parameter that takes one."""
@@ -66,16 +66,17 @@ def name_in(question: str, parameter: str, free: Callable[[tuple[int, int]], boo
     patterns = (rf"\b{k}s?\s+(?:called|named|titled)\s+(?:{_QUOTED}|{_WORD})",  # a branch called feature-x
                 rf"\b{k}s?\s+(?:{_QUOTED})",  # the table "orders"
                 rf"(?:{_QUOTED})\s+{k}s?\b",  # the "orders" table
-                rf"\bthe\s+{_WORD}\s+{k}s?\b")  # the users table
+                rf"\b{k}\s+([A-Za-z][\w.\-]*)(?<![.\-])(?![\w\-])",  # node worker-1, namespace kube-system
+                *([rf"\bthe\s+{_WORD}\s+{k}s?\b"] if loose else []))  # the users table
     mentions = sorted((m.start(), i, m) for i, pattern in enumerate(patterns)
                       for m in re.finditer(pattern, question, re.I))
     for _, i, m in mentions:
         group = next(g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None)
         value, span = m.group(group), m.span(group)
-        if not free(span):
-            continue  # already another parameter's
+        if not free(span) or (i == 3 and not re.search(r"\d|\w[-_.]\w", value)):
+            continue  # already another parameter's, or a word after the kind's that names nothing ("node in ...")
         if re.search(several, m.group(0), re.I) or value.lower() in _NOT_NAMES or value.lower() == kind or \
-                (i == len(patterns) - 1 and (_DESCRIBES.search(value) or value.isdigit())):
+                (i == 4 and (_DESCRIBES.search(value) or value.isdigit())):
             return None
         return span, value
     return None

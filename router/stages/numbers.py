@@ -84,7 +84,9 @@ _MAX_DIGITS = 64
 _IDENTIFIERS = frozenset({"id", "pid", "uid", "gid", "port"})
 _COUNTED = re.compile(r"\s+(?!(?:times|does|goes|always|perhaps)\b)[a-z]{3,}(?<![siu])s\b")  # not "status", "plus"
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
-_OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-])$", re.I)
+# A date's month before it, a time's or a range's first part ("11:00", "2-68"), or a name it ends ("worker-1",
+# "us-east-1", "COVID-19"): taken for a number, "Drain node worker-1" drained with a grace period of 1 second.
+_OTHER_VALUE_BEFORE = re.compile(rf"(?:\b{_MONTH}\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?|\d[:-]|[A-Za-z]-)$", re.I)
 _OTHER_VALUE_AFTER = re.compile(rf"(?:\s*(?::\d|[ap]\.?m\b)|\s+{_MONTH}(?!\w)|-\d)", re.I)
 # What makes a number mean another than itself: a scale ("4 million"), a hemisphere ("40.7° N", "74 W"; a
 # temperature's "100°F" is its own), a share ("15%", unless the parameter takes one). Taken as a plain
