@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
-from benchmarks.payment_servers import Request, with_values
+from benchmarks.official_servers import READ
+from benchmarks.payment_servers import Request, run
 from router.settings import RouterSettings
 
 POD = {"name": "web-7f9c"}
@@ -67,11 +67,8 @@ def with_cluster(base: RouterSettings, servers: Path, home: Path) -> RouterSetti
 
 
 def main() -> None:
-    args = arguments(__doc__, servers=".state/cluster-servers").parse_args()
-    rows = dry_runs_beside("mcp-router-ninth-catalog",
-                           lambda base, tmp: with_cluster(base, Path(args.servers), tmp / "home"),
-                           [(request, tools) for request, tools, _ in REQUESTS])
-    report(with_values(rows, REQUESTS), args.show, args.json)
+    run(__doc__, ".state/cluster-servers", "mcp-router-ninth-catalog",
+        lambda base, servers, tmp: with_cluster(base, servers, tmp / "home"), REQUESTS)
 
 
 if __name__ == "__main__":

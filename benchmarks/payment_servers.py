@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +84,20 @@ def with_values(rows: list[dict[str, Any]], requests: list[Request]) -> list[dic
     return rows
 
 
+def run(doc: str, servers: str, folder: str, add: Callable[[RouterSettings, Path, Path], RouterSettings],
+        requests: list[Request]) -> None:
+    """A catalog benchmark whose requests give their values: its options (`doc`, where its `servers` are installed),
+    the dry runs in `folder` with what `add` puts beside the official servers (given their settings, the servers'
+    folder and the scratch folder), and the report."""
+    args = arguments(doc, servers=servers).parse_args()
+    rows = dry_runs_beside(folder, lambda base, tmp: add(base, Path(args.servers), tmp),
+                           [(request, tools) for request, tools, _ in requests])
+    report(with_values(rows, requests), args.show, args.json)
+
+
 def main() -> None:
-    args = arguments(__doc__, servers=".state/payment-servers").parse_args()
-    rows = dry_runs_beside("mcp-router-seventh-catalog", lambda base, tmp: with_payments(base, Path(args.servers)),
-                           [(request, tools) for request, tools, _ in REQUESTS])
-    report(with_values(rows, REQUESTS), args.show, args.json)
+    run(__doc__, ".state/payment-servers", "mcp-router-seventh-catalog",
+        lambda base, servers, tmp: with_payments(base, servers), REQUESTS)
 
 
 if __name__ == "__main__":

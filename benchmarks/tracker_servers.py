@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
-from benchmarks.payment_servers import Request, with_values
+from benchmarks.official_servers import READ
+from benchmarks.payment_servers import Request, run
 from router.settings import RouterSettings
 
 ISSUE, PROJECT, PAGE = {"issue_key": "PROJ-123"}, {"project_key": "PROJ"}, {"page_id": "123456"}
@@ -83,10 +83,8 @@ def with_tracker(base: RouterSettings, servers: Path) -> RouterSettings:
 
 
 def main() -> None:
-    args = arguments(__doc__, servers=".state/tracker-servers").parse_args()
-    rows = dry_runs_beside("mcp-router-eighth-catalog", lambda base, tmp: with_tracker(base, Path(args.servers)),
-                           [(request, tools) for request, tools, _ in REQUESTS])
-    report(with_values(rows, REQUESTS), args.show, args.json)
+    run(__doc__, ".state/tracker-servers", "mcp-router-eighth-catalog",
+        lambda base, servers, tmp: with_tracker(base, servers), REQUESTS)
 
 
 if __name__ == "__main__":

@@ -266,11 +266,7 @@ def new_name_in(question: str, parameter: str, free: Callable[[tuple[int, int]],
     words = words_of(parameter)
     if len(words) < 2 or words[0] != "new" or words[-1] not in ("name", "title"):
         return None
-    m = _RENAMED.search(question)
-    group = next((g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None), 0) if m else 0
-    if not (m and group and free(m.span(group))) or m.group(group).lower() in _NOT_NAMES:
-        return None
-    return m.span(group), m.group(group)
+    return _named_by(_RENAMED.search(question), free)
 
 
 _NAMES_A_THING = frozenset({("name",), ("display", "name"), ("full", "name"), ("new", "name")})
@@ -287,7 +283,11 @@ def called_in(question: str, parameter: str, free: Callable[[tuple[int, int]], b
     called SPRING"), for a parameter that takes a thing's name and no kind's (`name`, `display_name`)."""
     if tuple(words_of(parameter)) not in _NAMES_A_THING:
         return None
-    m = _CALLED.search(question)
+    return _named_by(_CALLED.search(question), free)
+
+
+def _named_by(m: re.Match[str] | None, free: Callable[[tuple[int, int]], bool]) -> tuple[tuple[int, int], str] | None:
+    """The span and value of the first group `m` matched, where `free` and when it names something."""
     group = next((g for g in range(1, (m.lastindex or 0) + 1) if m.group(g) is not None), 0) if m else 0
     if not (m and group and free(m.span(group))) or m.group(group).lower() in _NOT_NAMES:
         return None
