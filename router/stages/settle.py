@@ -220,7 +220,7 @@ def _widest_of_all(tools: Sequence[Candidate], arguments: Arguments) -> Candidat
             for c, given in readers if c is not widest[0]):
         return None
     # The values say where, the words what: a word another reader's texts say and its own do not ("the data
-    # validation rules of A1:A10", "the note on B3": the sheet's description lists both) was what was asked.
+    # validation rules of A1:A10": the sheet's description lists validation) was what was asked.
     unsaid = set(arguments.words_unmatched(widest[0].capability))
     return widest[0] if all(unsaid <= set(arguments.words_unmatched(c.capability)) for c in tools
                             if c.capability.read_only and c is not widest[0]) else None
