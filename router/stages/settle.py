@@ -22,6 +22,7 @@ from router.settings import RouterSettings, RoutingSettings
 from router.stages.argument_order import words_for
 from router.stages.arguments import AS_NAMED, NONE_NEEDED, Derived
 from router.stages.decide import named_tools, too_close, tool_contenders, unsure_action_message
+from router.stages.search_terms import unmatched_words
 from router.stages.serving import ACTS, DATED, READS_ONLY, Arguments
 from router.stages.written import takes_paths, words_of
 from router.values import Candidate, Capability, Decision
@@ -220,9 +221,11 @@ def _widest_of_all(tools: Sequence[Candidate], arguments: Arguments) -> Candidat
             for c, given in readers if c is not widest[0]):
         return None
     # The values say where, the words what: a word another reader's texts say and its own do not ("the data
-    # validation rules of A1:A10": the sheet's description lists validation) was what was asked.
-    unsaid = set(arguments.words_unmatched(widest[0].capability))
-    return widest[0] if all(unsaid <= set(arguments.words_unmatched(c.capability)) for c in tools
+    # validation rules of A1:A10", "the note on B3": the sheet's description lists both) was what was asked. Their
+    # server's description, which speaks for all of them, tells none apart.
+    question = arguments.request.question
+    unsaid = set(unmatched_words(widest[0].capability, question))
+    return widest[0] if all(unsaid <= set(unmatched_words(c.capability, question)) for c in tools
                             if c.capability.read_only and c is not widest[0]) else None
 
 

@@ -13,7 +13,7 @@ from router.settings import RouterSettings
 from router.stages.arguments import derive_arguments
 from router.stages.serving import Arguments
 from router.stages.settle import settle_by_arguments
-from router.values import Analysis, Candidate, Capability, Decision
+from router.values import Analysis, Candidate, Capability, Catalog, Decision
 
 
 def _tool(name: str, required: list[str], read_only: bool = True, **properties: dict) -> Capability:
@@ -116,14 +116,14 @@ def test_of_all_a_backend_s_readers_the_one_that_takes_every_value_of_the_questi
     macros = _tool("read_vba", ["path"], max_lines={"type": "integer"})
     every = (workbook, macros, DESCRIBE_WORKBOOK, DESCRIBE_SHEET, READ_RANGE)
 
-    def settle(question: str, tools: tuple[Capability, ...] = every) -> Decision:
+    def settle(question: str, tools: tuple[Capability, ...] = every, catalogs: dict | None = None) -> Decision:
         analysis = Analysis(question=question, vector=None, intent="general", intent_source="classifier")
         ranked = [Candidate(t, ScoreBreakdown(composite=0.88 - i / 50, confidence=0.43, tool_confidence=0.3 - i / 20),
                             False, unsure_action=not t.read_only, unclear_tool=t.read_only)
                   for i, t in enumerate(tools)]
         decision = Decision(analysis=analysis, method="hybrid", verdict="ambiguous", message="",
                             candidates=tuple(ranked[:2]))
-        arguments = Arguments(Request(question=question))
+        arguments = Arguments(Request(question=question), catalogs=catalogs)
         arguments.tools_of = lambda backend: tuple(ranked) if backend == "excel" else ()
         return settle_by_arguments(decision, arguments, RouterSettings())
 
@@ -139,6 +139,13 @@ def test_of_all_a_backend_s_readers_the_one_that_takes_every_value_of_the_questi
                            description="Describe a sheet: used range, merges, charts, validation and sparklines.")
     assert settle("Show the sparklines in G2:G9 of Sheet1 in /data/report.xlsx",
                   (workbook, macros, DESCRIBE_WORKBOOK, described, READ_RANGE)).verdict == "ambiguous"
+    # Nor does the server's description, which lists what every tool there does, speak for the range's reader.
+    notes = Capability(backend="excel", name="describe_sheet", read_only=True, input_schema=DESCRIBE_SHEET.input_schema,
+                       description="Describe a sheet: used range, merges, charts and notes.")
+    server = {"excel": Catalog(backend="excel", version="1", capabilities=(),
+                               description="Workbooks: cells, sheets, charts, notes, formulas.")}
+    assert settle("What is the note on B3 of Sheet1 in /data/report.xlsx?",
+                  (workbook, macros, DESCRIBE_WORKBOOK, notes, READ_RANGE), server).verdict == "ambiguous"
     # Two readers taking the same values, or one taking the file alone, tell nothing: which is meant is asked.
     assert settle("Describe Sheet1 of /data/report.xlsx", (workbook, macros, DESCRIBE_SHEET,
                                                            _tool("list_charts", ["path", "sheet"], sheet=SHEET))
@@ -155,3 +162,15 @@ async def test_settling_ranks_every_tool_of_a_backend_for_the_question() -> None
     tools = arguments.tools_of("calc")
     assert tools and {c.capability.backend for c in tools} == {"calc"}
     assert len(tools) == len(w.router.catalogs["calc"].capabilities) > 1
+
+
+def test_a_word_said_by_another_reader_in_its_singular_or_plural_keeps_the_question_open() -> None:
+    # "What is the note on B3 of Sheet1?" read the cell: the sheet's description lists "notes", which retrieval's stems
+    # keep apart from "note" ("not" and "note"), and the server's description, which lists notes too, spoke for both.
+    from router.stages.search_terms import unmatched_words
+
+    sheet = Capability(backend="excel", name="describe_sheet", read_only=True, input_schema=DESCRIBE_SHEET.input_schema,
+                       description="Describe a sheet: charts, images, notes, hyperlinks.")
+    assert unmatched_words(sheet, "What is the note on B3?") == ["b3"]
+    assert unmatched_words(Capability(backend="fs", name="read_file", description="Read a file"),
+                           "Read the files") == []
