@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import NODE, READ, arguments, dry_runs_beside, report
-from router.settings import RouterSettings
+from benchmarks.official_servers import NODE, READ, arguments, dry_runs_beside, installed, report
 
 PLAYWRIGHT = NODE.parent / "@playwright" / "mcp" / "cli.js"
 
@@ -60,16 +60,14 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def with_browser(base: RouterSettings) -> RouterSettings:
-    if not PLAYWRIGHT.is_file():
-        raise SystemExit(f"{PLAYWRIGHT} is missing: `make setup` installs it")
-    browser = {"name": "playwright", "kind": "mcp_stdio", "command": "node", "args": [str(PLAYWRIGHT), "--headless"]}
-    return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], browser]})
+def browser_backend() -> dict[str, Any]:
+    script = installed(PLAYWRIGHT, "`make setup` installs it")
+    return {"name": "playwright", "kind": "mcp_stdio", "command": "node", "args": [str(script), "--headless"]}
 
 
 def main() -> None:
     args = arguments(__doc__).parse_args()
-    rows = dry_runs_beside("mcp-router-browser-servers", lambda base, _: with_browser(base), REQUESTS)
+    rows = dry_runs_beside("mcp-router-browser-servers", lambda _: browser_backend(), REQUESTS)
     report(rows, args.show, args.json)
 
 

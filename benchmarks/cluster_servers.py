@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ
+from benchmarks.official_servers import READ, installed
 from benchmarks.payment_servers import Request, run
-from router.settings import RouterSettings
 
 POD = {"name": "web-7f9c"}
 REQUESTS: list[Request] = [
@@ -56,19 +56,16 @@ REQUESTS: list[Request] = [
 ]
 
 
-def with_cluster(base: RouterSettings, servers: Path, home: Path) -> RouterSettings:
-    script = servers / "node_modules" / "mcp-server-kubernetes" / "dist" / "index.js"
-    if not script.is_file():
-        raise SystemExit(f"{script} is missing: install it as this script's docstring says")
+def cluster_backend(servers: Path, home: Path) -> dict[str, Any]:
+    script = installed(servers / "node_modules" / "mcp-server-kubernetes" / "dist" / "index.js")
     home.mkdir(exist_ok=True)  # no kubeconfig there: no cluster is reached
-    cluster = {"name": "kubernetes", "kind": "mcp_stdio", "command": "node", "args": [str(script)],
-               "env": {"HOME": str(home)}}
-    return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], cluster]})
+    return {"name": "kubernetes", "kind": "mcp_stdio", "command": "node", "args": [str(script)],
+            "env": {"HOME": str(home)}}
 
 
 def main() -> None:
     run(__doc__, ".state/cluster-servers", "mcp-router-ninth-catalog",
-        lambda base, servers, tmp: with_cluster(base, servers, tmp / "home"), REQUESTS)
+        lambda servers, tmp: cluster_backend(servers, tmp / "home"), REQUESTS)
 
 
 if __name__ == "__main__":

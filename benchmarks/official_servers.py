@@ -144,16 +144,24 @@ async def run(fixed: bool = True) -> list[dict[str, Any]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def dry_runs_beside(folder: str, add: Callable[[RouterSettings, Path], RouterSettings],
+def installed(path: Path, how: str = "install it as this script's docstring says") -> Path:
+    """`path`, the installed server a benchmark runs, or the exit that says how to install it."""
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: {how}")
+    return path
+
+
+def dry_runs_beside(folder: str, backend: Callable[[Path], dict[str, Any]],
                     requests: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
-    """`dry_runs` of `requests` on the official servers and what `add` puts beside them (given their settings and the
+    """`dry_runs` of `requests` on the official servers and the backend `backend` configures beside them (given the
     scratch folder), in a fresh `folder` of the system's temporary directory, removed after."""
     tmp = Path(tempfile.gettempdir()) / folder
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         root, repo = _world(tmp)
-        config = add(settings(root, repo, tmp / "memory.jsonl"), tmp)
+        base = settings(root, repo, tmp / "memory.jsonl").model_dump()
+        config = RouterSettings.model_validate({**base, "backends": [*base["backends"], backend(tmp)]})
         return asyncio.run(dry_runs(config, requests, root=root, repo=repo))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -25,8 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
-from router.settings import RouterSettings
+from benchmarks.official_servers import READ, arguments, dry_runs_beside, installed, report
 
 Request = tuple[str, tuple[str, ...], dict[str, Any]]  # the request, the tools that would do it, the values they take
 CUSTOMER = {"customer": "cus_123456"}
@@ -66,13 +65,10 @@ REQUESTS: list[Request] = [
 ]
 
 
-def with_payments(base: RouterSettings, servers: Path) -> RouterSettings:
-    script = servers / "node_modules" / "@stripe" / "mcp" / "dist" / "index.js"
-    if not script.is_file():
-        raise SystemExit(f"{script} is missing: install it as this script's docstring says")
-    stripe = {"name": "stripe", "kind": "mcp_stdio", "command": "node",
-              "args": [str(script), "--tools=all", "--api-key=sk_test_not_an_account"]}
-    return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], stripe]})
+def payment_backend(servers: Path) -> dict[str, Any]:
+    script = installed(servers / "node_modules" / "@stripe" / "mcp" / "dist" / "index.js")
+    return {"name": "stripe", "kind": "mcp_stdio", "command": "node",
+            "args": [str(script), "--tools=all", "--api-key=sk_test_not_an_account"]}
 
 
 def with_values(rows: list[dict[str, Any]], requests: list[Request]) -> list[dict[str, Any]]:
@@ -84,20 +80,20 @@ def with_values(rows: list[dict[str, Any]], requests: list[Request]) -> list[dic
     return rows
 
 
-def run(doc: str, servers: str, folder: str, add: Callable[[RouterSettings, Path, Path], RouterSettings],
+def run(doc: str, servers: str, folder: str, backend: Callable[[Path, Path], dict[str, Any]],
         requests: list[Request]) -> None:
     """A catalog benchmark whose requests give their values: its options (`doc`, where its `servers` are installed),
-    the dry runs in `folder` with what `add` puts beside the official servers (given their settings, the servers'
+    the dry runs in `folder` with the backend `backend` configures beside the official servers (given the servers'
     folder and the scratch folder), and the report."""
     args = arguments(doc, servers=servers).parse_args()
-    rows = dry_runs_beside(folder, lambda base, tmp: add(base, Path(args.servers), tmp),
+    rows = dry_runs_beside(folder, lambda tmp: backend(Path(args.servers), tmp),
                            [(request, tools) for request, tools, _ in requests])
     report(with_values(rows, requests), args.show, args.json)
 
 
 def main() -> None:
     run(__doc__, ".state/payment-servers", "mcp-router-seventh-catalog",
-        lambda base, servers, tmp: with_payments(base, servers), REQUESTS)
+        lambda servers, _: payment_backend(servers), REQUESTS)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
-from router.settings import RouterSettings
+from benchmarks.official_servers import READ, arguments, dry_runs_beside, installed, report
 
 BOOK = "/data/report.xlsx"
 REQUESTS: list[tuple[str, tuple[str, ...]]] = [
@@ -62,18 +62,15 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def with_spreadsheets(base: RouterSettings, servers: Path) -> RouterSettings:
-    command = servers / "bin" / "excel-mcp-server"
-    if not command.is_file():
-        raise SystemExit(f"{command} is missing: install it as this script's docstring says")
-    excel = {"name": "excel", "kind": "mcp_stdio", "command": str(command), "args": ["stdio"]}
-    return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], excel]})
+def spreadsheet_backend(servers: Path) -> dict[str, Any]:
+    return {"name": "excel", "kind": "mcp_stdio", "command": str(installed(servers / "bin" / "excel-mcp-server")),
+            "args": ["stdio"]}
 
 
 def main() -> None:
     args = arguments(__doc__, servers=".state/spreadsheet-servers").parse_args()
     rows = dry_runs_beside("mcp-router-sixth-catalog",
-                           lambda base, tmp: with_spreadsheets(base, Path(args.servers)), REQUESTS)
+                           lambda _: spreadsheet_backend(Path(args.servers)), REQUESTS)
     report(rows, args.show, args.json)
 
 

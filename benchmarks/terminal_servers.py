@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ, arguments, dry_runs_beside, report
-from router.settings import RouterSettings
+from benchmarks.official_servers import READ, arguments, dry_runs_beside, installed, report
 
 RUN = ("start_process",)
 WRITE = ("write_file",)
@@ -65,21 +65,18 @@ REQUESTS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def with_terminal(base: RouterSettings, servers: Path, home: Path) -> RouterSettings:
-    script = servers / "node_modules" / "@wonderwhy-er" / "desktop-commander" / "dist" / "index.js"
-    if not script.is_file():
-        raise SystemExit(f"{script} is missing: install it as this script's docstring says")
+def terminal_backend(servers: Path, home: Path) -> dict[str, Any]:
+    script = installed(servers / "node_modules" / "@wonderwhy-er" / "desktop-commander" / "dist" / "index.js")
     # Its own configuration and history go to a home of its own, not the user's.
     home.mkdir(exist_ok=True)
-    terminal = {"name": "desktop", "kind": "mcp_stdio", "command": "node", "args": [str(script)],
-                "env": {"HOME": str(home)}}
-    return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], terminal]})
+    return {"name": "desktop", "kind": "mcp_stdio", "command": "node", "args": [str(script)],
+            "env": {"HOME": str(home)}}
 
 
 def main() -> None:
     args = arguments(__doc__, servers=".state/terminal-servers").parse_args()
     rows = dry_runs_beside("mcp-router-fifth-catalog",
-                           lambda base, tmp: with_terminal(base, Path(args.servers), tmp / "home"), REQUESTS)
+                           lambda tmp: terminal_backend(Path(args.servers), tmp / "home"), REQUESTS)
     report(rows, args.show, args.json)
 
 

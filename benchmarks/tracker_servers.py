@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.official_servers import READ
+from benchmarks.official_servers import READ, installed
 from benchmarks.payment_servers import Request, run
-from router.settings import RouterSettings
 
 ISSUE, PROJECT, PAGE = {"issue_key": "PROJ-123"}, {"project_key": "PROJ"}, {"page_id": "123456"}
 REQUESTS: list[Request] = [
@@ -72,19 +72,16 @@ REQUESTS: list[Request] = [
 SITE = "https://tracker.invalid"  # no such site: the server lists its tools without reaching one
 
 
-def with_tracker(base: RouterSettings, servers: Path) -> RouterSettings:
-    command = servers / "bin" / "mcp-atlassian"
-    if not command.is_file():
-        raise SystemExit(f"{command} is missing: install it as this script's docstring says")
+def tracker_backend(servers: Path) -> dict[str, Any]:
+    command = installed(servers / "bin" / "mcp-atlassian")
     env = {"JIRA_URL": SITE, "JIRA_USERNAME": "me@example.com", "JIRA_API_TOKEN": "none",
            "CONFLUENCE_URL": f"{SITE}/wiki", "CONFLUENCE_USERNAME": "me@example.com", "CONFLUENCE_API_TOKEN": "none"}
-    tracker = {"name": "atlassian", "kind": "mcp_stdio", "command": str(command), "args": [], "env": env}
-    return RouterSettings.model_validate({**base.model_dump(), "backends": [*base.model_dump()["backends"], tracker]})
+    return {"name": "atlassian", "kind": "mcp_stdio", "command": str(command), "args": [], "env": env}
 
 
 def main() -> None:
     run(__doc__, ".state/tracker-servers", "mcp-router-eighth-catalog",
-        lambda base, servers, tmp: with_tracker(base, servers), REQUESTS)
+        lambda servers, _: tracker_backend(servers), REQUESTS)
 
 
 if __name__ == "__main__":
