@@ -162,6 +162,15 @@ async def test_settling_ranks_every_tool_of_a_backend_for_the_question() -> None
     tools = arguments.tools_of("calc")
     assert tools and {c.capability.backend for c in tools} == {"calc"}
     assert len(tools) == len(w.router.catalogs["calc"].capabilities) > 1
+    # A caller whose policy denies a tool never has it ranked: every tool of a backend is every tool it may use.
+    assert "multiply" in {c.capability.name for c in tools}
+    from router.security.identity import Principal
+    from router.security.policy import Access, Policy
+
+    ops = Access(Principal("ops-bot", "ops", "api_key"), Policy(allow=["calc"], deny=["calc/multiply"]))
+    _, theirs = await w.router._settled(Request.dry_run(RouteRequest(question=BOTH_CLOCKS), access=ops))
+    assert {c.capability.name for c in theirs.tools_of("calc")} == \
+        {c.capability.name for c in tools} - {"multiply"} != set()
 
 
 def test_a_word_said_by_another_reader_in_its_singular_or_plural_keeps_the_question_open() -> None:
